@@ -1,0 +1,40 @@
+"""veil — differential-privacy analytics with exact noise and durable budgets."""
+
+from veil.accounting import Budget
+from veil.errors import (
+    BoundsError,
+    BudgetExhaustedError,
+    InternalError,
+    InvalidArgumentError,
+    LedgerError,
+    MissingDependencyError,
+    PrivacyInvariantError,
+    RandomnessError,
+    ReservationStateError,
+    SchemaError,
+    SessionStateError,
+    UnsupportedQueryError,
+    UserError,
+    VeilError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BoundsError",
+    "Budget",
+    "BudgetExhaustedError",
+    "InternalError",
+    "InvalidArgumentError",
+    "LedgerError",
+    "MissingDependencyError",
+    "PrivacyInvariantError",
+    "RandomnessError",
+    "ReservationStateError",
+    "SchemaError",
+    "SessionStateError",
+    "UnsupportedQueryError",
+    "UserError",
+    "VeilError",
+    "__version__",
+]

@@ -1,0 +1,132 @@
+"""The exception tree of veil.
+
+Every error veil raises on purpose derives from :class:`VeilError`::
+
+    VeilError
+    ├── UserError                    the caller can fix it; the message says the rule,
+    │   │                            the offending value and the fix
+    │   ├── InvalidArgumentError     a bad parameter: ε ≤ 0, δ ∉ (0, 1), NaN data, a wrong dtype…
+    │   ├── BoundsError              a summed column without bounds, or lower > upper
+    │   ├── SchemaError              an unknown table or column, non-numeric data in a numeric
+    │   │                            aggregate
+    │   ├── UnsupportedQueryError    SQL outside veil's DP subset (carries the position)
+    │   ├── BudgetExhaustedError     a charge larger than what remains (requested / remaining)
+    │   ├── LedgerError              unknown analyst or dataset, malformed ledger URL…
+    │   │   └── ReservationStateError  a reservation used against its lifecycle
+    │   │                              (committed twice, refunded after commit…)
+    │   ├── SessionStateError        a closed session used again
+    │   └── MissingDependencyError   an optional extra is not installed (says what to install)
+    ├── RandomnessError              the operating system's CSPRNG failed; nothing is released
+    └── InternalError                a broken invariant inside veil: this is a bug
+        └── PrivacyInvariantError    the loss recomputed after compiling differs from the loss
+                                     charged; nothing was released
+
+User errors never leave the ledger changed; a refused query is not charged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from veil.accounting.budget import Budget
+
+__all__ = [
+    "BoundsError",
+    "BudgetExhaustedError",
+    "InternalError",
+    "InvalidArgumentError",
+    "LedgerError",
+    "MissingDependencyError",
+    "PrivacyInvariantError",
+    "RandomnessError",
+    "ReservationStateError",
+    "SchemaError",
+    "SessionStateError",
+    "UnsupportedQueryError",
+    "UserError",
+    "VeilError",
+]
+
+
+class VeilError(Exception):
+    """Root of every error veil raises on purpose."""
+
+
+class UserError(VeilError):
+    """The caller can fix this: the message names the value and the fix."""
+
+
+class InvalidArgumentError(UserError, ValueError):
+    """A parameter is out of its domain (ε ≤ 0, NaN data, an empty candidate list…)."""
+
+
+class BoundsError(UserError, ValueError):
+    """Bounds are missing for a summed column, or are not a finite interval lower ≤ upper."""
+
+
+class SchemaError(UserError, LookupError):
+    """An unknown table or column, or a column whose type does not fit the aggregate."""
+
+
+class UnsupportedQueryError(UserError):
+    """A query outside veil's DP subset.
+
+    ``position`` is the 1-based (line, column) of the offending construct in the SQL text when
+    known, else ``None``.
+    """
+
+    def __init__(self, message: str, *, position: tuple[int, int] | None = None) -> None:
+        if position is not None:
+            message = f"{message} (at line {position[0]}, column {position[1]})"
+        super().__init__(message)
+        self.position = position
+
+
+class BudgetExhaustedError(UserError):
+    """A charge would exceed the remaining budget; nothing was charged."""
+
+    def __init__(
+        self, requested: Budget, remaining: Budget, *, analyst: str = "", dataset: str = ""
+    ) -> None:
+        self.requested = requested
+        self.remaining = remaining
+        self.analyst = analyst
+        self.dataset = dataset
+        who = f" for analyst {analyst!r} on dataset {dataset!r}" if analyst or dataset else ""
+        super().__init__(
+            f"privacy budget exhausted{who}: requested {requested}, remaining {remaining}, "
+            f"short by {requested.shortfall(remaining)}; ask an administrator to grant more, "
+            "or ask a cheaper query (smaller epsilon)"
+        )
+
+
+class LedgerError(UserError):
+    """The ledger cannot do what was asked (unknown analyst or dataset, a malformed URL…)."""
+
+
+class ReservationStateError(LedgerError):
+    """A reservation used against its lifecycle ``reserved → committed | refunded``."""
+
+
+class SessionStateError(UserError):
+    """A session used after it was closed."""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional dependency is missing; the message says which extra to install."""
+
+
+class RandomnessError(VeilError):
+    """The operating system's random number generator failed; nothing was released."""
+
+
+class InternalError(VeilError):
+    """A broken invariant inside veil. This is a bug: please report it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message} (this is a bug in veil; please report it)")
+
+
+class PrivacyInvariantError(InternalError):
+    """The privacy loss recomputed from the built mechanisms differs from the charge."""

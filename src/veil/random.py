@@ -1,0 +1,82 @@
+"""The only place veil reads randomness.
+
+Every random bit veil uses comes from :func:`system_source`, the operating system's CSPRNG,
+or from a :class:`RandomSource` that a caller passes *explicitly* (tests pass a seeded one).
+There is no global switch and no user-settable seed.
+
+Contract of :class:`SystemSource`:
+
+- Requests of up to ``_DIRECT_LIMIT`` bytes are served by ``os.urandom`` (``getrandom(2)`` on
+  Linux).
+- Larger requests are served by a ChaCha20 keystream under a fresh 256-bit key and 128-bit
+  nonce read from ``os.urandom`` *for that request alone*. The generator keeps no state between
+  calls, so it is safe across threads and across ``fork`` (a Spark executor's forked workers
+  never share a stream). ChaCha20 is a PRF; its keystream is computationally indistinguishable
+  from uniform bytes (RFC 8439), like the kernel's own CSPRNG which is built the same way.
+- It fails closed: if the operating system cannot provide randomness, or returns a short
+  read, :class:`veil.errors.RandomnessError` is raised and nothing is sampled.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol, runtime_checkable
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
+
+from veil.errors import InvalidArgumentError, RandomnessError
+
+__all__ = ["RandomSource", "SystemSource", "system_source"]
+
+_DIRECT_LIMIT = 4096
+_KEY_BYTES = 32
+_NONCE_BYTES = 16
+
+
+@runtime_checkable
+class RandomSource(Protocol):
+    """A source of uniformly random bytes."""
+
+    def random_bytes(self, n: int) -> bytes:
+        """Return exactly ``n`` independent, uniformly random bytes."""
+        ...
+
+
+def _urandom(n: int) -> bytes:
+    try:
+        data = os.urandom(n)
+    except (OSError, NotImplementedError) as exc:
+        raise RandomnessError(
+            f"the operating system's random number generator failed ({exc}); "
+            "veil refuses to continue without it"
+        ) from exc
+    if len(data) != n:
+        raise RandomnessError(f"os.urandom returned {len(data)} bytes instead of {n}")
+    return data
+
+
+class SystemSource:
+    """The operating system's CSPRNG, with a per-request ChaCha20 stream for bulk requests."""
+
+    def random_bytes(self, n: int) -> bytes:
+        if n < 0:
+            raise InvalidArgumentError(f"cannot draw a negative number of bytes ({n})")
+        if n <= _DIRECT_LIMIT:
+            return _urandom(n)
+        seed = _urandom(_KEY_BYTES + _NONCE_BYTES)
+        cipher = Cipher(algorithms.ChaCha20(seed[:_KEY_BYTES], seed[_KEY_BYTES:]), mode=None)
+        stream = cipher.encryptor().update(bytes(n))
+        if len(stream) != n:
+            raise RandomnessError(f"the ChaCha20 stream returned {len(stream)} bytes, not {n}")
+        return stream
+
+    def __repr__(self) -> str:
+        return "SystemSource()"
+
+
+_SYSTEM = SystemSource()
+
+
+def system_source() -> RandomSource:
+    """The default source: the operating system's CSPRNG (see the module contract)."""
+    return _SYSTEM

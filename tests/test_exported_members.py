@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+import veil
+
+
+def test_all_names_exist_and_nothing_private_is_exported() -> None:
+    for name in veil.__all__:
+        assert hasattr(veil, name), name
+        assert not name.startswith("_") or name == "__version__"
+
+
+def test_public_surface_is_exactly_all() -> None:
+    public = {n for n in dir(veil) if not n.startswith("_")}
+    submodules = {n for n in public if type(getattr(veil, n)).__name__ == "module"}
+    assert public - submodules == set(veil.__all__) - {"__version__"}

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+import veil.random as vr
+from veil.errors import RandomnessError
+
+SRC = Path(vr.__file__).resolve().parent
+FORBIDDEN_MODULES = {"random", "secrets", "numpy.random"}
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name in FORBIDDEN_MODULES]
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if mod in FORBIDDEN_MODULES or mod.startswith("numpy.random"):
+                found.append(mod)
+            if mod == "numpy":
+                found += ["numpy.random" for a in node.names if a.name == "random"]
+            if mod == "os":
+                found += ["os.urandom" for a in node.names if a.name == "urandom"]
+        elif isinstance(node, ast.Attribute):
+            # np.random.<anything>, os.urandom, os.getrandom
+            if (
+                node.attr == "random"
+                and isinstance(node.value, ast.Name)
+                and node.value.id
+                in {
+                    "np",
+                    "numpy",
+                }
+            ):
+                found.append("numpy.random")
+            if node.attr in {"urandom", "getrandom"} and isinstance(node.value, ast.Name):
+                found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_but_veil_random_reads_randomness() -> None:
+    offenders = {}
+    for path in SRC.rglob("*.py"):
+        if path.resolve() == Path(vr.__file__).resolve():
+            continue
+        bad = _violations(path)
+        if bad:
+            offenders[str(path.relative_to(SRC))] = bad
+    assert offenders == {}
+
+
+def test_the_scanner_catches_forbidden_imports(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import random\nimport numpy as np\nfrom os import urandom\n"
+        "import os\nx = np.random.default_rng()\ny = os.urandom(3)\n"
+    )
+    assert set(_violations(probe)) == {"random", "numpy.random", "os.urandom"}
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 4096, 4097, 1 << 20])
+def test_system_source_returns_exactly_n_bytes(n: int) -> None:
+    assert len(vr.system_source().random_bytes(n)) == n
+
+
+def test_system_source_bulk_streams_differ_between_calls() -> None:
+    a = vr.system_source().random_bytes(1 << 16)
+    b = vr.system_source().random_bytes(1 << 16)
+    assert a != b
+
+
+def test_system_source_bytes_look_uniform() -> None:
+    data = vr.system_source().random_bytes(1 << 20)
+    counts = [0] * 256
+    for byte in data:
+        counts[byte] += 1
+    expected = len(data) / 256
+    chi2 = sum((c - expected) ** 2 / expected for c in counts)
+    # 255 degrees of freedom: P(chi2 > 375) < 1e-6 for a uniform source.
+    assert chi2 < 375
+
+
+def test_system_source_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(n: int) -> bytes:
+        raise OSError("entropy pool unavailable")
+
+    monkeypatch.setattr(os, "urandom", broken)
+    with pytest.raises(RandomnessError, match="entropy pool unavailable"):
+        vr.system_source().random_bytes(10)
+    with pytest.raises(RandomnessError, match="refuses to continue"):
+        vr.system_source().random_bytes(1 << 16)
+
+
+def test_system_source_rejects_a_short_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x00" * (n - 1))
+    with pytest.raises(RandomnessError, match="instead of"):
+        vr.system_source().random_bytes(8)
+
+
+def test_system_source_streams_differ_across_fork() -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.write(write, vr.system_source().random_bytes(1 << 13)[:64])
+        os._exit(0)
+    os.close(write)
+    parent = vr.system_source().random_bytes(1 << 13)[:64]
+    child = os.read(read, 64)
+    os.waitpid(pid, 0)
+    assert child != parent
