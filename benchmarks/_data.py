@@ -23,58 +23,14 @@ from pathlib import Path
 
 import duckdb
 
-STATES = [
-    "CA",
-    "TX",
-    "FL",
-    "NY",
-    "PA",
-    "IL",
-    "OH",
-    "GA",
-    "NC",
-    "MI",
-    "NJ",
-    "VA",
-    "WA",
-    "AZ",
-    "MA",
-    "TN",
-    "IN",
-    "MD",
-    "MO",
-    "WI",
-    "CO",
-    "MN",
-    "SC",
-    "AL",
-    "LA",
-    "KY",
-    "OR",
-    "OK",
-    "CT",
-    "UT",
-    "IA",
-    "NV",
-    "AR",
-    "MS",
-    "KS",
-    "NM",
-    "NE",
-    "ID",
-    "WV",
-    "HI",
-    "NH",
-    "ME",
-    "MT",
-    "RI",
-    "DE",
-    "SD",
-    "ND",
-    "AK",
-    "VT",
-    "WY",
-]
+# fmt: off
+STATES = (  # the 50 US states, most common first
+    "CA", "TX", "FL", "NY", "PA", "IL", "OH", "GA", "NC", "MI", "NJ", "VA", "WA", "AZ", "MA",
+    "TN", "IN", "MD", "MO", "WI", "CO", "MN", "SC", "AL", "LA", "KY", "OR", "OK", "CT", "UT",
+    "IA", "NV", "AR", "MS", "KS", "NM", "NE", "ID", "WV", "HI", "NH", "ME", "MT", "RI", "DE",
+    "SD", "ND", "AK", "VT", "WY",
+)
+# fmt: on
 assert len(STATES) == 50
 
 ROWS_PER_USER_MEAN = 5.5
