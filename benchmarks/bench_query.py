@@ -1,0 +1,254 @@
+"""Time and peak memory of one bounded DP query on the 10 M-row table, veil vs plain DuckDB.
+
+The query: per state, COUNT(*), SUM(income) and AVG(income) with income in [0, 1e6], each user
+bounded to one row. Contenders, each run in a fresh subprocess (so its peak RSS, read from
+``getrusage(RUSAGE_SELF).ru_maxrss``, is its own) and interleaved round by round so the load of
+a shared machine hits them alike:
+
+- ``duckdb``   plain DuckDB doing the same bounded aggregation (the baseline): one row per user
+               chosen by ``ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY hash(salt, …))``,
+               clamped income, float SUM/AVG.
+- ``veil``     ``veil.Session.local(...).sql(...)`` end to end (fresh in-memory ledger per run,
+               so no answer comes from the cache).
+- ``veil-sql`` the SQL veil's ``explain`` says it sends, run on plain DuckDB — the engine's share
+               of veil's time (veil − veil-sql = planning, noise and Python overhead).
+- ``opendp``   OpenDP's Polars API on the same Parquet file, when ``opendp`` and ``polars`` are
+               importable (they are not veil dependencies).
+
+    python benchmarks/bench_query.py [--rows 10_000_000] [--rounds 3] [--reps 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import _data
+
+QUERY = (
+    "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean "
+    "FROM people GROUP BY state"
+)
+EPSILON = 1.0
+DELTA = 1e-6
+LO, HI = _data.INCOME_BOUNDS
+
+
+def baseline_sql(path: Path, salt: int) -> str:
+    """Plain DuckDB: the same bounded aggregation veil performs, without the noise."""
+    return f"""
+SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean
+FROM (
+  SELECT state, least(greatest(income, {LO}), {HI}) AS income,
+         ROW_NUMBER() OVER (PARTITION BY user_id
+                            ORDER BY hash({salt}, user_id, state, income)) AS rn
+  FROM read_parquet('{path}')
+)
+WHERE rn <= 1
+GROUP BY state
+"""
+
+
+def _rss_kib() -> int:
+    """Current resident set size (KiB), from /proc on Linux; 0 elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# ── contenders (each returns a no-argument function running the query once) ────────────────
+
+
+def _setup_duckdb(path: Path) -> Callable[[], object]:
+    import duckdb
+
+    con = duckdb.connect()
+
+    def run() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1  # a fresh secret salt per query
+        return con.sql(baseline_sql(path, salt)).to_arrow_table()
+
+    return run
+
+
+def veil_session(path: Path) -> Any:
+    """A fresh session over the benchmark table with an in-memory ledger (no cached answers)."""
+    import veil
+
+    return veil.Session.local(
+        tables={"people": str(path)},
+        privacy_unit="user_id",
+        budget=veil.Budget(epsilon=EPSILON, delta=DELTA),
+        analyst="bench",
+        ledger="sqlite://",
+    )
+
+
+def _setup_veil(path: Path) -> Callable[[], object]:
+    def run() -> object:
+        session = veil_session(path)
+        return session.sql(QUERY, epsilon=EPSILON, delta=DELTA, bounds={"income": (LO, HI)})
+
+    return run
+
+
+def _setup_veil_sql(path: Path) -> Callable[[], object]:
+    import duckdb
+
+    explained = veil_session(path).explain(
+        QUERY, epsilon=EPSILON, delta=DELTA, bounds={"income": (LO, HI)}
+    )
+    sql = explained.sql
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW people AS SELECT * FROM read_parquet('{path}')")
+
+    def run() -> object:
+        return con.sql(sql).to_arrow_table()
+
+    return run
+
+
+def _setup_opendp(path: Path) -> Callable[[], object]:
+    import opendp.prelude as dp
+    import polars as pl
+
+    dp.enable_features("contrib")
+    lf = pl.scan_parquet(path)
+
+    def run() -> object:
+        context = dp.Context.compositor(
+            data=lf,
+            privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("user_id")),
+            privacy_loss=dp.loss_of(epsilon=EPSILON, delta=DELTA),
+            split_evenly_over=1,
+        )
+        query = (
+            context.query()
+            .truncate_per_group(1)
+            .group_by("state")
+            .agg(
+                dp.len(),
+                pl.col("income").fill_null(0.0).dp.sum((LO, HI)),
+            )
+        )
+        return query.release().collect()
+
+    return run
+
+
+CONTENDERS: dict[str, Callable[[Path], Callable[[], object]]] = {
+    "duckdb": _setup_duckdb,
+    "veil": _setup_veil,
+    "veil-sql": _setup_veil_sql,
+    "opendp": _setup_opendp,
+}
+
+
+def worker(name: str, path: Path, reps: int) -> dict[str, Any]:
+    """Run one contender ``reps`` times in this (fresh) process; times and memory."""
+    run = CONTENDERS[name](path)
+    base = _rss_kib()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"name": name, "times": times, "peak_kib": peak, "base_kib": base}
+
+
+def available(name: str) -> str | None:
+    """None if the contender can run here, else the reason it cannot."""
+    probes = {"opendp": "import opendp, polars", "veil": "import veil; veil.Session.local"}
+    probe = probes.get(name) or (probes["veil"] if name == "veil-sql" else "")
+    if not probe:
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    if proc.returncode == 0:
+        return None
+    return (proc.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def spawn(name: str, path: Path, reps: int) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", name, "--path", str(path), "--reps", str(reps)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{proc.stderr}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="fresh processes per contender")
+    parser.add_argument("--reps", type=int, default=2, help="timed runs per process")
+    parser.add_argument("--only", nargs="*", default=list(CONTENDERS), choices=list(CONTENDERS))
+    parser.add_argument("--worker", choices=list(CONTENDERS), help=argparse.SUPPRESS)
+    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.path, args.reps)))
+        return
+
+    path = _data.ensure_table(args.rows)
+    print(f"table: {args.rows:,} rows, {path.stat().st_size / 2**20:.0f} MiB Parquet ({path})")
+    print(f"query: {QUERY}  [ε={EPSILON}, δ={DELTA}, income in [{LO:g}, {HI:g}], 1 row/user]")
+    names = []
+    for name in args.only:
+        reason = available(name)
+        if reason:
+            print(f"  skipping {name}: {reason}")
+        else:
+            names.append(name)
+    results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for _ in range(args.rounds):
+        for name in names:
+            results[name].append(spawn(name, path, args.reps))
+
+    summary = {}
+    for name, runs in results.items():
+        times = [t for r in runs for t in r["times"]]
+        summary[name] = {
+            "median_s": statistics.median(times),
+            "min_s": min(times),
+            "peak_mib": max(r["peak_kib"] for r in runs) / 1024,
+            "work_mib": max(r["peak_kib"] - r["base_kib"] for r in runs) / 1024,
+        }
+    base = summary.get("duckdb")
+    print(
+        f"\n{'contender':<10} {'median s':>9} {'min s':>7} {'Mrows/s':>8} "
+        f"{'peak RSS MiB':>13} {'above setup':>12} {'time ×':>7} {'mem ×':>6}"
+    )
+    for name, s in summary.items():
+        ratio_t = s["median_s"] / base["median_s"] if base else float("nan")
+        ratio_m = s["peak_mib"] / base["peak_mib"] if base else float("nan")
+        print(
+            f"{name:<10} {s['median_s']:9.2f} {s['min_s']:7.2f} "
+            f"{args.rows / s['median_s'] / 1e6:8.1f} {s['peak_mib']:13.0f} "
+            f"{s['work_mib']:12.0f} {ratio_t:7.2f} {ratio_m:6.2f}"
+        )
+    print(
+        "\n'peak RSS' is the process's ru_maxrss (interpreter and imports included); 'above "
+        "setup' subtracts the RSS after imports and setup. Ratios are against 'duckdb' "
+        "(plain DuckDB with the same bounding), measured in this run."
+    )
+
+
+if __name__ == "__main__":
+    main()
