@@ -1,0 +1,179 @@
+"""The canonical, serialisable form of a plan and its fingerprint (the cache key).
+
+``canonical(plan)`` is a JSON-compatible dict: node by node from the root, exact numbers as
+``"p/q"`` strings, expressions as sqlglot SQL with every identifier quoted. Two plans with the same
+canonical form ask the same question; ``fingerprint(plan)`` is the SHA-256 of its sorted JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fractions import Fraction
+from typing import Any
+
+from sqlglot import exp
+
+from veil.accounting.budget import Budget
+from veil.plan.nodes import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Filter,
+    GroupKey,
+    Having,
+    Limit,
+    Measurement,
+    Plan,
+    Project,
+    Scan,
+    Selection,
+    Sort,
+)
+from veil.plan.visitor import PlanVisitor
+
+__all__ = ["canonical", "fingerprint"]
+
+Json = dict[str, Any]
+FORMAT_VERSION = 1
+
+
+def _frac(x: Fraction | None) -> str | None:
+    return None if x is None else f"{x.numerator}/{x.denominator}"
+
+
+def _budget(b: Budget | None) -> Json | None:
+    if b is None:
+        return None
+    return {
+        "kind": b.kind,
+        "epsilon": _frac(b.epsilon),
+        "delta": _frac(b.delta),
+        "rho": _frac(b.rho),
+    }
+
+
+def _expr(e: exp.Expression) -> str:
+    return e.sql(identify=True)
+
+
+def _key(k: GroupKey) -> Json:
+    return {
+        "column": k.column,
+        "alias": k.alias,
+        "domain": None if k.domain is None else [_value(v) for v in k.domain],
+        "edges": None if k.edges is None else [_frac(e) for e in k.edges],
+    }
+
+
+def _value(v: object) -> object:
+    # keep the type visible: 1, 1.0, "1" and True are different keys
+    return [type(v).__name__, v]
+
+
+def _call(a: AggregateCall) -> Json:
+    return {
+        "alias": a.alias,
+        "function": a.function,
+        "column": a.column,
+        "quantile": _frac(a.quantile),
+        "weight": _frac(a.weight),
+    }
+
+
+def _bounds(b: ColumnBounds) -> Json:
+    return {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
+
+
+def _measurement(m: Measurement) -> Json:
+    return {
+        "name": m.name,
+        "statistic": m.statistic,
+        "mechanism": m.mechanism,
+        "budget": _budget(m.budget),
+        "sensitivity": _frac(m.sensitivity),
+        "scale": _frac(m.scale),
+        "column": m.column,
+        "centre": _frac(m.centre),
+        "resolution": m.resolution,
+        "quantile": _frac(m.quantile),
+        "candidates": [_frac(c) for c in m.candidates],
+    }
+
+
+def _selection(s: Selection | None) -> Json | None:
+    if s is None:
+        return None
+    return {
+        "mechanism": s.mechanism,
+        "budget": _budget(s.budget),
+        "sensitivity": _frac(s.sensitivity),
+        "scale": _frac(s.scale),
+        "threshold": _frac(s.threshold),
+    }
+
+
+class _Canonical(PlanVisitor[Json]):
+    def visit_scan(self, node: Scan) -> Json:
+        return {
+            "node": "scan",
+            "table": node.table,
+            "columns": [[f.name, f.type] for f in node.columns],
+        }
+
+    def visit_filter(self, node: Filter) -> Json:
+        return {
+            "node": "filter",
+            "predicate": _expr(node.predicate),
+            "child": self.visit(node.child),
+        }
+
+    def visit_aggregate(self, node: Aggregate) -> Json:
+        return {
+            "node": "aggregate",
+            "keys": [_key(k) for k in node.keys],
+            "aggregates": [_call(a) for a in node.aggregates],
+            "privacy_unit": node.privacy_unit,
+            "contribution": [node.contribution.max_groups, node.contribution.max_rows_per_group],
+            "bounds": [_bounds(b) for b in node.bounds],
+            "budget": _budget(node.budget),
+            "measurements": [_measurement(m) for m in node.measurements],
+            "selection": _selection(node.selection),
+            "child": self.visit(node.child),
+        }
+
+    def visit_having(self, node: Having) -> Json:
+        return {
+            "node": "having",
+            "predicate": _expr(node.predicate),
+            "child": self.visit(node.child),
+        }
+
+    def visit_sort(self, node: Sort) -> Json:
+        return {
+            "node": "sort",
+            "keys": [[k.column, k.descending] for k in node.keys],
+            "child": self.visit(node.child),
+        }
+
+    def visit_limit(self, node: Limit) -> Json:
+        return {
+            "node": "limit",
+            "count": node.count,
+            "offset": node.offset,
+            "child": self.visit(node.child),
+        }
+
+    def visit_project(self, node: Project) -> Json:
+        return {"node": "project", "columns": list(node.columns), "child": self.visit(node.child)}
+
+
+def canonical(plan: Plan) -> Json:
+    """The canonical JSON-compatible form of ``plan`` (stable across runs and machines)."""
+    return {"veil_plan": FORMAT_VERSION, "root": _Canonical().visit(plan)}
+
+
+def fingerprint(plan: Plan) -> str:
+    """SHA-256 (hex) of the canonical form: equal plans ⇔ equal fingerprints."""
+    text = json.dumps(canonical(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()

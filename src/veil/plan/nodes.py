@@ -1,0 +1,744 @@
+"""The nodes of the query plan: frozen dataclasses that validate themselves.
+
+A plan is a chain, from the leaf up::
+
+    Scan ─► [Filter] ─► Aggregate ─► [Having | Sort | Limit | Project]*
+
+``Scan`` and ``Filter`` describe private rows; ``Aggregate`` is the one differential-privacy
+boundary (everything above it reads only released, noisy values and is post-processing).
+Every node checks its arguments on construction (unknown column → ``SchemaError``, a
+post-processing node on private rows → ``UnsupportedQueryError``, bad numbers →
+``InvalidArgumentError`` / ``BoundsError``) and states its output schema with
+:meth:`Plan.schema`.
+
+The compiled parts of an :class:`Aggregate` (``budget``, ``measurements``, ``selection``) are
+empty in a plan built by the SQL front end or the builder; the rewrite rules in
+``veil.compile`` fill them in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args
+
+from sqlglot import exp
+
+from veil.accounting.budget import Budget
+from veil.errors import (
+    BoundsError,
+    InvalidArgumentError,
+    SchemaError,
+    UnsupportedQueryError,
+)
+
+if TYPE_CHECKING:
+    from veil.plan.visitor import PlanVisitor
+
+__all__ = [
+    "AGGREGATE_FUNCTIONS",
+    "Aggregate",
+    "AggregateCall",
+    "AggregateFunction",
+    "ColumnBounds",
+    "ColumnType",
+    "Contribution",
+    "Field",
+    "Filter",
+    "GroupKey",
+    "Having",
+    "KeyValue",
+    "Limit",
+    "Measurement",
+    "Mechanism",
+    "Plan",
+    "Project",
+    "Scan",
+    "Selection",
+    "Sort",
+    "SortKey",
+    "Statistic",
+    "as_fraction",
+]
+
+T = TypeVar("T")
+
+ColumnType = Literal["integer", "real", "string", "boolean", "temporal", "other"]
+"""The coarse type of a column; enough to decide what an aggregate may read."""
+
+NUMERIC_TYPES: frozenset[str] = frozenset({"integer", "real"})
+
+AggregateFunction = Literal[
+    "count",  # COUNT(*) or COUNT(col)
+    "count_distinct",  # COUNT(DISTINCT <privacy unit>)
+    "sum",
+    "avg",
+    "variance",  # sample variance (VAR_SAMP / VARIANCE)
+    "stddev",  # sample standard deviation (STDDEV / STDDEV_SAMP)
+    "quantile",  # QUANTILE / PERCENTILE_CONT(q), MEDIAN = quantile 1/2
+    "min",  # the 0-quantile
+    "max",  # the 1-quantile
+]
+AGGREGATE_FUNCTIONS: tuple[str, ...] = get_args(AggregateFunction)
+
+KeyValue = str | int | float | bool | None
+"""A group-key value in a public domain (JSON-serialisable)."""
+
+Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile"]
+Mechanism = Literal["discrete_laplace", "discrete_gaussian", "exponential"]
+
+
+def as_fraction(value: object, name: str) -> Fraction:
+    """``value`` as an exact finite Fraction (floats read as the decimal they print as)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction | Decimal | str):
+        raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BoundsError(f"{name} must be finite, got {value!r}")
+        return Fraction(repr(value))
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise BoundsError(f"{name} must be finite, got {value!r}")
+    try:
+        return Fraction(value)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from exc
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError(f"{what} must be a non-empty string, got {name!r}")
+    return name
+
+
+# ── small value types ─────────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Field:
+    """A named, typed column of a node's output."""
+
+    name: str
+    type: ColumnType
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "a column name")
+        if self.type not in get_args(ColumnType):
+            raise InvalidArgumentError(
+                f"column type of {self.name!r} must be one of {get_args(ColumnType)}, "
+                f"got {self.type!r}"
+            )
+
+
+@dataclass(frozen=True)
+class ColumnBounds:
+    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions)."""
+
+    column: str
+    lower: Fraction
+    upper: Fraction
+
+    def __post_init__(self) -> None:
+        _check_name(self.column, "a bounded column")
+        lo = as_fraction(self.lower, f"the lower bound of {self.column!r}")
+        hi = as_fraction(self.upper, f"the upper bound of {self.column!r}")
+        if lo > hi:
+            raise BoundsError(
+                f"bounds for {self.column!r} are empty: lower {float(lo):g} > upper "
+                f"{float(hi):g}; pass bounds={{{self.column!r}: ({float(hi):g}, {float(lo):g})}}"
+            )
+        _set(self, "lower", lo)
+        _set(self, "upper", hi)
+
+    @property
+    def midpoint(self) -> Fraction:
+        return (self.lower + self.upper) / 2
+
+    @property
+    def radius(self) -> Fraction:
+        """Half the width: the largest |x − midpoint| after clamping."""
+        return (self.upper - self.lower) / 2
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How much one privacy unit may contribute: at most ``max_groups`` groups (L0) and at most
+    ``max_rows_per_group`` rows in each (L∞). Defaults: 1 and 1 (visible in ``explain``)."""
+
+    max_groups: int = 1
+    max_rows_per_group: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("max_groups", "max_rows_per_group"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(
+                    f"{name} must be a positive integer, got {value!r}; e.g. {name}=1"
+                )
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """One GROUP BY key.
+
+    - ``column`` only: keys are the column's values; unknown to the analyst, so released
+      through DP partition selection.
+    - ``domain``: the public list of keys; every key in it is released (empty ones with a count
+      of zero), rows with other keys are dropped.
+    - ``edges``: a histogram over declared bins ``[e0, e1), [e1, e2), …, [e_{n-1}, e_n]``
+      (the last bin closed); the key is the bin label ``"[e_i, e_{i+1})"``, every bin is
+      released, rows outside ``[e0, e_n]`` or NULL are dropped.
+    ``alias`` is the output column name (defaults to ``column``).
+    """
+
+    column: str
+    domain: tuple[KeyValue, ...] | None = None
+    edges: tuple[Fraction, ...] | None = None
+    alias: str = ""
+
+    def __post_init__(self) -> None:
+        _check_name(self.column, "a group-by column")
+        if not self.alias:
+            _set(self, "alias", self.column)
+        _check_name(self.alias, "a group-by alias")
+        if self.domain is not None and self.edges is not None:
+            raise InvalidArgumentError(
+                f"group key {self.column!r} has both a domain and histogram edges; pass one"
+            )
+        if self.domain is not None:
+            domain = tuple(self.domain)
+            for value in domain:
+                if not isinstance(value, str | int | float | bool) and value is not None:
+                    raise InvalidArgumentError(
+                        f"public domain of {self.column!r} must hold str/int/float/bool/None "
+                        f"values, got {value!r}"
+                    )
+            if len(set(domain)) != len(domain):
+                raise InvalidArgumentError(f"public domain of {self.column!r} repeats a key")
+            if not domain:
+                raise InvalidArgumentError(f"public domain of {self.column!r} is empty")
+            _set(self, "domain", domain)
+        if self.edges is not None:
+            edges = tuple(
+                as_fraction(e, f"a histogram edge of {self.column!r}") for e in self.edges
+            )
+            if len(edges) < 2 or any(a >= b for a, b in itertools.pairwise(edges)):
+                raise InvalidArgumentError(
+                    f"histogram edges of {self.column!r} must be at least two strictly "
+                    f"increasing numbers, got {[float(e) for e in edges]}"
+                )
+            _set(self, "edges", edges)
+
+    @property
+    def is_public(self) -> bool:
+        """True when the released key set does not depend on the data."""
+        return self.domain is not None or self.edges is not None
+
+    def labels(self) -> tuple[KeyValue, ...]:
+        """The public keys in release order (the domain, or the bin labels)."""
+        if self.domain is not None:
+            return self.domain
+        if self.edges is not None:
+            return tuple(_bin_label(a, b) for a, b in zip(self.edges, self.edges[1:], strict=False))
+        raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
+
+
+def _num(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
+
+
+def _bin_label(lo: Fraction, hi: Fraction) -> str:
+    return f"[{_num(lo)}, {_num(hi)})"
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate in the SELECT list, released as the output column ``alias``.
+
+    ``column`` is the aggregated column (``None`` for COUNT(*)); ``quantile`` the q ∈ [0, 1] of
+    a ``quantile`` call (MEDIAN is 1/2); ``weight`` the relative budget share (``None`` lets the
+    compiler choose the split that minimises the error).
+    """
+
+    alias: str
+    function: AggregateFunction
+    column: str | None = None
+    quantile: Fraction | None = None
+    weight: Fraction | None = None
+
+    def __post_init__(self) -> None:
+        _check_name(self.alias, "an aggregate alias")
+        if self.function not in AGGREGATE_FUNCTIONS:
+            raise UnsupportedQueryError(
+                f"aggregate {self.function!r} is not supported; use one of "
+                f"{', '.join(AGGREGATE_FUNCTIONS)}"
+            )
+        if self.column is None and self.function not in ("count", "count_distinct"):
+            raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
+        if self.function == "quantile":
+            if self.quantile is None:
+                raise InvalidArgumentError(f"quantile {self.alias!r} needs q in [0, 1]")
+            q = as_fraction(self.quantile, f"the quantile of {self.alias!r}")
+            if not 0 <= q <= 1:
+                raise InvalidArgumentError(
+                    f"quantile of {self.alias!r} must lie in [0, 1], got {float(q):g}"
+                )
+            _set(self, "quantile", q)
+        elif self.quantile is not None:
+            raise InvalidArgumentError(f"{self.function.upper()} takes no quantile argument")
+        if self.weight is not None:
+            w = as_fraction(self.weight, f"the budget weight of {self.alias!r}")
+            if w <= 0:
+                raise InvalidArgumentError(
+                    f"budget weight of {self.alias!r} must be > 0, got {float(w):g}"
+                )
+            _set(self, "weight", w)
+
+    @property
+    def q(self) -> Fraction:
+        """The quantile this call releases (0 for MIN, 1 for MAX)."""
+        if self.function == "min":
+            return Fraction(0)
+        if self.function == "max":
+            return Fraction(1)
+        if self.quantile is None:
+            raise InvalidArgumentError(f"{self.alias!r} is not a quantile")
+        return self.quantile
+
+    @property
+    def needs_bounds(self) -> bool:
+        return self.function not in ("count", "count_distinct")
+
+    @property
+    def output_type(self) -> ColumnType:
+        return "integer" if self.function in ("count", "count_distinct") else "real"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One noisy statistic per group that the released aggregates are computed from.
+
+    Filled in by the compiler. ``statistic`` is what the engine sums per group:
+    ``count`` (rows), ``count_units`` (distinct units), ``sum`` (Σ round((clamp(x) − centre) ·
+    2^resolution), an exact integer), ``sum_squares`` (Σ round(((clamp(x) − centre)·2^r)²)…),
+    ``quantile`` (counts per candidate bucket, released by the exponential mechanism).
+    ``sensitivity`` is in the statistic's integer units: L1 for ``discrete_laplace`` and
+    ``exponential``, L2 for ``discrete_gaussian``. ``scale`` is the Laplace scale b, or the
+    Gaussian variance σ², in the same units; ``budget`` this measurement's share of the loss.
+    """
+
+    name: str
+    statistic: Statistic
+    mechanism: Mechanism
+    budget: Budget
+    sensitivity: Fraction
+    scale: Fraction
+    column: str | None = None
+    centre: Fraction = Fraction(0)
+    resolution: int = 0
+    quantile: Fraction | None = None
+    candidates: tuple[Fraction, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "a measurement name")
+        if self.sensitivity < 0 or self.scale < 0:
+            raise InvalidArgumentError(
+                f"measurement {self.name!r} needs a non-negative sensitivity and scale"
+            )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """DP partition selection for unknown group keys: a group is released iff its noisy unit
+    count (``mechanism`` at ``scale``) is at least ``threshold``. Filled in by the compiler."""
+
+    mechanism: Mechanism
+    budget: Budget
+    sensitivity: Fraction
+    scale: Fraction
+    threshold: Fraction
+
+
+@dataclass(frozen=True)
+class SortKey:
+    column: str
+    descending: bool = False
+
+
+# ── plan nodes ───────────────────────────────────────────────────────────────────────────────
+
+
+class Plan:
+    """Base of every plan node."""
+
+    def schema(self) -> tuple[Field, ...]:
+        """The columns this node outputs, in order."""
+        raise NotImplementedError
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        raise NotImplementedError
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return ()
+
+    @property
+    def releases(self) -> bool:
+        """True for nodes whose output is released (noisy) data: ``Aggregate`` and above."""
+        return False
+
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.schema())
+
+    def field(self, name: str) -> Field:
+        """The output field ``name``; ``SchemaError`` (with the known names) if absent."""
+        for f in self.schema():
+            if f.name == name:
+                return f
+        known = ", ".join(self.column_names())
+        close = [n for n in self.column_names() if n.lower() == name.lower()]
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SchemaError(f"unknown column {name!r}{hint} (columns: {known})")
+
+
+def _columns_of(expression: exp.Expression) -> Iterable[str]:
+    for col in expression.find_all(exp.Column):
+        yield col.name
+
+
+def _check_private_child(node: str, child: Plan) -> None:
+    if not isinstance(child, Plan):
+        raise InvalidArgumentError(f"{node} needs a plan node as its child, got {child!r}")
+    if child.releases:
+        raise UnsupportedQueryError(
+            f"{node} over aggregated results (a sub-query) is not supported; "
+            "put the filter in WHERE on the table's rows"
+        )
+
+
+def _check_released_child(node: str, child: Plan) -> None:
+    if not isinstance(child, Plan):
+        raise InvalidArgumentError(f"{node} needs a plan node as its child, got {child!r}")
+    if not child.releases:
+        raise UnsupportedQueryError(
+            f"{node} on private rows is not supported: it can only act on released aggregate "
+            "values; aggregate first (GROUP BY … with COUNT/SUM/AVG…)"
+        )
+
+
+@dataclass(frozen=True)
+class Scan(Plan):
+    """Read a private table; ``columns`` is its schema (from the engine, read without data)."""
+
+    table: str
+    columns: tuple[Field, ...]
+
+    def __post_init__(self) -> None:
+        _check_name(self.table, "a table name")
+        cols = tuple(self.columns)
+        if not cols:
+            raise SchemaError(f"table {self.table!r} has no columns")
+        names = [c.name for c in cols]
+        if len(set(names)) != len(names):
+            raise SchemaError(f"table {self.table!r} repeats a column name: {names}")
+        _set(self, "columns", cols)
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.columns
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_scan(self)
+
+
+@dataclass(frozen=True)
+class Filter(Plan):
+    """Keep the rows where ``predicate`` (a sqlglot boolean expression over the child's
+    columns) is true — SQL's WHERE."""
+
+    child: Plan
+    predicate: exp.Expression
+
+    def __post_init__(self) -> None:
+        _check_private_child("WHERE", self.child)
+        if not isinstance(self.predicate, exp.Expression):
+            raise InvalidArgumentError(
+                f"a filter predicate must be a sqlglot expression, got {self.predicate!r}"
+            )
+        if self.predicate.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select):
+            raise UnsupportedQueryError(
+                "WHERE may only use row values (no aggregates, window functions or sub-queries); "
+                "use HAVING for conditions on released aggregates"
+            )
+        for name in _columns_of(self.predicate):
+            self.child.field(name)
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.child.schema()
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_filter(self)
+
+
+@dataclass(frozen=True)
+class Aggregate(Plan):
+    """The DP boundary: group the child's rows by ``keys`` and release ``aggregates``.
+
+    ``privacy_unit`` is the column identifying a unit (``None``: each row is a unit);
+    ``contribution`` the L0/L∞ limits per unit; ``bounds`` the clamping bounds of every column a
+    bounded aggregate reads (sorted by column). ``budget``, ``measurements`` and ``selection``
+    are filled in by the compiler. Output: the keys' aliases, then the aggregates' aliases.
+    """
+
+    child: Plan
+    keys: tuple[GroupKey, ...]
+    aggregates: tuple[AggregateCall, ...]
+    privacy_unit: str | None = None
+    contribution: Contribution = field(default_factory=Contribution)
+    bounds: tuple[ColumnBounds, ...] = ()
+    budget: Budget | None = None
+    measurements: tuple[Measurement, ...] = ()
+    selection: Selection | None = None
+
+    def __post_init__(self) -> None:
+        _check_private_child("GROUP BY", self.child)
+        keys, aggs = tuple(self.keys), tuple(self.aggregates)
+        if not aggs:
+            raise UnsupportedQueryError(
+                "a query must release at least one aggregate (COUNT, SUM, AVG, …)"
+            )
+        for key in keys:
+            f = self.child.field(key.column)
+            if key.edges is not None and f.type not in NUMERIC_TYPES:
+                raise SchemaError(
+                    f"histogram bins need a numeric column; {key.column!r} is {f.type}"
+                )
+        if self.privacy_unit is not None:
+            self.child.field(self.privacy_unit)
+            if any(k.column == self.privacy_unit for k in keys):
+                raise UnsupportedQueryError(
+                    f"grouping by the privacy unit {self.privacy_unit!r} would release one "
+                    "group per unit; group by another column"
+                )
+        for agg in aggs:
+            self._check_call(agg)
+        names = [k.alias for k in keys] + [a.alias for a in aggs]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise InvalidArgumentError(
+                f"output column name(s) {dup} used twice; give each aggregate its own alias (AS …)"
+            )
+        bounds = tuple(sorted(self.bounds, key=lambda b: b.column))
+        seen = [b.column for b in bounds]
+        if len(set(seen)) != len(seen):
+            raise BoundsError(f"bounds given twice for a column: {seen}")
+        for b in bounds:
+            f = self.child.field(b.column)
+            if f.type not in NUMERIC_TYPES:
+                raise SchemaError(f"bounds given for {b.column!r}, which is {f.type}, not numeric")
+        _set(self, "keys", keys)
+        _set(self, "aggregates", aggs)
+        _set(self, "bounds", bounds)
+        _set(self, "measurements", tuple(self.measurements))
+        if not isinstance(self.contribution, Contribution):
+            raise InvalidArgumentError(
+                f"contribution must be a Contribution, got {self.contribution!r}"
+            )
+
+    def _check_call(self, agg: AggregateCall) -> None:
+        if agg.function == "count_distinct":
+            if self.privacy_unit is None or agg.column not in (None, self.privacy_unit):
+                unit = self.privacy_unit or "<none declared>"
+                raise UnsupportedQueryError(
+                    f"COUNT(DISTINCT {agg.column}) is only supported on the privacy unit "
+                    f"(privacy unit: {unit}); use COUNT(*) or declare privacy_unit="
+                    f"{agg.column!r}"
+                )
+            return
+        if agg.column is None:
+            return
+        f = self.child.field(agg.column)
+        if agg.needs_bounds and f.type not in NUMERIC_TYPES:
+            raise SchemaError(
+                f"{agg.function.upper()}({agg.column}) needs a numeric column, but "
+                f"{agg.column!r} is {f.type}; aggregate a numeric column or COUNT(*) instead"
+            )
+        if agg.column == self.privacy_unit and agg.needs_bounds:
+            raise UnsupportedQueryError(
+                f"{agg.function.upper()} of the privacy unit {agg.column!r} is not supported"
+            )
+
+    def bounds_of(self, column: str) -> ColumnBounds | None:
+        for b in self.bounds:
+            if b.column == column:
+                return b
+        return None
+
+    @property
+    def public_keys(self) -> bool:
+        """True when every key has a public domain (no partition selection needed)."""
+        return all(k.is_public for k in self.keys)
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        out: list[Field] = []
+        for k in self.keys:
+            t = "string" if k.edges is not None else self.child.field(k.column).type
+            out.append(Field(k.alias, t))
+        out.extend(Field(a.alias, a.output_type) for a in self.aggregates)
+        return tuple(out)
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_aggregate(self)
+
+
+def _check_released_columns(node: str, child: Plan, expression: exp.Expression) -> None:
+    for name in _columns_of(expression):
+        child.field(name)
+
+
+@dataclass(frozen=True)
+class Having(Plan):
+    """Keep released groups where ``predicate`` (over released output columns) holds.
+    Post-processing: it reads only noisy values."""
+
+    child: Plan
+    predicate: exp.Expression
+
+    def __post_init__(self) -> None:
+        _check_released_child("HAVING", self.child)
+        if not isinstance(self.predicate, exp.Expression):
+            raise InvalidArgumentError(
+                f"a HAVING predicate must be a sqlglot expression, got {self.predicate!r}"
+            )
+        if self.predicate.find(exp.AggFunc, exp.Window, exp.Subquery, exp.Select):
+            raise UnsupportedQueryError(
+                "HAVING may only refer to released output columns by name (e.g. HAVING n > 10 "
+                "with COUNT(*) AS n in SELECT)"
+            )
+        _check_released_columns("HAVING", self.child, self.predicate)
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.child.schema()
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_having(self)
+
+
+@dataclass(frozen=True)
+class Sort(Plan):
+    """Order released rows by output columns (ORDER BY on released values)."""
+
+    child: Plan
+    keys: tuple[SortKey, ...]
+
+    def __post_init__(self) -> None:
+        _check_released_child("ORDER BY", self.child)
+        keys = tuple(self.keys)
+        if not keys:
+            raise InvalidArgumentError("ORDER BY needs at least one column")
+        for k in keys:
+            self.child.field(k.column)
+        _set(self, "keys", keys)
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.child.schema()
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_sort(self)
+
+
+@dataclass(frozen=True)
+class Limit(Plan):
+    """Keep the first ``count`` released rows (after ``offset``)."""
+
+    child: Plan
+    count: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        _check_released_child("LIMIT", self.child)
+        for name in ("count", "offset"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InvalidArgumentError(f"LIMIT {name} must be an integer ≥ 0, got {v!r}")
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.child.schema()
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_limit(self)
+
+
+@dataclass(frozen=True)
+class Project(Plan):
+    """Select and order released output columns (the SELECT list's order)."""
+
+    child: Plan
+    columns: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_released_child("SELECT", self.child)
+        cols = tuple(self.columns)
+        if not cols:
+            raise InvalidArgumentError("SELECT needs at least one column")
+        if len(set(cols)) != len(cols):
+            raise InvalidArgumentError(f"SELECT repeats an output column: {list(cols)}")
+        for c in cols:
+            self.child.field(c)
+        _set(self, "columns", cols)
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        return tuple(self.child.field(c) for c in self.columns)
+
+    def accept(self, visitor: PlanVisitor[T]) -> T:
+        return visitor.visit_project(self)

@@ -1,0 +1,62 @@
+"""Small helpers over a plan chain: find its Aggregate, rebuild it with a replacement, map an
+Arrow schema to plan fields."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+import pyarrow as pa
+
+from veil.errors import UnsupportedQueryError
+from veil.plan.nodes import Aggregate, ColumnType, Field, Plan
+
+__all__ = ["aggregate_of", "fields_from_arrow", "replace_aggregate"]
+
+
+def aggregate_of(plan: Plan) -> Aggregate:
+    """The one Aggregate node of ``plan``; ``UnsupportedQueryError`` if there is none or
+    more than one."""
+    found: list[Aggregate] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Aggregate):
+            found.append(node)
+        stack.extend(node.children)
+    if len(found) != 1:
+        raise UnsupportedQueryError(
+            "a query must have exactly one aggregation (SELECT … FROM table [WHERE …] "
+            f"[GROUP BY …]); this plan has {len(found)}"
+        )
+    return found[0]
+
+
+def replace_aggregate(plan: Plan, new: Aggregate) -> Plan:
+    """``plan`` with its Aggregate node replaced by ``new`` (the nodes above re-validated)."""
+    if isinstance(plan, Aggregate):
+        return new
+    children = plan.children
+    if len(children) != 1:
+        raise UnsupportedQueryError("this plan has no aggregation to replace")
+    node: Any = plan  # every node above the leaf is a dataclass with a ``child`` field
+    return cast(Plan, dataclasses.replace(node, child=replace_aggregate(children[0], new)))
+
+
+def _column_type(t: pa.DataType) -> ColumnType:
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "real"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_temporal(t):
+        return "temporal"
+    return "other"
+
+
+def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:
+    """Plan fields for an Arrow schema (the engine's ``schema(table)``)."""
+    return tuple(Field(f.name, _column_type(f.type)) for f in schema)

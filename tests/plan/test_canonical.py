@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlglot
+
+from veil.plan import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Contribution,
+    Field,
+    Filter,
+    GroupKey,
+    PlanVisitor,
+    Scan,
+    canonical,
+    fingerprint,
+)
+from veil.plan.nodes import Having, Limit, Project, Sort
+
+PEOPLE = Scan("people", (Field("user_id", "integer"), Field("age", "integer")))
+
+
+def build(predicate: str = "age > 3", upper: float = 100, max_groups: int = 1) -> Aggregate:
+    return Aggregate(
+        Filter(PEOPLE, sqlglot.parse_one(predicate)),
+        keys=(GroupKey("age", edges=(0, 50, 100)),),
+        aggregates=(AggregateCall("n", "count"),),
+        privacy_unit="user_id",
+        contribution=Contribution(max_groups=max_groups),
+        bounds=(ColumnBounds("age", 0, upper),),
+    )
+
+
+def test_equal_plans_have_equal_fingerprints() -> None:
+    assert fingerprint(build()) == fingerprint(build())
+    assert fingerprint(build(predicate="age>3")) == fingerprint(build(predicate="age  >  3"))
+
+
+def test_any_change_changes_the_fingerprint() -> None:
+    base = fingerprint(build())
+    assert fingerprint(build(predicate="age > 4")) != base
+    assert fingerprint(build(upper=101)) != base
+    assert fingerprint(build(max_groups=2)) != base
+
+
+def test_canonical_form_is_json_with_exact_numbers() -> None:
+    form = canonical(build(upper=0.1))
+    text = json.dumps(form)
+    assert '"1/10"' in text
+    assert json.loads(text) == form
+
+
+def test_a_visitor_missing_a_node_cannot_be_instantiated() -> None:
+    class Partial(PlanVisitor[int]):
+        def visit_scan(self, node: Scan) -> int:
+            return 0
+
+    with pytest.raises(TypeError, match="visit_aggregate"):
+        Partial()  # type: ignore[abstract]
+
+
+def test_every_node_kind_appears_in_the_canonical_form() -> None:
+    from veil.plan import SortKey
+
+    plan = Project(
+        Limit(Sort(Having(build(), sqlglot.parse_one("n > 1")), (SortKey("n"),)), 3), ("n",)
+    )
+    text = json.dumps(canonical(plan))
+    for node in ("project", "limit", "sort", "having", "aggregate", "filter", "scan"):
+        assert f'"node": "{node}"' in text

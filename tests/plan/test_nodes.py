@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import sqlglot
+
+from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
+from veil.plan import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Contribution,
+    Field,
+    Filter,
+    GroupKey,
+    Having,
+    Limit,
+    Project,
+    Scan,
+    Sort,
+    SortKey,
+    aggregate_of,
+    replace_aggregate,
+)
+
+PEOPLE = Scan(
+    "people",
+    (
+        Field("user_id", "integer"),
+        Field("state", "string"),
+        Field("age", "integer"),
+        Field("income", "real"),
+    ),
+)
+
+
+def agg(**kw: object) -> Aggregate:
+    args: dict[str, object] = {
+        "keys": (GroupKey("state"),),
+        "aggregates": (AggregateCall("n", "count"),),
+        "privacy_unit": "user_id",
+    }
+    args.update(kw)
+    return Aggregate(PEOPLE, **args)  # type: ignore[arg-type]
+
+
+def test_aggregate_schema_lists_keys_then_aggregates() -> None:
+    a = agg(
+        aggregates=(AggregateCall("n", "count"), AggregateCall("m", "avg", "income")),
+        bounds=(ColumnBounds("income", 0, 10),),
+    )
+    assert a.schema() == (Field("state", "string"), Field("n", "integer"), Field("m", "real"))
+
+
+def test_histogram_key_is_a_string_bin_label() -> None:
+    a = agg(keys=(GroupKey("age", edges=(0, 18, 65, 120), alias="band"),))
+    assert a.schema()[0] == Field("band", "string")
+    assert a.keys[0].labels() == ("[0, 18)", "[18, 65)", "[65, 120)")
+    assert a.public_keys
+
+
+def test_unknown_column_in_where_is_a_schema_error_naming_the_column() -> None:
+    with pytest.raises(SchemaError, match="unknown column 'salary'"):
+        Filter(PEOPLE, sqlglot.parse_one("salary > 3"))
+
+
+def test_unknown_column_suggests_the_column_with_other_case() -> None:
+    with pytest.raises(SchemaError, match="did you mean 'income'"):
+        agg(aggregates=(AggregateCall("s", "sum", "Income"),))
+
+
+def test_sum_of_a_string_column_is_refused() -> None:
+    with pytest.raises(SchemaError, match=r"needs a numeric column.*'state' is string"):
+        agg(keys=(), aggregates=(AggregateCall("s", "sum", "state"),))
+
+
+def test_count_distinct_only_on_the_privacy_unit() -> None:
+    with pytest.raises(UnsupportedQueryError, match="only supported on the privacy unit"):
+        agg(aggregates=(AggregateCall("d", "count_distinct", "state"),))
+    ok = agg(aggregates=(AggregateCall("d", "count_distinct", "user_id"),))
+    assert ok.aggregates[0].function == "count_distinct"
+
+
+def test_grouping_by_the_privacy_unit_is_refused() -> None:
+    with pytest.raises(UnsupportedQueryError, match="privacy unit 'user_id'"):
+        agg(keys=(GroupKey("user_id"),))
+
+
+def test_bounds_must_not_be_empty() -> None:
+    with pytest.raises(BoundsError, match="lower 10 > upper 0"):
+        ColumnBounds("income", 10, 0)
+
+
+def test_bounds_must_be_finite() -> None:
+    with pytest.raises(BoundsError, match="finite"):
+        ColumnBounds("income", 0, float("inf"))
+
+
+def test_bounds_are_exact_fractions_read_as_printed_decimals() -> None:
+    b = ColumnBounds("income", 0.1, 2)
+    assert b.lower == Fraction(1, 10)
+    assert b.midpoint == Fraction(21, 20)
+
+
+def test_contribution_limits_must_be_positive_integers() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_groups must be a positive integer"):
+        Contribution(max_groups=0)
+    assert Contribution() == Contribution(1, 1)
+
+
+def test_quantile_must_lie_in_unit_interval() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"must lie in \[0, 1\]"):
+        AggregateCall("q", "quantile", "age", quantile=Fraction(3, 2))
+    assert AggregateCall("lo", "min", "age").q == 0
+    assert AggregateCall("hi", "max", "age").q == 1
+
+
+def test_unknown_aggregate_function_is_unsupported() -> None:
+    with pytest.raises(UnsupportedQueryError, match="'mode' is not supported"):
+        AggregateCall("x", "mode", "age")  # type: ignore[arg-type]
+
+
+def test_duplicate_output_names_are_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"\['n'\] used twice"):
+        agg(aggregates=(AggregateCall("n", "count"), AggregateCall("n", "count")))
+
+
+def test_public_domain_must_not_repeat_keys() -> None:
+    with pytest.raises(InvalidArgumentError, match="repeats a key"):
+        GroupKey("state", domain=("CA", "CA"))
+
+
+def test_histogram_edges_must_increase() -> None:
+    with pytest.raises(InvalidArgumentError, match="strictly increasing"):
+        GroupKey("age", edges=(0, 10, 10))
+
+
+def test_post_processing_on_private_rows_is_refused() -> None:
+    with pytest.raises(UnsupportedQueryError, match="ORDER BY on private rows"):
+        Sort(PEOPLE, (SortKey("age"),))
+    with pytest.raises(UnsupportedQueryError, match="LIMIT on private rows"):
+        Limit(PEOPLE, 3)
+
+
+def test_where_over_an_aggregate_is_refused() -> None:
+    with pytest.raises(UnsupportedQueryError, match="use HAVING"):
+        Filter(PEOPLE, sqlglot.parse_one("SUM(income) > 3"))
+
+
+def test_having_reads_only_released_columns() -> None:
+    with pytest.raises(SchemaError, match="unknown column 'income'"):
+        Having(agg(), sqlglot.parse_one("income > 3"))
+    assert Having(agg(), sqlglot.parse_one("n > 3")).schema() == agg().schema()
+
+
+def test_project_reorders_and_drops_columns() -> None:
+    p = Project(agg(), ("n",))
+    assert p.schema() == (Field("n", "integer"),)
+
+
+def test_aggregate_of_finds_the_aggregate_and_replace_rebuilds_the_chain() -> None:
+    a = agg()
+    plan = Limit(Sort(a, (SortKey("n", descending=True),)), 2)
+    assert aggregate_of(plan) is a
+    b = agg(contribution=Contribution(max_groups=3))
+    new = replace_aggregate(plan, b)
+    assert isinstance(new, Limit)
+    assert aggregate_of(new) is b
+
+
+def test_plans_without_aggregation_are_refused_when_compiled() -> None:
+    with pytest.raises(UnsupportedQueryError, match="exactly one aggregation"):
+        aggregate_of(PEOPLE)
