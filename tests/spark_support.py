@@ -35,6 +35,7 @@ def _session() -> Any:
         SparkSession.builder.master("local[2]")
         .appName("veil-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
