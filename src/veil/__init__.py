@@ -1,6 +1,6 @@
 """veil — differential-privacy analytics with exact noise and durable budgets."""
 
-from veil.accounting import Budget
+from veil.accounting import Budget, Ledger
 from veil.errors import (
     BoundsError,
     BudgetExhaustedError,
@@ -26,6 +26,7 @@ __all__ = [
     "BudgetExhaustedError",
     "InternalError",
     "InvalidArgumentError",
+    "Ledger",
     "LedgerError",
     "MissingDependencyError",
     "PrivacyInvariantError",

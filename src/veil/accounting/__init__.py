@@ -2,6 +2,42 @@
 
 from __future__ import annotations
 
+from veil.accounting.allocation import (
+    even_split,
+    fraction_of_remaining,
+    fraction_of_total,
+    split_budget,
+)
 from veil.accounting.budget import Budget, exact
+from veil.accounting.composition import (
+    Composition,
+    advanced_composition,
+    compose,
+    optimal_composition,
+    parallel,
+    sequential,
+)
+from veil.accounting.conversions import zcdp_to_approx
+from veil.accounting.ledger import Alert, Ledger, Record, Reservation
+from veil.accounting.spending import Spent
 
-__all__ = ["Budget", "exact"]
+__all__ = [
+    "Alert",
+    "Budget",
+    "Composition",
+    "Ledger",
+    "Record",
+    "Reservation",
+    "Spent",
+    "advanced_composition",
+    "compose",
+    "even_split",
+    "exact",
+    "fraction_of_remaining",
+    "fraction_of_total",
+    "optimal_composition",
+    "parallel",
+    "sequential",
+    "split_budget",
+    "zcdp_to_approx",
+]

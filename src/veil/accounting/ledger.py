@@ -1,0 +1,789 @@
+"""The persistent privacy-budget ledger (DESIGN §4).
+
+A :class:`Ledger` keeps, in SQLite (default) or PostgreSQL, a budget per (analyst, dataset),
+every charge with its query fingerprint, loss, time, status and released answer, cache hits and
+alerts. The protocol is *reserve* (atomic check-and-spend) → run → *commit* (the answer is
+cached) or *refund* (only if nothing was released). A crashed process leaves its reservation
+charged: conservative, never undercounted.
+
+Atomicity: every write is one transaction that first locks the budget — SQLite
+``BEGIN IMMEDIATE`` (the database write lock, with a busy timeout), PostgreSQL
+``SELECT … FOR UPDATE`` on the budget row — so concurrent threads and processes serialise on
+it and the budget cannot be overspent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import Connection, CursorResult, Row, insert, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from veil.accounting import spending
+from veil.accounting.budget import Budget, Number, exact
+from veil.accounting.spending import Spent
+from veil.accounting.store import (
+    SCHEMA_VERSION,
+    alerts,
+    answers,
+    budgets,
+    events,
+    open_engine,
+    prepare_schema,
+)
+from veil.errors import (
+    BudgetExhaustedError,
+    InvalidArgumentError,
+    LedgerError,
+    ReservationStateError,
+)
+
+__all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation"]
+
+logger = logging.getLogger("veil.ledger")
+
+DEFAULT_THRESHOLDS: tuple[Fraction, ...] = (Fraction(1, 2), Fraction(4, 5), Fraction(1))
+Status = Literal["reserved", "committed", "refunded"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > 200:
+        raise InvalidArgumentError(f"{what} must be at most 200 characters, got {len(value)}")
+    return value
+
+
+def _loss(value: object, what: str = "loss") -> Budget:
+    if not isinstance(value, Budget):
+        raise InvalidArgumentError(
+            f"{what} must be a veil.Budget, e.g. Budget(epsilon=0.1), got {value!r}"
+        )
+    return value
+
+
+def _loss_columns(loss: Budget) -> dict[str, str | None]:
+    return {
+        "loss_kind": loss.kind,
+        "epsilon": None if loss.epsilon is None else str(loss.epsilon),
+        "delta": str(loss.delta),
+        "rho": None if loss.rho is None else str(loss.rho),
+    }
+
+
+def _loss_from(kind: str | None, epsilon: str | None, delta: str | None, rho: str | None) -> Budget:
+    if kind == "zcdp":
+        return Budget(rho=Fraction(rho or "0"))
+    return Budget(epsilon=Fraction(epsilon or "0"), delta=Fraction(delta or "0"))
+
+
+def _new_id(result: CursorResult[Any]) -> int:
+    key = result.inserted_primary_key
+    if key is None:  # pragma: no cover - every table has an autoincrement key
+        raise LedgerError("the database did not return the id of a new row")
+    return int(key[0])
+
+
+def _loss_key(loss: Budget) -> str:
+    return f"{loss.kind}:{loss.epsilon}:{loss.delta}:{loss.rho}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One line of a budget's history: a grant, a charge, a cache hit or an alert."""
+
+    id: int
+    at: datetime
+    analyst: str
+    dataset: str
+    event: str  # "grant" | "charge" | "cache_hit" | "alert"
+    status: str | None  # charges: "reserved" | "committed" | "refunded"
+    fingerprint: str | None
+    data_version: str | None
+    loss: Budget | None  # the loss charged (for a cache hit: the loss of the cached answer)
+    answer_id: int | None
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A budget crossed ``threshold`` (a share of the grant); fired once, ever."""
+
+    analyst: str
+    dataset: str
+    threshold: Fraction
+    used: Fraction
+    granted: Budget
+    at: datetime
+
+    def __str__(self) -> str:
+        return (
+            f"privacy budget of analyst {self.analyst!r} on dataset {self.dataset!r} is "
+            f"{float(self.used):.0%} spent (crossed the {float(self.threshold):.0%} alert; "
+            f"granted {self.granted})"
+        )
+
+
+class Reservation:
+    """A charge that is ``reserved → committed | refunded``. Made by :meth:`Ledger.reserve`."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        id: int,
+        analyst: str,
+        dataset: str,
+        loss: Budget,
+        fingerprint: str,
+        data_version: str,
+    ) -> None:
+        self._ledger = ledger
+        self.id = id
+        self.analyst = analyst
+        self.dataset = dataset
+        self.loss = loss
+        self.fingerprint = fingerprint
+        self.data_version = data_version
+        self._status: Status = "reserved"
+        self.answer_id: int | None = None
+
+    @property
+    def status(self) -> Status:
+        """``"reserved"``, ``"committed"`` or ``"refunded"``."""
+        return self._status
+
+    def commit(self, answer: Mapping[str, Any] | None = None) -> int | None:
+        """Make the charge final; cache the JSON-serialisable ``answer``; return its id."""
+        self.answer_id = self._ledger._commit(self, answer)
+        self._status = "committed"
+        return self.answer_id
+
+    def refund(self) -> None:
+        """Give the loss back; allowed only before commit (nothing may have been released)."""
+        self._ledger._refund(self)
+        self._status = "refunded"
+
+    def __repr__(self) -> str:
+        return (
+            f"Reservation(id={self.id}, analyst={self.analyst!r}, dataset={self.dataset!r}, "
+            f"loss={self.loss!r}, status={self._status!r})"
+        )
+
+
+def _thresholds(values: Sequence[Number] | None) -> list[Fraction]:
+    if values is None:
+        return list(DEFAULT_THRESHOLDS)
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise InvalidArgumentError(
+            f"alert_thresholds must be a list of shares in (0, 1], got {values!r}"
+        )
+    out = sorted({exact(v, "alert threshold") for v in values})
+    for t in out:
+        if not 0 < t <= 1:
+            raise InvalidArgumentError(
+                f"alert thresholds are shares of the budget in (0, 1], got {float(t)!r}; "
+                "e.g. alert_thresholds=(0.5, 0.8, 1.0)"
+            )
+    return out
+
+
+class Ledger:
+    """A durable privacy-budget ledger in SQLite or PostgreSQL.
+
+    ``Ledger("sqlite:///ledger.db")`` (a file, created if missing), ``Ledger("sqlite://")`` (in
+    memory, one process), ``Ledger("postgresql://user@host:5432/db")``. A ``pathlib.Path`` is
+    read as a SQLite file.
+    """
+
+    def __init__(self, url: str | os.PathLike[str] = "sqlite:///veil-ledger.db") -> None:
+        self._engine, memory = open_engine(url)
+        self.url = self._engine.url.render_as_string(hide_password=True)
+        self._postgres = self._engine.dialect.name == "postgresql"
+        # one shared in-memory connection: serialise transactions across threads here
+        self._lock: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
+        self._callbacks: list[Callable[[Alert], object]] = []
+        try:
+            prepare_schema(self._engine)
+        except SQLAlchemyError as exc:
+            self._engine.dispose()
+            raise LedgerError(f"cannot open the ledger at {self.url}: {exc}") from exc
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.url!r})"
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self._lock:
+            try:
+                with self._engine.begin() as conn:
+                    yield conn
+            except SQLAlchemyError as exc:
+                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+
+    def _budget_row(self, conn: Connection, analyst: str, dataset: str) -> Row[Any]:
+        row = conn.execute(
+            select(budgets)
+            .where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            known = conn.execute(
+                select(budgets.c.dataset).where(budgets.c.analyst == analyst)
+            ).scalars()
+            datasets = sorted(known)
+            if datasets:
+                raise LedgerError(
+                    f"analyst {analyst!r} has no budget on dataset {dataset!r} (they have "
+                    f"budgets on {datasets}); an administrator grants one with "
+                    f"ledger.grant({analyst!r}, {dataset!r}, Budget(epsilon=…))"
+                )
+            raise LedgerError(
+                f"unknown analyst {analyst!r}: no budget is granted to them on any dataset; "
+                f"an administrator grants one with ledger.grant({analyst!r}, {dataset!r}, "
+                "Budget(epsilon=…))"
+            )
+        return row
+
+    @staticmethod
+    def _granted(row: Row[Any]) -> Budget:
+        return _loss_from(row.kind, row.epsilon, row.delta, row.rho)
+
+    @staticmethod
+    def _spent(row: Row[Any]) -> Spent:
+        return Spent(
+            Fraction(row.spent_epsilon), Fraction(row.spent_delta), Fraction(row.spent_rho)
+        )
+
+    # -- administration -------------------------------------------------------------------
+
+    def grant(
+        self,
+        analyst: str,
+        dataset: str,
+        budget: Budget,
+        *,
+        alert_thresholds: Sequence[Number] | None = None,
+    ) -> Budget:
+        """Grant ``budget`` to ``analyst`` on ``dataset`` (added to an existing grant of the
+        same kind); return the new total. ``alert_thresholds`` (shares in (0, 1], default
+        50 %, 80 %, 100 %) replace the budget's thresholds when given."""
+        _name(analyst, "analyst")
+        _name(dataset, "dataset")
+        _loss(budget, "budget")
+        thresholds = None if alert_thresholds is None else _thresholds(alert_thresholds)
+        for attempt in range(2):
+            try:
+                return self._grant(analyst, dataset, budget, thresholds)
+            except LedgerError as exc:
+                # two processes creating the same grant: the loser retries as a top-up
+                if attempt or not isinstance(exc.__cause__, IntegrityError):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _grant(
+        self, analyst: str, dataset: str, budget: Budget, thresholds: list[Fraction] | None
+    ) -> Budget:
+        now = _now()
+        with self._tx() as conn:
+            row = conn.execute(
+                select(budgets)
+                .where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
+                .with_for_update()
+            ).one_or_none()
+            if row is None:
+                total = budget
+                ts = thresholds if thresholds is not None else list(DEFAULT_THRESHOLDS)
+                budget_id = _new_id(
+                    conn.execute(
+                        insert(budgets).values(
+                            analyst=analyst,
+                            dataset=dataset,
+                            kind=total.kind,
+                            epsilon=None if total.epsilon is None else str(total.epsilon),
+                            delta=str(total.delta),
+                            rho=None if total.rho is None else str(total.rho),
+                            spent_epsilon="0",
+                            spent_delta="0",
+                            spent_rho="0",
+                            thresholds=json.dumps([str(t) for t in ts]),
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                )
+            else:
+                old = self._granted(row)
+                if (old.kind == "zcdp") != (budget.kind == "zcdp") or (
+                    old.kind == "pure" and budget.kind == "approx" and row.spent_rho != "0"
+                ):
+                    raise LedgerError(
+                        f"analyst {analyst!r} on dataset {dataset!r} holds a {old.kind} grant "
+                        f"({old}); a {budget.kind} grant ({budget}) cannot be added to it"
+                    )
+                total = old + budget
+                budget_id = row.id
+                values: dict[str, str] = {
+                    "kind": total.kind,
+                    "delta": str(total.delta),
+                    "updated_at": now,
+                }
+                if total.epsilon is not None:
+                    values["epsilon"] = str(total.epsilon)
+                if total.rho is not None:
+                    values["rho"] = str(total.rho)
+                if thresholds is not None:
+                    values["thresholds"] = json.dumps([str(t) for t in thresholds])
+                conn.execute(update(budgets).where(budgets.c.id == row.id).values(**values))
+            conn.execute(
+                insert(events).values(
+                    budget_id=budget_id,
+                    at=now,
+                    event="grant",
+                    detail=f"total {total!r}",
+                    **_loss_columns(budget),
+                )
+            )
+        return total
+
+    def has_grant(self, analyst: str, dataset: str) -> bool:
+        """Whether ``analyst`` holds a budget on ``dataset``."""
+        with self._tx() as conn:
+            found = conn.execute(
+                select(budgets.c.id).where(
+                    budgets.c.analyst == analyst, budgets.c.dataset == dataset
+                )
+            ).first()
+        return found is not None
+
+    def granted(self, analyst: str, dataset: str) -> Budget:
+        """The total granted to ``analyst`` on ``dataset``."""
+        with self._tx() as conn:
+            return self._granted(self._budget_row(conn, analyst, dataset))
+
+    def spent(self, analyst: str, dataset: str) -> Spent:
+        """The exact running sums of reserved and committed charges."""
+        with self._tx() as conn:
+            return self._spent(self._budget_row(conn, analyst, dataset))
+
+    def remaining(self, analyst: str, dataset: str) -> Budget:
+        """What ``analyst`` may still spend on ``dataset`` (see ``veil.accounting.spending``)."""
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            return spending.remaining(self._granted(row), self._spent(row))
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def reserve(
+        self,
+        analyst: str,
+        dataset: str,
+        loss: Budget,
+        *,
+        fingerprint: str,
+        data_version: str = "",
+    ) -> Reservation:
+        """Atomically check that ``loss`` fits and charge it; return the reservation.
+
+        Raises ``BudgetExhaustedError`` (nothing charged) when it does not fit, ``LedgerError``
+        for an unknown analyst or dataset or a loss of a kind the grant cannot pay for.
+        """
+        _name(analyst, "analyst")
+        _name(dataset, "dataset")
+        _loss(loss)
+        _name(fingerprint, "fingerprint")
+        if not isinstance(data_version, str):
+            raise InvalidArgumentError(f"data_version must be a string, got {data_version!r}")
+        now = _now()
+        fired: list[int] = []
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            total, before = self._granted(row), self._spent(row)
+            after = spending.add_charge(total, before, loss)
+            if not spending.fits(total, after):
+                raise BudgetExhaustedError(
+                    loss, spending.remaining(total, before), analyst=analyst, dataset=dataset
+                )
+            conn.execute(
+                update(budgets)
+                .where(budgets.c.id == row.id)
+                .values(
+                    spent_epsilon=str(after.epsilon),
+                    spent_delta=str(after.delta),
+                    spent_rho=str(after.rho),
+                    updated_at=now,
+                )
+            )
+            charge_id = _new_id(
+                conn.execute(
+                    insert(events).values(
+                        budget_id=row.id,
+                        at=now,
+                        event="charge",
+                        status="reserved",
+                        fingerprint=fingerprint,
+                        data_version=data_version,
+                        updated_at=now,
+                        **_loss_columns(loss),
+                    )
+                )
+            )
+            fired = self._record_alerts(conn, row, total, after, now)
+        if fired:
+            self._deliver(budget_id=row.id)
+        return Reservation(self, charge_id, analyst, dataset, loss, fingerprint, data_version)
+
+    def _charge_row(self, conn: Connection, reservation: Reservation) -> Row[Any]:
+        self._budget_row(conn, reservation.analyst, reservation.dataset)  # lock the budget
+        row = conn.execute(
+            select(events).where(events.c.id == reservation.id, events.c.event == "charge")
+        ).one_or_none()
+        if row is None:
+            raise ReservationStateError(
+                f"reservation {reservation.id} is not in the ledger at {self.url}"
+            )
+        return row
+
+    def _commit(self, reservation: Reservation, answer: Mapping[str, Any] | None) -> int | None:
+        payload = None
+        if answer is not None:
+            if not isinstance(answer, Mapping):
+                raise InvalidArgumentError(
+                    f"the answer to cache must be a mapping (a dict), got {type(answer).__name__}"
+                )
+            try:
+                payload = json.dumps(dict(answer), sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise InvalidArgumentError(
+                    f"the answer to cache must be JSON-serialisable (no NaN): {exc}"
+                ) from exc
+        now = _now()
+        with self._tx() as conn:
+            row = self._charge_row(conn, reservation)
+            self._check_reserved(reservation, row.status, "commit")
+            answer_id = None
+            if payload is not None:
+                key = _loss_key(reservation.loss)
+                answer_id = conn.execute(
+                    select(answers.c.id).where(
+                        answers.c.budget_id == row.budget_id,
+                        answers.c.fingerprint == reservation.fingerprint,
+                        answers.c.data_version == reservation.data_version,
+                        answers.c.loss_key == key,
+                    )
+                ).scalar_one_or_none()
+                if answer_id is None:
+                    answer_id = _new_id(
+                        conn.execute(
+                            insert(answers).values(
+                                budget_id=row.budget_id,
+                                fingerprint=reservation.fingerprint,
+                                data_version=reservation.data_version,
+                                loss_key=key,
+                                answer=payload,
+                                charge_id=reservation.id,
+                                created_at=now,
+                            )
+                        )
+                    )
+            conn.execute(
+                update(events)
+                .where(events.c.id == reservation.id)
+                .values(status="committed", answer_id=answer_id, updated_at=now)
+            )
+        return answer_id
+
+    def _refund(self, reservation: Reservation) -> None:
+        now = _now()
+        with self._tx() as conn:
+            row = self._charge_row(conn, reservation)
+            self._check_reserved(reservation, row.status, "refund")
+            budget = self._budget_row(conn, reservation.analyst, reservation.dataset)
+            after = spending.remove_charge(
+                self._granted(budget), self._spent(budget), reservation.loss
+            )
+            conn.execute(
+                update(budgets)
+                .where(budgets.c.id == budget.id)
+                .values(
+                    spent_epsilon=str(after.epsilon),
+                    spent_delta=str(after.delta),
+                    spent_rho=str(after.rho),
+                    updated_at=now,
+                )
+            )
+            conn.execute(
+                update(events)
+                .where(events.c.id == reservation.id)
+                .values(status="refunded", updated_at=now)
+            )
+
+    @staticmethod
+    def _check_reserved(reservation: Reservation, status: str, action: str) -> None:
+        if status == "reserved":
+            return
+        if status == "committed":
+            if action == "commit":
+                raise ReservationStateError(
+                    f"reservation {reservation.id} is already committed; a reservation commits "
+                    "once (reserve again for a new answer)"
+                )
+            raise ReservationStateError(
+                f"reservation {reservation.id} cannot be refunded: it was committed and its "
+                "answer may have been released, so the charge stands"
+            )
+        raise ReservationStateError(
+            f"reservation {reservation.id} was refunded; it cannot {action} any more "
+            "(reserve again)"
+        )
+
+    # -- cache ----------------------------------------------------------------------------
+
+    def cached_answer(
+        self,
+        analyst: str,
+        dataset: str,
+        *,
+        fingerprint: str,
+        data_version: str,
+        loss: Budget,
+    ) -> dict[str, Any] | None:
+        """The answer committed earlier for the same fingerprint, data version and loss, at no
+        cost (recorded in the history as a cache hit), or None."""
+        _name(analyst, "analyst")
+        _name(dataset, "dataset")
+        _name(fingerprint, "fingerprint")
+        _loss(loss)
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            hit = conn.execute(
+                select(answers.c.id, answers.c.answer).where(
+                    answers.c.budget_id == row.id,
+                    answers.c.fingerprint == fingerprint,
+                    answers.c.data_version == data_version,
+                    answers.c.loss_key == _loss_key(loss),
+                )
+            ).one_or_none()
+            if hit is None:
+                return None
+            now = _now()
+            conn.execute(
+                insert(events).values(
+                    budget_id=row.id,
+                    at=now,
+                    event="cache_hit",
+                    fingerprint=fingerprint,
+                    data_version=data_version,
+                    answer_id=hit.id,
+                    detail="answered from the cache at no cost",
+                    **_loss_columns(loss),
+                )
+            )
+            result: dict[str, Any] = json.loads(hit.answer)
+            return result
+
+    # -- alerts ---------------------------------------------------------------------------
+
+    def on_alert(self, callback: Callable[[Alert], object]) -> Callable[[Alert], object]:
+        """Register ``callback(alert)``; alerts not yet delivered by any process go to it now."""
+        self._callbacks.append(callback)
+        self._deliver(budget_id=None)
+        return callback
+
+    def _record_alerts(
+        self, conn: Connection, row: Row[Any], total: Budget, spent: Spent, now: str
+    ) -> list[int]:
+        used = spending.used_fraction(total, spent)
+        crossed = [Fraction(t) for t in json.loads(row.thresholds) if used >= Fraction(t)]
+        if not crossed:
+            return []
+        done = set(
+            conn.execute(select(alerts.c.threshold).where(alerts.c.budget_id == row.id)).scalars()
+        )
+        fired = []
+        for t in crossed:
+            if str(t) in done:
+                continue
+            fired.append(
+                _new_id(
+                    conn.execute(
+                        insert(alerts).values(
+                            budget_id=row.id, threshold=str(t), used=str(used), at=now, notified=0
+                        )
+                    )
+                )
+            )
+            conn.execute(
+                insert(events).values(
+                    budget_id=row.id,
+                    at=now,
+                    event="alert",
+                    detail=f"{float(used):.2%} spent, crossed the {float(t):.0%} threshold",
+                )
+            )
+        return fired
+
+    def _deliver(self, *, budget_id: int | None) -> None:
+        """Claim undelivered alerts (each exactly once across processes) and fire them."""
+        query = select(alerts, budgets.c.analyst, budgets.c.dataset).join(
+            budgets, budgets.c.id == alerts.c.budget_id
+        )
+        query = query.where(alerts.c.notified == 0)
+        if budget_id is not None:
+            query = query.where(alerts.c.budget_id == budget_id)
+        with self._tx() as conn:
+            pending = conn.execute(query.order_by(alerts.c.id)).all()
+            claimed = []
+            for a in pending:
+                done = conn.execute(
+                    update(alerts)
+                    .where(alerts.c.id == a.id, alerts.c.notified == 0)
+                    .values(notified=1)
+                )
+                if done.rowcount == 1:
+                    b = conn.execute(select(budgets).where(budgets.c.id == a.budget_id)).one()
+                    claimed.append(
+                        Alert(
+                            a.analyst,
+                            a.dataset,
+                            Fraction(a.threshold),
+                            Fraction(a.used),
+                            self._granted(b),
+                            datetime.fromisoformat(a.at),
+                        )
+                    )
+        for alert in claimed:
+            logger.warning("%s", alert)
+            for callback in self._callbacks:
+                try:
+                    callback(alert)
+                except Exception:
+                    logger.exception("a veil ledger alert callback failed")
+
+    # -- history and audit ----------------------------------------------------------------
+
+    def history(self, analyst: str, dataset: str) -> list[Record]:
+        """Every grant, charge, cache hit and alert of ``analyst`` on ``dataset``, oldest
+        first."""
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            rows = conn.execute(
+                select(events).where(events.c.budget_id == row.id).order_by(events.c.id)
+            ).all()
+        return [self._record(r, analyst, dataset) for r in rows]
+
+    @staticmethod
+    def _record(r: Row[Any], analyst: str, dataset: str) -> Record:
+        loss = None if r.loss_kind is None else _loss_from(r.loss_kind, r.epsilon, r.delta, r.rho)
+        return Record(
+            id=r.id,
+            at=datetime.fromisoformat(r.at),
+            analyst=analyst,
+            dataset=dataset,
+            event=r.event,
+            status=r.status,
+            fingerprint=r.fingerprint,
+            data_version=r.data_version,
+            loss=loss,
+            answer_id=r.answer_id,
+            detail=r.detail,
+        )
+
+    def _dump(self) -> dict[str, Any]:
+        with self._tx() as conn:
+            return {
+                "schema_version": SCHEMA_VERSION,
+                "budgets": [
+                    dict(r._mapping) for r in conn.execute(select(budgets).order_by(budgets.c.id))
+                ],
+                "events": [
+                    dict(r._mapping)
+                    for r in conn.execute(
+                        select(events, budgets.c.analyst, budgets.c.dataset)
+                        .join(budgets, budgets.c.id == events.c.budget_id)
+                        .order_by(events.c.id)
+                    )
+                ],
+                "alerts": [
+                    dict(r._mapping) for r in conn.execute(select(alerts).order_by(alerts.c.id))
+                ],
+                "answers": [
+                    dict(r._mapping) for r in conn.execute(select(answers).order_by(answers.c.id))
+                ],
+            }
+
+    def export_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The whole ledger (budgets, every event, alerts, cached answers) as JSON; exact
+        numbers are fraction strings. Written to ``path`` too when given."""
+        text = json.dumps(self._dump(), indent=2, sort_keys=True)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def export_csv(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Every event of every budget as CSV, oldest first. Written to ``path`` when given."""
+        columns = [
+            "id", "at", "analyst", "dataset", "event", "status", "fingerprint", "data_version",
+            "loss_kind", "epsilon", "delta", "rho", "answer_id", "detail",
+        ]  # fmt: skip
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for e in self._dump()["events"]:
+            writer.writerow(e)
+        text = out.getvalue()
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
+
+    def check(self, analyst: str, dataset: str) -> Spent:
+        """Recompute the running sums from the charge records and compare them with the stored
+        ones; raise ``LedgerError`` on a mismatch. Returns the sums."""
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            total = self._granted(row)
+            live = conn.execute(
+                select(events).where(
+                    events.c.budget_id == row.id,
+                    events.c.event == "charge",
+                    events.c.status.in_(("reserved", "committed")),
+                )
+            ).all()
+        sums = Spent()
+        for r in live:
+            sums = spending.add_charge(
+                total, sums, _loss_from(r.loss_kind, r.epsilon, r.delta, r.rho)
+            )
+        if sums != self._spent(row):
+            raise LedgerError(
+                f"ledger inconsistency for {analyst!r} on {dataset!r}: the records sum to "
+                f"{sums}, the budget row says {self._spent(row)}"
+            )
+        return sums

@@ -1,0 +1,230 @@
+"""The ledger's storage: one SQLAlchemy Core schema for SQLite and PostgreSQL.
+
+Exact numbers are stored as text fractions (``"1/10"``), never as floats. The schema is
+versioned (table ``veil_schema_version``); :data:`MIGRATIONS` maps a version to the step that
+upgrades a database from the version before it, and opening a ledger applies the missing steps.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.pool import StaticPool
+
+from veil.errors import LedgerError, MissingDependencyError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "metadata", "open_engine", "prepare_schema"]
+
+SCHEMA_VERSION = 1
+SQLITE_BUSY_TIMEOUT_S = 60.0
+
+metadata = MetaData()
+
+schema_version = Table(
+    "veil_schema_version",
+    metadata,
+    Column("version", Integer, nullable=False),
+)
+
+budgets = Table(
+    "veil_budgets",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("analyst", String(200), nullable=False),
+    Column("dataset", String(200), nullable=False),
+    Column("kind", String(8), nullable=False),
+    # the granted total, exact fractions as text
+    Column("epsilon", Text),
+    Column("delta", Text, nullable=False),
+    Column("rho", Text),
+    # the running sums of reserved and committed charges (see veil.accounting.spending)
+    Column("spent_epsilon", Text, nullable=False),
+    Column("spent_delta", Text, nullable=False),
+    Column("spent_rho", Text, nullable=False),
+    Column("thresholds", Text, nullable=False),  # JSON list of fractions, e.g. ["1/2", "4/5", "1"]
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    UniqueConstraint("analyst", "dataset", name="veil_budgets_analyst_dataset"),
+)
+
+events = Table(
+    "veil_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("budget_id", Integer, ForeignKey("veil_budgets.id"), nullable=False),
+    Column("at", Text, nullable=False),
+    Column("event", String(16), nullable=False),  # grant | charge | cache_hit | alert
+    Column("status", String(16)),  # charges: reserved | committed | refunded
+    Column("fingerprint", Text),
+    Column("data_version", Text),
+    Column("loss_kind", String(8)),
+    Column("epsilon", Text),
+    Column("delta", Text),
+    Column("rho", Text),
+    Column("answer_id", Integer),
+    Column("detail", Text),
+    Column("updated_at", Text),
+    Index("veil_events_budget", "budget_id", "event", "status"),
+)
+
+answers = Table(
+    "veil_answers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("budget_id", Integer, ForeignKey("veil_budgets.id"), nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("data_version", Text, nullable=False),
+    Column("loss_key", Text, nullable=False),
+    Column("answer", Text, nullable=False),  # JSON
+    Column("charge_id", Integer, ForeignKey("veil_events.id"), nullable=False),
+    Column("created_at", Text, nullable=False),
+    UniqueConstraint(
+        "budget_id", "fingerprint", "data_version", "loss_key", name="veil_answers_key"
+    ),
+)
+
+alerts = Table(
+    "veil_alerts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("budget_id", Integer, ForeignKey("veil_budgets.id"), nullable=False),
+    Column("threshold", Text, nullable=False),
+    Column("used", Text, nullable=False),
+    Column("at", Text, nullable=False),
+    Column("notified", Integer, nullable=False),  # 0 until a process has delivered it
+    UniqueConstraint("budget_id", "threshold", name="veil_alerts_once"),
+)
+
+# version -> the step that upgrades a database at version - 1 to it
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+
+def _hidden(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _parse(url: str | os.PathLike[str]) -> URL:
+    if isinstance(url, os.PathLike):
+        return URL.create("sqlite", database=os.fspath(url))
+    if not isinstance(url, str) or "://" not in url:
+        raise LedgerError(
+            f"malformed ledger URL {url!r}; use 'sqlite:///path/ledger.db', 'sqlite://' "
+            "(in memory) or 'postgresql://user@host:5432/db'"
+        )
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise LedgerError(
+            f"malformed ledger URL {url!r} ({exc}); use 'sqlite:///path/ledger.db' or "
+            "'postgresql://user@host:5432/db'"
+        ) from exc
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # The driver must not open transactions itself: every transaction is BEGIN IMMEDIATE.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _on_sqlite_file_connect(dbapi_connection: Any, record: Any) -> None:
+    _on_sqlite_connect(dbapi_connection, record)
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = FULL")
+    cursor.close()
+
+
+def _begin_immediate(conn: Connection) -> None:
+    # Take the write lock at the start: the check-and-spend that follows cannot interleave.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:
+    """An engine for the ledger URL and whether it is a single shared in-memory connection."""
+    parsed = _parse(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.get_driver_name() not in ("pysqlite", ""):
+            raise LedgerError(
+                f"use the default SQLite driver ('sqlite:///…'), got {_hidden(parsed)}"
+            )
+        memory = parsed.database in (None, "", ":memory:")
+        if memory:
+            engine = create_engine(
+                parsed,
+                poolclass=StaticPool,
+                connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_S},
+            )
+            event.listen(engine, "connect", _on_sqlite_connect)
+        else:
+            engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+            event.listen(engine, "connect", _on_sqlite_file_connect)
+        event.listen(engine, "begin", _begin_immediate)
+        return engine, memory
+    if backend == "postgresql":
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "a PostgreSQL ledger needs psycopg 3: pip install 'veil[postgres]'"
+            ) from exc
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        try:
+            engine = create_engine(parsed, pool_pre_ping=True)
+        except (ArgumentError, NoSuchModuleError, TypeError) as exc:
+            raise LedgerError(f"cannot use ledger URL {_hidden(parsed)}: {exc}") from exc
+        return engine, False
+    raise LedgerError(
+        f"unsupported ledger database {backend!r} in {_hidden(parsed)}; "
+        "veil keeps ledgers in SQLite ('sqlite:///ledger.db') or PostgreSQL ('postgresql://…')"
+    )
+
+
+def prepare_schema(engine: Engine) -> None:
+    """Create the tables if missing and migrate an older schema to :data:`SCHEMA_VERSION`."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # serialise concurrent first-time setups (DDL is transactional in PostgreSQL)
+            conn.execute(text("SELECT pg_advisory_xact_lock(726569)"))
+        metadata.create_all(conn, checkfirst=True)
+        found = conn.execute(select(schema_version.c.version)).scalars().all()
+        if not found:
+            conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
+            return
+        version = max(found)
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"this ledger has schema version {version}, newer than this veil understands "
+                f"({SCHEMA_VERSION}); upgrade veil"
+            )
+        while version < SCHEMA_VERSION:
+            version += 1
+            MIGRATIONS[version](conn)
+            conn.execute(schema_version.update().values(version=version))
