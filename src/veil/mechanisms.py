@@ -1,0 +1,572 @@
+"""Differentially private mechanisms over exact noise.
+
+Every additive mechanism returns a :class:`Release`: the noisy value(s) in the input's shape,
+the distribution, its scale, the sensitivity it was calibrated to and the exact privacy loss
+(a :class:`veil.Budget`). Parameters are read exactly (``epsilon=0.1`` is 1/10, see
+:func:`veil.accounting.budget.exact`) and the loss reported is exactly the one the noise gives.
+
+Real-valued mechanisms (:func:`laplace`, :func:`gaussian`) work on the 2^k grid of
+:mod:`veil.noise.grid`: the input is rounded exactly to the grid, integer noise in grid units is
+added, calibrated to the sensitivity *plus the rounding* (``Δ/2^k + d`` grid units for L1,
+``Δ/2^k + ⌈√d⌉`` for L2), so the set of outputs never depends on the input (Mironov 2012).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from veil.accounting.budget import Budget, exact
+from veil.errors import InternalError, InvalidArgumentError
+from veil.noise import samplers
+from veil.noise._exact import LazyUniform, draw_u32, exp_bounds, resolve_source, uniform_int
+from veil.noise.calibrate import sigma2_for_approx_dp
+from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
+from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.random import RandomSource
+from veil.sensitivity import ObservedSensitivity
+
+__all__ = [
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "Release",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "exponential",
+    "gaussian",
+    "laplace",
+    "randomized_response",
+    "report_noisy_max",
+]
+
+Number = int | float | Fraction | Decimal | str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A noisy release and what it cost.
+
+    ``scale`` is the noise's scale in value units (Laplace: b of ``exp(-|x|/b)``; Gaussian: σ²
+    is ``sigma2``, ``scale = σ``), ``grid`` is the output grid exponent (None for integer
+    mechanisms), ``loss`` the exact privacy loss the mechanism satisfies.
+    """
+
+    value: Any
+    mechanism: str
+    scale: Fraction | float | None
+    sensitivity: Fraction
+    loss: Budget
+    grid: int | None = None
+    noise_scale: Fraction | None = None  # in grid units: Laplace scale, or σ² for Gaussian
+
+    def error_bar(self, level: float = 0.95) -> float:
+        """Half-width ``t`` (value units) with ``P(|value − true value| ≤ t) ≥ level``.
+
+        Covers the noise exactly (discrete distributions) plus, on a grid, the input rounding
+        ``2^(k−1)``.
+        """
+        if self.noise_scale is None:
+            raise InvalidArgumentError(
+                f"a {self.mechanism} release has no additive noise, so no error bar"
+            )
+        if self.mechanism in ("laplace", "discrete_laplace"):
+            units = laplace_halfwidth(self.noise_scale, level)
+        else:
+            units = gaussian_halfwidth(self.noise_scale, level)
+        if self.grid is None:
+            return units
+        step = math.ldexp(1.0, self.grid)
+        return units * step + step / 2
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+def _epsilon(epsilon: Number) -> Fraction:
+    if isinstance(epsilon, float) and math.isnan(epsilon):
+        raise InvalidArgumentError("epsilon must be a positive finite number, got nan")
+    e = exact(epsilon, "epsilon")
+    if e <= 0:
+        raise InvalidArgumentError(
+            f"epsilon must be > 0, got {epsilon!r}; pass e.g. epsilon=0.5 (smaller = more private)"
+        )
+    return e
+
+
+def _sensitivity(sensitivity: Any) -> Fraction:
+    if isinstance(sensitivity, ObservedSensitivity):
+        raise InvalidArgumentError(
+            f"sensitivity={sensitivity.lower_bound!r} was *observed* on example datasets by "
+            "veil.sensitivity.probe; it is only a lower bound and cannot calibrate noise. "
+            "Derive the sensitivity from declared bounds (e.g. 1 for a count, upper − lower for "
+            "a bounded sum) and pass it as a number"
+        )
+    if isinstance(sensitivity, float) and math.isnan(sensitivity):
+        raise InvalidArgumentError("sensitivity must be a positive finite number, got nan")
+    s = exact(sensitivity, "sensitivity")
+    if s <= 0:
+        raise InvalidArgumentError(
+            f"sensitivity must be > 0, got {sensitivity!r}; it is the most one privacy unit "
+            "can change the result (1 for a count)"
+        )
+    return s
+
+
+def _delta(delta: Number) -> Fraction:
+    if isinstance(delta, float) and math.isnan(delta):
+        raise InvalidArgumentError("delta must lie in (0, 1), got nan")
+    d = exact(delta, "delta")
+    if not 0 < d < 1:
+        raise InvalidArgumentError(
+            f"delta must lie in (0, 1), got {delta!r}; typically below 1/n, e.g. delta=1e-6"
+        )
+    return d
+
+
+def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
+    """The input as a flat numpy array, its shape, and whether it was a scalar."""
+    scalar = np.ndim(values) == 0
+    if isinstance(values, bool | np.bool_):
+        raise InvalidArgumentError(f"values must be numbers, got the boolean {values!r}")
+    if isinstance(values, Fraction | Decimal):
+        arr: NDArray[Any] = np.array([values], dtype=object)
+    else:
+        try:
+            arr = np.asarray(values)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgumentError(
+                f"values must be numbers or an array, got {values!r}"
+            ) from exc
+    shape = arr.shape
+    flat = arr.reshape(-1)
+    kind = flat.dtype.kind
+    if kind == "O":
+        for v in flat:
+            if isinstance(v, bool) or not isinstance(v, int | float | Fraction | Decimal):
+                raise InvalidArgumentError(
+                    f"values must be numbers, got {v!r} of type {type(v).__name__}"
+                )
+            if isinstance(v, float | Decimal) and not math.isfinite(v):
+                raise InvalidArgumentError(
+                    f"values must be finite, got {v!r}; drop or impute missing values first"
+                )
+    elif kind == "f":
+        bad = ~np.isfinite(flat)
+        if bad.any():
+            raise InvalidArgumentError(
+                f"values must be finite, got {flat[bad][0]!r}; drop or impute missing values first"
+            )
+    elif kind not in "iu":
+        raise InvalidArgumentError(
+            f"values must be a numeric array (int or float), got dtype {flat.dtype}"
+        )
+    if flat.size == 0:
+        raise InvalidArgumentError("values is empty; there is nothing to release")
+    return flat, shape, scalar
+
+
+def _shape_out(flat: NDArray[Any], shape: tuple[int, ...], scalar: bool) -> Any:
+    return flat[0].item() if scalar else flat.reshape(shape)
+
+
+def _integers(flat: NDArray[Any], name: str) -> NDArray[np.int64]:
+    kind = flat.dtype.kind
+    if kind in "iu":
+        return flat.astype(np.int64)
+    if kind == "f":
+        if not np.all(flat == np.rint(flat)) or np.max(np.abs(flat)) >= 2.0**53:
+            raise InvalidArgumentError(
+                f"{name} adds integer noise and needs integer values (got e.g. "
+                f"{flat[flat != np.rint(flat)][:1].tolist() or 'values ≥ 2^53'}); "
+                "use veil.mechanisms.laplace / gaussian for real values"
+            )
+        return flat.astype(np.int64)
+    out = []
+    for v in flat:
+        f = Fraction(v)
+        if f.denominator != 1:
+            raise InvalidArgumentError(
+                f"{name} needs integer values, got {v!r}; use laplace / gaussian for real values"
+            )
+        out.append(int(f))
+    return np.array(out, dtype=np.int64)
+
+
+def _ceil_sqrt(n: int) -> int:
+    r = math.isqrt(n)
+    return r if r * r == n else r + 1
+
+
+# ------------------------------------------------------------------------------- Laplace
+
+
+def laplace(
+    values: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+) -> Release:
+    """ε-DP Laplace mechanism for real values on the 2^k grid.
+
+    Preconditions: ``sensitivity`` bounds the L1 distance of the query between neighbouring
+    datasets (over all coordinates); ``epsilon > 0``.
+    Postcondition: each output is ``2^k·(round(x/2^k) + N)`` with ``N`` exact discrete Laplace of
+    scale ``(Δ/2^k + d)/ε`` grid units; the rounded query has L1 sensitivity ``≤ Δ/2^k + d``
+    grid units, so the release is ε-DP (geometric mechanism, Ghosh et al. 2009; CKS 2020).
+    ``k`` is :func:`veil.noise.grid.grid_exponent` of ``min(Δ, Δ/ε)`` and ``d``.
+    """
+    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    flat, shape, scalar = _values(values)
+    d = flat.size
+    k = grid_exponent(min(sens, sens / eps), d)
+    step = Fraction(2) ** k
+    units = to_grid(flat, k)
+    scale_units = (sens / step + d) / eps
+    noisy = units + samplers.discrete_laplace(scale_units, d, source=source)
+    return Release(
+        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        mechanism="laplace",
+        scale=scale_units * step,
+        sensitivity=sens,
+        loss=Budget(epsilon=eps),
+        grid=k,
+        noise_scale=scale_units,
+    )
+
+
+def discrete_laplace(
+    values: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+) -> Release:
+    """ε-DP discrete Laplace (geometric) mechanism for integer values.
+
+    Preconditions: integer values; ``sensitivity`` bounds the L1 distance between neighbours.
+    Postcondition: ``x + N`` with ``N`` exact discrete Laplace of scale ``Δ/ε``: ε-DP
+    (Ghosh, Roughgarden, Sundararajan 2009; Canonne, Kamath, Steinke 2020).
+    """
+    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    flat, shape, scalar = _values(values)
+    ints = _integers(flat, "discrete_laplace")
+    scale = sens / eps
+    noisy = ints + samplers.discrete_laplace(scale, ints.size, source=source)
+    return Release(
+        value=_shape_out(noisy, shape, scalar),
+        mechanism="discrete_laplace",
+        scale=scale,
+        sensitivity=sens,
+        loss=Budget(epsilon=eps),
+        noise_scale=scale,
+    )
+
+
+# ------------------------------------------------------------------------------ Gaussian
+
+
+def _gaussian_params(
+    rho: Number | None, epsilon: Number | None, delta: Number | None
+) -> tuple[Fraction, None, None] | tuple[None, Fraction, Fraction]:
+    """Validated ``(ρ, None, None)`` or ``(None, ε, δ)``."""
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise InvalidArgumentError(
+                "pass either rho=… (zCDP) or epsilon=… and delta=…, not both "
+                f"(got rho={rho!r}, epsilon={epsilon!r}, delta={delta!r})"
+            )
+        if isinstance(rho, float) and math.isnan(rho):
+            raise InvalidArgumentError("rho must be a positive finite number, got nan")
+        r = exact(rho, "rho")
+        if r <= 0:
+            raise InvalidArgumentError(f"rho must be > 0, got {rho!r}; e.g. rho=0.125")
+        return r, None, None
+    if epsilon is None or delta is None:
+        raise InvalidArgumentError(
+            "the Gaussian mechanism needs rho=… (zCDP) or both epsilon=… and delta=…, "
+            f"got epsilon={epsilon!r}, delta={delta!r}"
+        )
+    return None, _epsilon(epsilon), _delta(delta)
+
+
+def _gaussian_loss(
+    sens_units: Fraction,
+    dimension: int,
+    rho: Number | None,
+    epsilon: Number | None,
+    delta: Number | None,
+) -> tuple[Fraction, Budget]:
+    """σ² in the units of ``sens_units`` and the exact loss it satisfies."""
+    r, eps, dlt = _gaussian_params(rho, epsilon, delta)
+    if r is not None:
+        return sens_units**2 / (2 * r), Budget(rho=r)
+    if eps is None or dlt is None:
+        raise InternalError("Gaussian parameters validated to neither rho nor (epsilon, delta)")
+    return sigma2_for_approx_dp(sens_units, eps, dlt, dimension), Budget(epsilon=eps, delta=dlt)
+
+
+def _nominal_sigma(sens: Fraction, rho: Number | None, epsilon: Number | None) -> Fraction:
+    """A rational stand-in for σ, used only to choose the grid (``Δ/√(2ρ) ≥ Δ/(2ρ + 1)``)."""
+    r, eps, _ = _gaussian_params(rho, epsilon, Fraction(1, 2) if rho is None else None)
+    if r is not None:
+        return sens / (2 * r + 1)
+    return sens / ((eps or Fraction(0)) + 1)
+
+
+def gaussian(
+    values: Any,
+    *,
+    sensitivity: Number,
+    rho: Number | None = None,
+    epsilon: Number | None = None,
+    delta: Number | None = None,
+    source: RandomSource | None = None,
+) -> Release:
+    """Gaussian mechanism for real values on the 2^k grid (discrete Gaussian noise).
+
+    Preconditions: ``sensitivity`` bounds the L2 distance between neighbours; either ``rho``
+    or ``epsilon`` and ``delta``.
+    Postcondition: ``2^k·(round(x/2^k) + N)``, ``N`` exact discrete Gaussian with σ² (grid
+    units) = ``Δ_g²/(2ρ)`` exactly, where ``Δ_g = Δ/2^k + ⌈√d⌉`` (ρ-zCDP, CKS 2020 Thm 14);
+    from (ε, δ) σ is the smallest found by bisection on the exact discrete-Gaussian privacy
+    curve (CKS Thm 7, every integer shift ≤ Δ_g) for one value, or on the zCDP conversion
+    (CKS Cor 13) for a vector — never the classic ``sqrt(2 ln(1.25/δ))/ε`` bound — rounded up.
+    """
+    sens = _sensitivity(sensitivity)
+    flat, shape, scalar = _values(values)
+    d = flat.size
+    k = grid_exponent(min(sens, _nominal_sigma(sens, rho, epsilon)), d)
+    step = Fraction(2) ** k
+    sens_units = sens / step + _ceil_sqrt(d)
+    sigma2, loss = _gaussian_loss(sens_units, d, rho, epsilon, delta)
+    units = to_grid(flat, k)
+    noisy = units + samplers.discrete_gaussian(sigma2, d, source=source)
+    return Release(
+        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        mechanism="gaussian",
+        scale=math.sqrt(sigma2) * float(step),
+        sensitivity=sens,
+        loss=loss,
+        grid=k,
+        noise_scale=sigma2,
+    )
+
+
+def discrete_gaussian(
+    values: Any,
+    *,
+    sensitivity: Number,
+    rho: Number | None = None,
+    epsilon: Number | None = None,
+    delta: Number | None = None,
+    source: RandomSource | None = None,
+) -> Release:
+    """Discrete Gaussian mechanism for integer values (same calibration as :func:`gaussian`).
+
+    Postcondition: ``x + N``, ``N ~ N_Z(0, σ²)`` exact; σ² = Δ²/(2ρ) gives ρ-zCDP (CKS 2020
+    Thm 14); from (ε, δ) as in :func:`gaussian`.
+    """
+    sens = _sensitivity(sensitivity)
+    flat, shape, scalar = _values(values)
+    ints = _integers(flat, "discrete_gaussian")
+    sigma2, loss = _gaussian_loss(sens, ints.size, rho, epsilon, delta)
+    noisy = ints + samplers.discrete_gaussian(sigma2, ints.size, source=source)
+    return Release(
+        value=_shape_out(noisy, shape, scalar),
+        mechanism="discrete_gaussian",
+        scale=math.sqrt(sigma2),
+        sensitivity=sens,
+        loss=loss,
+        noise_scale=sigma2,
+    )
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _scores(scores: Any) -> tuple[list[Any], list[Fraction]]:
+    if isinstance(scores, Mapping):
+        keys, raw = list(scores.keys()), list(scores.values())
+    else:
+        raw = (
+            list(np.asarray(scores).reshape(-1).tolist())
+            if not isinstance(scores, Sequence)
+            else list(scores)
+        )
+        keys = list(range(len(raw)))
+    if not raw:
+        raise InvalidArgumentError(
+            "the candidate list is empty; the exponential mechanism needs at least one candidate"
+        )
+    exact_scores = []
+    for key, s in zip(keys, raw, strict=True):
+        if isinstance(s, float) and not math.isfinite(s):
+            raise InvalidArgumentError(f"score of candidate {key!r} must be finite, got {s!r}")
+        exact_scores.append(exact(s, f"score of candidate {key!r}"))
+    return keys, exact_scores
+
+
+def _gammas(scores: list[Fraction], sens: Fraction, eps: Fraction) -> list[Fraction]:
+    top = max(scores)
+    return [eps * (top - s) / (2 * sens) for s in scores]
+
+
+def exponential(
+    scores: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+) -> Any:
+    """The exponential mechanism: candidate ``i`` with probability ∝ ``exp(ε·score_i/(2Δ))``.
+
+    Returns the index (or the key, when ``scores`` is a mapping) of the chosen candidate.
+    Preconditions: each score has sensitivity ``Δ`` between neighbours; ``ε > 0``.
+    Postcondition: ε-DP (McSherry & Talwar 2007). Sampled exactly by rejection: a uniformly
+    proposed candidate is accepted with probability ``exp(-ε(max − score)/(2Δ))`` (an exact
+    Bernoulli), so an accepted ``i`` has probability ∝ ``exp(ε·score_i/(2Δ))``. The best score
+    gets the largest weight (the PHP seed's ``exp(ε(max − score)/2Δ)`` is inverted).
+    """
+    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    keys, sc = _scores(scores)
+    gammas = _gammas(sc, sens, eps)
+    src = resolve_source(source)
+    n = len(keys)
+    batch = max(16, min(4 * n, 1 << 16))
+    while True:
+        proposals = uniform_int(n, batch, source=src)
+        u = draw_u32(src, batch)
+        for idx, word in zip(proposals.tolist(), u.tolist(), strict=True):
+            if LazyUniform(word, 32, src).below(exp_bounds(gammas[idx])):
+                return keys[idx]
+
+
+def report_noisy_max(
+    scores: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+) -> Any:
+    """Report-noisy-max with exponential noise, sampled as permute-and-flip.
+
+    Returns the index (or key) of the winner. Visits the candidates in a uniformly random
+    order and stops at the first accepted, accepting ``i`` with probability
+    ``exp(-ε(max − score_i)/(2Δ))`` (exact Bernoulli). Postcondition: ε-DP (McKenna & Sheldon
+    2020); its output distribution equals report-noisy-max with Exponential(2Δ/ε) noise (Ding
+    et al. 2021) and it is never worse than the exponential mechanism in expected score.
+    """
+    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    keys, sc = _scores(scores)
+    gammas = _gammas(sc, sens, eps)
+    src = resolve_source(source)
+    order = list(range(len(keys)))
+    for i in range(len(order) - 1, 0, -1):  # Fisher–Yates with unbiased integers
+        j = int(uniform_int(i + 1, 1, source=src)[0])
+        order[i], order[j] = order[j], order[i]
+    for idx in order:
+        word = int(draw_u32(src, 1)[0])
+        if LazyUniform(word, 32, src).below(exp_bounds(gammas[idx])):
+            return keys[idx]
+    raise InternalError("permute-and-flip rejected the best candidate, which has probability 1")
+
+
+def randomized_response(
+    values: Any,
+    *,
+    categories: Sequence[Hashable],
+    epsilon: Number,
+    source: RandomSource | None = None,
+) -> Release:
+    """k-ary randomized response: keep the true category with probability ``e^ε/(e^ε + k − 1)``,
+    else report one of the other ``k − 1`` uniformly.
+
+    Sampled exactly by rejection: propose a uniform category; accept it outright if it is the
+    true one, else with probability ``e^{-ε}``. Postcondition: each report is ε-DP for its
+    value (local DP; Warner 1965, Kairouz et al. 2016). ``value`` has the input's shape.
+    """
+    eps = _epsilon(epsilon)
+    cats = list(categories)
+    if len(cats) < 2 or len(set(cats)) != len(cats):
+        raise InvalidArgumentError(
+            f"categories must list at least two distinct values, got {categories!r}"
+        )
+    index = {c: i for i, c in enumerate(cats)}
+    arr = np.asarray(values, dtype=object)
+    scalar = arr.ndim == 0
+    flat = arr.reshape(-1)
+    try:
+        true = np.array([index[v] for v in flat], dtype=np.int64)
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"value {exc.args[0]!r} is not one of the categories {cats!r}; "
+            "map unknown values to a declared category first"
+        ) from exc
+    src = resolve_source(source)
+    out = np.empty(true.size, dtype=np.int64)
+    pending = np.arange(true.size)
+    bounds = exp_bounds(eps)
+    lo, hi = bounds(32)
+    while pending.size:
+        prop = uniform_int(len(cats), pending.size, source=src)
+        u = draw_u32(src, pending.size).astype(np.int64)
+        accept = (prop == true[pending]) | (u < lo)
+        for j in np.flatnonzero(~accept & (u >= lo) & (u < hi)):
+            accept[j] = LazyUniform(int(u[j]), 32, src).below(bounds)
+        out[pending[accept]] = prop[accept]
+        pending = pending[~accept]
+    reported = np.empty(true.size, dtype=object)
+    reported[:] = [cats[i] for i in out]
+    return Release(
+        value=reported[0] if scalar else reported.reshape(arr.shape),
+        mechanism="randomized_response",
+        scale=None,
+        sensitivity=Fraction(1),
+        loss=Budget(epsilon=eps),
+    )
+
+
+# --------------------------------------------------------------------------- object form
+
+
+@dataclass(frozen=True)
+class LaplaceMechanism:
+    """``LaplaceMechanism(epsilon=0.5, sensitivity=1).add_noise(x)`` — the seeds' object form.
+
+    The sensitivity is required and never estimated from data (see
+    :func:`veil.sensitivity.probe` for why an observed one cannot be used).
+    """
+
+    epsilon: Number
+    sensitivity: Number
+
+    def __post_init__(self) -> None:
+        _epsilon(self.epsilon)
+        _sensitivity(self.sensitivity)
+
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Release:
+        return laplace(values, sensitivity=self.sensitivity, epsilon=self.epsilon, source=source)
+
+    def add_noise(self, values: Any, *, source: RandomSource | None = None) -> Any:
+        """The noisy value(s) (``release(values).value``)."""
+        return self.release(values, source=source).value
+
+
+@dataclass(frozen=True)
+class GaussianMechanism:
+    """``GaussianMechanism(sensitivity=1, rho=0.5).add_noise(x)`` (or epsilon= and delta=)."""
+
+    sensitivity: Number
+    rho: Number | None = None
+    epsilon: Number | None = None
+    delta: Number | None = None
+
+    def __post_init__(self) -> None:
+        _sensitivity(self.sensitivity)
+        _gaussian_params(self.rho, self.epsilon, self.delta)
+
+    def release(self, values: Any, *, source: RandomSource | None = None) -> Release:
+        return gaussian(
+            values,
+            sensitivity=self.sensitivity,
+            rho=self.rho,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            source=source,
+        )
+
+    def add_noise(self, values: Any, *, source: RandomSource | None = None) -> Any:
+        """The noisy value(s) (``release(values).value``)."""
+        return self.release(values, source=source).value

@@ -1,0 +1,414 @@
+"""Exact, vectorised samplers: geometric, discrete Laplace, discrete Gaussian.
+
+All three use *exact inversion*: a uniform ``W`` (a 32- or 31-bit word, refined lazily, see the
+proof note of :mod:`veil.noise._exact`) is compared with the survival function
+``S(m) = P(X ≥ m)``, bracketed in integers, so ``X = max{m : W < S(m)}`` exactly. A float
+computation only *guesses* ``m``; the guess is verified against the integer table
+``lo[m] ≤ 2^w·S(m) ≤ hi[m]`` and anything unverified is decided exactly (by table counts, or by
+refining ``W`` with more bits). Values past the table use memorylessness: for a geometric
+``X``, ``X - T | X ≥ T`` is the same geometric.
+
+Supported range: every scale ``> 0`` up to ``MAX_SCALE = 2^48`` (and σ up to 2^48); samples
+are int64. Larger parameters raise :class:`veil.InvalidArgumentError`; an int64 overflow of a
+sample (probability below ``exp(-2^14)``) raises :class:`veil.InternalError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from functools import lru_cache, partial
+
+import numpy as np
+from numpy.typing import NDArray
+
+from veil.errors import InternalError, InvalidArgumentError
+from veil.noise._exact import (
+    LazyUniform,
+    check_size,
+    draw_u32,
+    exp_bounds,
+    exp_neg_bounds,
+    resolve_source,
+)
+from veil.random import RandomSource
+
+__all__ = ["MAX_SCALE", "discrete_gaussian", "discrete_laplace", "geometric"]
+
+MAX_SCALE = Fraction(2**48)
+_TABLE = 4096  # entries per inversion table
+_DIRECT = _TABLE // 16  # scales up to this invert one table (tail mass e^-16 per pass)
+_PREC = 128  # fixed-point bits used to build tables
+_INT64_MAX = (1 << 63) - 1
+
+Guess = Callable[[NDArray[np.float32]], NDArray[np.float32]]
+SBounds = Callable[[int, int], tuple[int, int]]  # (m, prec) -> bounds of 2^prec·S(m)
+
+
+def _positive(value: Fraction | int, name: str, limit: Fraction = MAX_SCALE) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, Fraction | int):
+        raise InvalidArgumentError(
+            f"{name} must be an int or a fractions.Fraction, got {value!r}; "
+            "use veil.accounting.budget.exact(x, name) to convert a float exactly"
+        )
+    q = Fraction(value)
+    if q <= 0:
+        raise InvalidArgumentError(f"{name} must be > 0, got {q}")
+    if q > limit:
+        raise InvalidArgumentError(
+            f"{name}={float(q):.6g} exceeds the supported maximum {float(limit):.6g} "
+            "(samples must fit in int64); rescale the query"
+        )
+    return q
+
+
+class _Inverter:
+    """Exact inversion of ``X ≥ 0`` with survival ``S`` tabulated on ``0..size``.
+
+    ``lo/hi[m]`` bracket ``2^bits·S(m)`` for ``m = 0..size`` (``S(0) = 1``). ``X > size-1`` is
+    the tail: ``tail(n)`` draws ``X - size`` given ``X ≥ size`` (None when ``S(size) = 0``).
+    """
+
+    def __init__(
+        self,
+        lo: list[int],
+        hi: list[int],
+        bits: int,
+        guess: Guess,
+        sbounds: SBounds,
+        tail: Callable[[int, RandomSource], NDArray[np.int64]] | None,
+    ) -> None:
+        self.size = len(lo) - 1
+        self.lo = np.array(lo, dtype=np.int64)
+        self.hi = np.array(hi, dtype=np.int64)
+        # Decreasing sequences, reversed for searchsorted.
+        self.lo_rev = self.lo[::-1].copy()
+        self.hi_rev = self.hi[::-1].copy()
+        self.bits, self.guess, self.sbounds, self.tail = bits, guess, sbounds, tail
+
+    def invert(self, v: NDArray[np.int64], source: RandomSource) -> NDArray[np.int64]:
+        """``X`` for uniform ``bits``-bit words ``v``: exactly ``max{m : W < S(m)}``."""
+        size = self.size
+        wf = v.astype(np.float32)
+        wf += np.float32(0.5)
+        wf *= np.float32(2.0**-self.bits)
+        g = self.guess(wf)
+        np.nan_to_num(g, copy=False, nan=0.0, posinf=size, neginf=0.0)
+        np.clip(g, 0, size - 1, out=g)
+        m = g.astype(np.int64)
+        # certain: W < S(m) (v+1 ≤ lo[m]) and W ≥ S(m+1) (v ≥ hi[m+1])
+        ok = v < self.lo[m]
+        ok &= v >= self.hi[m + 1]
+        if ok.all():
+            return m
+        bad = np.flatnonzero(~ok)
+        vb = v[bad]
+        # counts of m ≥ 1 with certain / possible W < S(m)
+        certain = size + 1 - np.searchsorted(self.lo_rev, vb, side="right")
+        possible = size + 1 - np.searchsorted(self.hi_rev, vb, side="right")
+        res = certain - 1
+        for j in np.flatnonzero(certain != possible):
+            res[j] = self._resolve(int(vb[j]), int(certain[j]), int(possible[j]), source)
+        m[bad] = res
+        if self.tail is not None:
+            in_tail = np.flatnonzero(m >= size)
+            if in_tail.size:
+                extra = self.tail(in_tail.size, source)
+                if int(extra.max()) > _INT64_MAX - size:
+                    raise InternalError("a sample overflowed int64")
+                m[in_tail] = size + extra
+        return m
+
+    def _bounds_at(self, m: int, prec: int) -> tuple[int, int]:
+        return self.sbounds(m, prec)
+
+    def _resolve(self, v: int, certain: int, possible: int, source: RandomSource) -> int:
+        """Exact ``max{m : W < S(m)}`` when the 32-bit word leaves ``m`` ambiguous."""
+        w = LazyUniform(v, self.bits, source)
+        count = certain  # W < S(m) holds for m < certain
+        for m in range(certain, possible):
+            if not w.below(partial(self._bounds_at, m)):
+                break
+            count = m + 1
+        return count - 1
+
+
+def _exp_table(x: Fraction, count: int) -> tuple[list[int], list[int]]:
+    """Brackets of ``2^_PREC·exp(-x·m)`` for m = 0..count-1 by interval multiplication."""
+    base_lo, base_hi = exp_neg_bounds(x, _PREC)
+    lo, hi = [1 << _PREC], [1 << _PREC]
+    for _ in range(count - 1):
+        lo.append((lo[-1] * base_lo) >> _PREC)
+        hi.append(-((-hi[-1] * base_hi) >> _PREC))
+    return lo, hi
+
+
+def _scaled(num_lo: int, num_hi: int, den_lo: int, den_hi: int, bits: int) -> tuple[int, int]:
+    """Brackets of ``2^bits·N/D`` from brackets of N and D (all ≥ 0, D > 0)."""
+    lo = (num_lo << bits) // den_hi
+    hi = -((-(num_hi << bits)) // den_lo) if den_lo > 0 else 1 << bits
+    return lo, min(hi, 1 << bits)
+
+
+# ---------------------------------------------------------------------------- geometric
+
+
+@lru_cache(maxsize=64)
+def _geometric_direct(x: Fraction) -> _Inverter:
+    """``P(G = g) ∝ exp(-x·g)``: survival ``S(m) = exp(-x·m)``, one table plus its tail."""
+    size, bits = _TABLE, 32
+    e_lo, e_hi = _exp_table(x, size + 1)
+    shift = _PREC - bits
+    lo = [a >> shift for a in e_lo]
+    hi = [-((-b) >> shift) for b in e_hi]
+    inv_x = np.float32(1.0 / float(x)) if x < 2**100 else np.float32(0.0)
+
+    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
+        np.log(w, out=w)
+        w *= -inv_x
+        return w
+
+    def sbounds(m: int, prec: int) -> tuple[int, int]:
+        return exp_neg_bounds(x * m, prec)
+
+    def tail(n: int, source: RandomSource) -> NDArray[np.int64]:
+        return _geometric(x, n, source)
+
+    return _Inverter(lo, hi, bits, guess, sbounds, tail)
+
+
+@lru_cache(maxsize=64)
+def _truncated_digit(x: Fraction) -> _Inverter:
+    """``P(D = d) ∝ exp(-x·d)`` on ``0..T-1`` (a base-T digit of a geometric)."""
+    size, bits = _TABLE, 32
+    e_lo, e_hi = _exp_table(x, size + 1)
+    top_lo, top_hi = e_lo[-1], e_hi[-1]
+    one = 1 << _PREC
+    lo, hi = [], []
+    for m in range(size + 1):  # S(m) = (e^{-xm} - e^{-xT}) / (1 - e^{-xT})
+        a, b = _scaled(
+            max(e_lo[m] - top_hi, 0), max(e_hi[m] - top_lo, 0), one - top_hi, one - top_lo, bits
+        )
+        lo.append(a)
+        hi.append(b)
+    lo[0] = hi[0] = 1 << bits
+    lo[size] = hi[size] = 0
+    xf = float(x)
+    c = -math.expm1(-xf * size)  # 1 - e^{-xT}
+    inv_x = np.float32(1.0 / xf)
+
+    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
+        w -= np.float32(1.0)
+        w *= np.float32(c)  # -(1 - W)(1 - e^{-xT})
+        np.log1p(w, out=w)
+        w *= -inv_x
+        return w
+
+    def sbounds(m: int, prec: int) -> tuple[int, int]:
+        p = prec + 8
+        a_lo, a_hi = exp_neg_bounds(x * m, p)
+        t_lo, t_hi = exp_neg_bounds(x * size, p)
+        return _scaled(
+            max(a_lo - t_hi, 0), max(a_hi - t_lo, 0), (1 << p) - t_hi, (1 << p) - t_lo, prec
+        )
+
+    return _Inverter(lo, hi, bits, guess, sbounds, None)
+
+
+def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
+    """``n`` exact draws of ``G`` with ``P(G = g) ∝ exp(-x·g)``, ``x > 0`` rational.
+
+    For ``1/x ≤ _DIRECT`` one table. Otherwise ``G = Σ_j D_j·T^j + T^J·Q``: base-T digits
+    ``D_j`` (``P ∝ exp(-x·T^j·d)`` on ``0..T-1``) and ``Q`` geometric with ``x·T^J``, all
+    independent because ``exp(-x·g)`` factorises over the digits of ``g``.
+    """
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if x * _DIRECT >= 1:
+        return _geometric_direct(x).invert(draw_u32(source, n).astype(np.int64), source)
+    out = np.zeros(n, dtype=np.int64)
+    place = 1
+    xj = x
+    while xj * _DIRECT < 1:
+        digits = _truncated_digit(xj).invert(draw_u32(source, n).astype(np.int64), source)
+        if place > 1:
+            digits *= place
+        out += digits
+        place *= _TABLE
+        xj = xj * _TABLE
+    q = _geometric_direct(xj).invert(draw_u32(source, n).astype(np.int64), source)
+    if q.any():
+        if int(q.max()) > (_INT64_MAX - int(out.max())) // place:
+            raise InternalError("a sample overflowed int64")
+        out += q * place
+    return out
+
+
+def geometric(
+    scale: Fraction | int, size: int, *, source: RandomSource | None = None
+) -> NDArray[np.int64]:
+    """``size`` exact draws with ``P(G = g) = (1 - e^{-1/scale})·e^{-g/scale}``, ``g ≥ 0``.
+
+    Contract: exact for every rational ``0 < scale ≤ MAX_SCALE`` (module proof note).
+    """
+    s = _positive(scale, "scale")
+    return _geometric(1 / s, check_size(size), resolve_source(source))
+
+
+# ------------------------------------------------------------------------ discrete Laplace
+
+
+@lru_cache(maxsize=64)
+def _laplace_magnitude(x: Fraction) -> _Inverter:
+    """``|X|`` of a discrete Laplace, ``P(|X| = m) ∝ (2 - [m = 0])·e^{-x·m}``.
+
+    Survival ``S(m) = 2e^{-xm}/(1 + e^{-x})`` for ``m ≥ 1``; 31 bits (the 32nd is the sign).
+    """
+    size, bits = _TABLE, 31
+    e_lo, e_hi = _exp_table(x, size + 1)
+    one = 1 << _PREC
+    lo, hi = [1 << bits], [1 << bits]
+    for m in range(1, size + 1):
+        a, b = _scaled(2 * e_lo[m], 2 * e_hi[m], one + e_lo[1], one + e_hi[1], bits)
+        lo.append(a)
+        hi.append(b)
+    xf = float(x)
+    const = math.log(2.0) - math.log1p(math.exp(-xf))  # ln(2/(1+p))
+    inv_x = np.float32(1.0 / xf) if xf < 1e30 else np.float32(0.0)
+
+    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
+        np.log(w, out=w)
+        np.subtract(np.float32(const), w, out=w)
+        w *= inv_x
+        return w
+
+    def sbounds(m: int, prec: int) -> tuple[int, int]:
+        if m == 0:
+            return 1 << prec, 1 << prec
+        p = prec + 8
+        a_lo, a_hi = exp_neg_bounds(x * m, p)
+        b_lo, b_hi = exp_neg_bounds(x, p)
+        return _scaled(2 * a_lo, 2 * a_hi, (1 << p) + b_lo, (1 << p) + b_hi, prec)
+
+    def tail(n: int, source: RandomSource) -> NDArray[np.int64]:
+        return _geometric(x, n, source)  # |X| - T | |X| ≥ T is geometric (T ≥ 1)
+
+    return _Inverter(lo, hi, bits, guess, sbounds, tail)
+
+
+def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if x * _DIRECT >= 1:
+        u = draw_u32(source, n).astype(np.int64)
+        sign = u & 1
+        u >>= 1
+        mag = _laplace_magnitude(x).invert(u, source)
+        # sign bit is independent of the magnitude word; P(+m) = P(-m) for m ≥ 1
+        sign *= -2
+        sign += 1
+        mag *= sign
+        return mag
+    # large scales: X = G1 - G2 with G1, G2 iid geometric (exact identity)
+    g = _geometric(x, 2 * n, source)
+    return g[:n] - g[n:]
+
+
+def discrete_laplace(
+    scale: Fraction | int, size: int, *, source: RandomSource | None = None
+) -> NDArray[np.int64]:
+    """``size`` exact draws with ``P(X = x) ∝ exp(-|x|/scale)`` on the integers.
+
+    Contract: exact for every rational ``0 < scale ≤ MAX_SCALE``; adding it to an integer query
+    of L1 sensitivity Δ with ``scale = Δ/ε`` is ε-DP (Canonne, Kamath, Steinke 2020, and Ghosh
+    et al. 2009's geometric mechanism). Mean 0; variance ``2p/(1-p)²`` with ``p = e^{-1/scale}``.
+    """
+    s = _positive(scale, "scale")
+    return _discrete_laplace(1 / s, check_size(size), resolve_source(source))
+
+
+# ----------------------------------------------------------------------- discrete Gaussian
+
+_ACCEPT_BINS = 4096
+
+
+@lru_cache(maxsize=32)
+def _gauss_accept_table(
+    sigma2: Fraction, t: int
+) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]:
+    """Bins of ``|Y|`` with 32-bit brackets of the acceptance ``exp(-(|Y| - σ²/t)²/(2σ²))``.
+
+    Bin ``b`` holds ``|Y| ∈ [b·w, (b+1)·w)``; its bracket spans the min and max of the
+    acceptance over the bin (γ is monotone on each side of ``σ²/t``), so an entry of ``u``
+    below ``lo`` accepts and at or above ``hi`` rejects, certainly; the rest are decided exactly.
+    """
+    c = sigma2 / t
+    limit = 24 * t
+    width = max(1, -(-limit // _ACCEPT_BINS))
+    nbins = -(-limit // width)
+
+    def gamma(y: int) -> Fraction:
+        return (y - c) ** 2 / (2 * sigma2)
+
+    lo = np.zeros(nbins, dtype=np.int64)
+    hi = np.zeros(nbins, dtype=np.int64)
+    cache: dict[Fraction, tuple[int, int]] = {}
+
+    def bound(g: Fraction) -> tuple[int, int]:
+        if g not in cache:
+            cache[g] = exp_neg_bounds(g, 32)
+        return cache[g]
+
+    for b in range(nbins):
+        a, z = b * width, (b + 1) * width - 1
+        g_a, g_z = gamma(a), gamma(z)
+        g_max = max(g_a, g_z)
+        g_min = Fraction(0) if a <= c <= z else min(g_a, g_z)
+        lo[b] = bound(g_max)[0]
+        hi[b] = bound(g_min)[1]
+    return width, lo, hi
+
+
+def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
+    """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries."""
+    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # ⌊σ⌋ + 1
+    if n >= 512:
+        width, lo, hi = _gauss_accept_table(sigma2, t)
+    else:  # too few draws to pay for a table: decide every acceptance exactly one by one
+        width, lo, hi = 1, np.zeros(1, dtype=np.int64), np.full(1, 1 << 32, dtype=np.int64)
+    nbins = lo.size
+    out = np.empty(n, dtype=np.int64)
+    pending = np.arange(n)
+    c = sigma2 / t
+    x = Fraction(1, t)
+    while pending.size:
+        k = pending.size
+        y = _discrete_laplace(x, k, source)
+        u = draw_u32(source, k).astype(np.int64)
+        b = np.abs(y)
+        b //= width
+        inside = b < nbins
+        bi = np.where(inside, b, 0)
+        accept = inside & (u < lo[bi])
+        undecided = np.flatnonzero(~(accept | (inside & (u >= hi[bi]))))
+        for j in undecided:
+            gamma = (abs(int(y[j])) - c) ** 2 / (2 * sigma2)
+            accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(gamma))
+        out[pending[accept]] = y[accept]
+        pending = pending[~accept]
+    return out
+
+
+def discrete_gaussian(
+    sigma2: Fraction | int, size: int, *, source: RandomSource | None = None
+) -> NDArray[np.int64]:
+    """``size`` exact draws with ``P(X = x) ∝ exp(-x²/(2σ²))`` on the integers.
+
+    Contract: exact for every rational ``0 < σ² ≤ MAX_SCALE²``; adding it to an integer vector
+    query of L2 sensitivity Δ is ``Δ²/(2σ²)``-zCDP (Canonne, Kamath, Steinke 2020, Thm 14).
+    Rejection from a discrete Laplace with scale ``t = ⌊σ⌋ + 1`` accepted with probability
+    ``exp(-(|Y| - σ²/t)²/(2σ²))`` (their Algorithm 3), the Bernoulli decided exactly.
+    """
+    s2 = _positive(sigma2, "sigma2", MAX_SCALE * MAX_SCALE)
+    return _discrete_gaussian(s2, check_size(size), resolve_source(source))
