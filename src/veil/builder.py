@@ -1,0 +1,666 @@
+"""The Python query builder: the same plans as SQL, built by method calls.
+
+>>> from veil.plan.nodes import Field
+>>> q = (
+...     Query.over("people", [Field("user_id", "integer"), Field("state", "string"),
+...                           Field("income", "real")])
+...     .where("income > 0")
+...     .group_by("state")
+...     .count("n")
+...     .avg("income")
+...     .having("n > 10")
+...     .order_by("n", descending=True)
+...     .limit(5)
+... )
+>>> [f.name for f in q.plan(privacy_unit="user_id", bounds={"income": (0, 1e6)}).schema()]
+['state', 'n', 'avg_income']
+
+A :class:`Query` is immutable: each method returns a new one. ``plan()`` assembles the plan
+chain ``Scan → [Filter] → Aggregate → [Having] → [Sort] → [Limit] → [Project]`` exactly as
+:func:`veil.sql.parse` does for the equivalent SQL (``veil.sql`` builds its plans with this
+class), so both give equal plans and equal fingerprints.
+
+This module also holds the checks shared with the SQL front end: which expressions may appear
+in a row predicate (WHERE) or a predicate on released values (HAVING), and how a column name is
+resolved against a table (exact name first, then a unique case-insensitive match).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Protocol
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from veil.errors import InvalidArgumentError, SchemaError, UnsupportedQueryError
+from veil.plan.nodes import (
+    Aggregate,
+    AggregateCall,
+    AggregateFunction,
+    ColumnBounds,
+    ColumnType,
+    Contribution,
+    Field,
+    Filter,
+    GroupKey,
+    Having,
+    KeyValue,
+    Limit,
+    Plan,
+    Project,
+    Scan,
+    Sort,
+    SortKey,
+    as_fraction,
+)
+
+__all__ = [
+    "DIALECT",
+    "BoundsLike",
+    "Query",
+    "QueryRunner",
+    "check_released_expression",
+    "check_row_expression",
+    "default_alias",
+    "fields_from_arrow",
+    "parse_expression",
+    "position",
+    "resolve_column",
+]
+
+DIALECT = "duckdb"
+"""The SQL dialect veil reads (queries and predicates); DuckDB's is close to ANSI."""
+
+Position = tuple[int, int]
+
+# ── positions and names ──────────────────────────────────────────────────────────────────────
+
+
+def position(node: exp.Expr, text: str) -> Position | None:
+    """The 1-based (line, column) in ``text`` where ``node`` starts, from sqlglot token metadata.
+
+    sqlglot records the character offsets of identifiers, literals and function names; the
+    earliest one inside ``node`` is its start. ``None`` when no token inside carries one.
+    """
+    if not text:
+        return None
+    starts = [
+        n.meta["start"]
+        for n in node.walk()
+        if isinstance(n.meta.get("start") if n.meta else None, int)
+    ]
+    if not starts:
+        return None
+    return offset_position(text, min(starts))
+
+
+def offset_position(text: str, offset: int) -> Position:
+    """The 1-based (line, column) of character ``offset`` in ``text``."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return line, column
+
+
+def _at(message: str, pos: Position | None) -> str:
+    return f"{message} (at line {pos[0]}, column {pos[1]})" if pos else message
+
+
+def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:
+    """veil's view of an Arrow schema: each column's name and coarse type."""
+    return tuple(Field(f.name, _column_type(f.type)) for f in schema)
+
+
+def _column_type(t: pa.DataType) -> ColumnType:
+    if pa.types.is_dictionary(t):
+        return _column_type(t.value_type)
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "real"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_string_view(t):
+        return "string"
+    if pa.types.is_temporal(t):
+        return "temporal"
+    return "other"
+
+
+def _is_string_view(t: pa.DataType) -> bool:
+    check = getattr(pa.types, "is_string_view", None)
+    return bool(check(t)) if check is not None else False
+
+
+def resolve_column(
+    name: str, columns: Sequence[Field], *, table: str, pos: Position | None = None
+) -> Field:
+    """The field of ``table`` called ``name`` (exact match, else a unique case-insensitive one).
+
+    Raises ``SchemaError`` naming the table's columns and the closest match.
+    """
+    for f in columns:
+        if f.name == name:
+            return f
+    folded = [f for f in columns if f.name.lower() == name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    names = [f.name for f in columns]
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if not close:
+        close = difflib.get_close_matches(name.lower(), [n.lower() for n in names], n=1)
+        close = [n for n in names if close and n.lower() == close[0]][:1]
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise SchemaError(
+        _at(f"unknown column {name!r} in table {table!r}{hint} (columns: {', '.join(names)})", pos)
+    )
+
+
+def default_alias(
+    function: AggregateFunction, column: str | None, quantile: Fraction | None = None
+) -> str:
+    """The output name of an aggregate given no alias: ``count``, ``sum_income``, ``median_age``,
+    ``p90_age`` (quantile 0.9), ``count_distinct_user_id``…
+
+    >>> default_alias("quantile", "age", Fraction(999, 1000))
+    'p99_9_age'
+    """
+    if function == "count":
+        return "count" if column is None else f"count_{column}"
+    if function == "count_distinct":
+        return "count_distinct" if column is None else f"count_distinct_{column}"
+    if function == "quantile":
+        q = Fraction(0) if quantile is None else quantile
+        if q == Fraction(1, 2):
+            return f"median_{column}"
+        pct = q * 100
+        text = str(pct.numerator) if pct.denominator == 1 else f"{float(pct):g}".replace(".", "_")
+        return f"p{text}_{column}"
+    return f"{function}_{column}"
+
+
+# ── expressions ──────────────────────────────────────────────────────────────────────────────
+
+_LOGIC: tuple[type[exp.Expression], ...] = (
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Paren,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Neg,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Coalesce,
+    exp.Case,
+    exp.If,
+    exp.Tuple,
+)
+"""Expressions allowed in any predicate: logic, comparison, arithmetic, literals, CASE."""
+
+_ROW_ONLY: tuple[type[exp.Expression], ...] = (
+    exp.Like,
+    exp.ILike,
+    exp.Cast,
+    exp.TryCast,
+    exp.DataType,
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Substring,
+    exp.Trim,
+    exp.Concat,
+    exp.DPipe,
+    exp.Extract,
+    exp.Var,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.Sqrt,
+    exp.Ln,
+    exp.Exp,
+    exp.Pow,
+    exp.Greatest,
+    exp.Least,
+    exp.StartsWith,
+)
+"""Scalar functions allowed on row values (WHERE) besides :data:`_LOGIC`."""
+
+
+def _describe(node: exp.Expr, text: str) -> str:
+    meta = node.meta if isinstance(node, exp.Expression) and node.meta else {}
+    start, end = meta.get("start"), meta.get("end")
+    if isinstance(node, exp.Func) and isinstance(start, int) and isinstance(end, int) and text:
+        return f"function {text[start : end + 1].upper()}()"
+    if isinstance(node, exp.Anonymous):
+        return f"function {node.name.upper()}()"
+    if isinstance(node, exp.Func):
+        return f"function {node.sql_name()}()"
+    return f"{node.key.upper()} ({node.sql(dialect=DIALECT)[:40]})"
+
+
+def _check_node_kinds(
+    node: exp.Expression, allowed: tuple[type[exp.Expression], ...], clause: str, text: str
+) -> None:
+    for sub in node.walk():
+        if isinstance(sub, exp.Column | exp.Identifier | exp.Star):
+            continue
+        if isinstance(sub, exp.Subquery | exp.Select | exp.Query):
+            raise UnsupportedQueryError(
+                f"sub-queries are not supported in {clause}; veil answers one query over one table",
+                position=position(sub, text),
+            )
+        if isinstance(sub, exp.Window):
+            raise UnsupportedQueryError(
+                f"window functions (OVER …) are not supported in {clause}",
+                position=position(sub, text),
+            )
+        if isinstance(sub, exp.AggFunc) and clause == "WHERE":
+            raise UnsupportedQueryError(
+                "WHERE may only use row values, not aggregates; use HAVING for conditions on "
+                "released aggregates",
+                position=position(sub, text),
+            )
+        if not isinstance(sub, allowed):
+            raise UnsupportedQueryError(
+                f"{_describe(sub, text)} is not supported in {clause}; use comparisons, "
+                "AND/OR/NOT, IN, BETWEEN, IS NULL, LIKE, arithmetic and simple scalar functions",
+                position=position(sub, text),
+            )
+
+
+def _column_node(name: str) -> exp.Column:
+    return exp.column(name, quoted=True)
+
+
+def check_row_expression(
+    node: exp.Expression,
+    columns: Sequence[Field],
+    *,
+    table: str,
+    qualifiers: Iterable[str] = (),
+    text: str = "",
+) -> exp.Expression:
+    """Validate a row predicate (WHERE) and return it with every column resolved.
+
+    Only :data:`_LOGIC` and :data:`_ROW_ONLY` constructs may appear; columns must belong to
+    ``table`` (``qualifiers`` are the names the table may be referred to by). The copy returned
+    has unqualified, quoted column names exactly as in the table (canonical form).
+    """
+    _check_node_kinds(node, _LOGIC + _ROW_ONLY, "WHERE", text)
+    allowed = {q.lower() for q in qualifiers} | {table.lower()}
+
+    def fix(sub: exp.Expression) -> exp.Expression:
+        if isinstance(sub, exp.Column):
+            pos = position(sub, text)
+            if sub.table and sub.table.lower() not in allowed:
+                raise SchemaError(
+                    _at(
+                        f"unknown table or alias {sub.table!r} in {sub.sql()!r}; the query reads "
+                        f"only {table!r}",
+                        pos,
+                    )
+                )
+            return _column_node(resolve_column(sub.name, columns, table=table, pos=pos).name)
+        return sub
+
+    return _strip_meta(node.copy().transform(fix, copy=False))
+
+
+def check_released_expression(
+    node: exp.Expression, names: Sequence[str], *, text: str = ""
+) -> exp.Expression:
+    """Validate a predicate on released values (HAVING): output ``names``, literals, logic and
+    arithmetic only. Returns a copy with the names resolved (case-insensitively) and quoted."""
+    _check_node_kinds(node, _LOGIC, "HAVING", text)
+
+    def fix(sub: exp.Expression) -> exp.Expression:
+        if isinstance(sub, exp.Column):
+            return _column_node(_released_name(sub, names, text))
+        return sub
+
+    return _strip_meta(node.copy().transform(fix, copy=False))
+
+
+def _released_name(col: exp.Column, names: Sequence[str], text: str) -> str:
+    pos = position(col, text)
+    if col.table:
+        raise UnsupportedQueryError(
+            f"{col.sql()!r}: refer to released columns by their output name alone",
+            position=pos,
+        )
+    if col.name in names:
+        return col.name
+    folded = [n for n in names if n.lower() == col.name.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise UnsupportedQueryError(
+        f"{col.name!r} is not a released column; conditions after aggregation may use only "
+        f"the query's output columns ({', '.join(names)})",
+        position=pos,
+    )
+
+
+def _strip_meta(node: exp.Expression) -> exp.Expression:
+    for sub in node.walk():
+        if sub.meta:
+            sub._meta = None
+    return node
+
+
+def parse_expression(text: str, what: str) -> exp.Expression:
+    """Parse a predicate given as SQL text (builder ``where``/``having``); refuses bad syntax."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidArgumentError(f"{what} must be a non-empty SQL expression, got {text!r}")
+    try:
+        node = sqlglot.parse_one(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+    except ParseError as err:
+        detail = err.errors[0] if err.errors else {}
+        line, col = detail.get("line"), detail.get("col")
+        pos = (int(line), int(col)) if isinstance(line, int) and isinstance(col, int) else None
+        raise UnsupportedQueryError(
+            f"cannot parse {what} {text!r}: {detail.get('description', err)}", position=pos
+        ) from None
+    if isinstance(node, exp.Query) or not isinstance(node, exp.Expression):
+        raise UnsupportedQueryError(
+            f"{what} must be an expression, not a query: {text!r}", position=position(node, text)
+        )
+    return node
+
+
+# ── the builder ──────────────────────────────────────────────────────────────────────────────
+
+
+class QueryRunner(Protocol):
+    """What a session provides to run or explain a built query (``Session.query(table)``)."""
+
+    def run_query(self, query: Query, **options: Any) -> Any: ...
+
+    def explain_query(self, query: Query, **options: Any) -> Any: ...
+
+
+BoundsLike = Mapping[str, tuple[Any, Any]] | Iterable[ColumnBounds]
+
+
+@dataclass(frozen=True)
+class Query:
+    """An immutable DP query over one table, built step by step (see the module docstring)."""
+
+    table: str
+    columns: tuple[Field, ...]
+    predicate: exp.Expression | None = None
+    keys: tuple[GroupKey, ...] = ()
+    aggregates: tuple[AggregateCall, ...] = ()
+    having_predicate: exp.Expression | None = None
+    sort_keys: tuple[SortKey, ...] = ()
+    limit_count: int | None = None
+    limit_offset: int = 0
+    selected: tuple[str, ...] | None = None
+    runner: QueryRunner | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def over(
+        cls, table: str, columns: Iterable[Field], *, runner: QueryRunner | None = None
+    ) -> Query:
+        """A query over ``table`` whose schema is ``columns``."""
+        return cls(table=table, columns=Scan(table, tuple(columns)).columns, runner=runner)
+
+    # rows ------------------------------------------------------------------------------------
+
+    def where(self, predicate: str | exp.Expression) -> Query:
+        """Keep the rows where ``predicate`` holds (SQL text or a sqlglot expression); several
+        calls are combined with AND."""
+        text = predicate if isinstance(predicate, str) else ""
+        node = parse_expression(predicate, "where()") if isinstance(predicate, str) else predicate
+        if not isinstance(node, exp.Expression):
+            raise InvalidArgumentError(
+                f"where() takes SQL text or a sqlglot expression, got {predicate!r}"
+            )
+        checked = check_row_expression(node, self.columns, table=self.table, text=text)
+        if self.predicate is not None:
+            checked = exp.and_(self.predicate, checked, copy=True).assert_is(exp.Expression)
+        return replace(self, predicate=checked)
+
+    def group_by(self, *keys: str | GroupKey) -> Query:
+        """Group by columns (names) or :class:`GroupKey` s (public domains, histogram bins)."""
+        out = list(self.keys)
+        for key in keys:
+            if isinstance(key, str):
+                name = resolve_column(key, self.columns, table=self.table).name
+                out.append(GroupKey(name))
+            elif isinstance(key, GroupKey):
+                name = resolve_column(key.column, self.columns, table=self.table).name
+                out.append(replace(key, column=name) if name != key.column else key)
+            else:
+                raise InvalidArgumentError(
+                    f"group_by() takes column names or GroupKey objects, got {key!r}"
+                )
+        return replace(self, keys=tuple(out))
+
+    # aggregates ------------------------------------------------------------------------------
+
+    def agg(
+        self,
+        function: AggregateFunction,
+        column: str | None = None,
+        alias: str | None = None,
+        *,
+        quantile: Any = None,
+        weight: Any = None,
+    ) -> Query:
+        """Add any aggregate by its plan name (``"count"``, ``"sum"``, ``"quantile"``…)."""
+        name = None
+        if column is not None:
+            name = resolve_column(column, self.columns, table=self.table).name
+        q = None if quantile is None else as_fraction(quantile, "the quantile")
+        call = AggregateCall(
+            alias=alias or default_alias(function, name, q),
+            function=function,
+            column=name,
+            quantile=q,
+            weight=weight,
+        )
+        return replace(self, aggregates=(*self.aggregates, call))
+
+    def count(
+        self, alias: str | None = None, *, column: str | None = None, weight: Any = None
+    ) -> Query:
+        """COUNT(*) (or COUNT(column): rows where ``column`` is not NULL)."""
+        return self.agg("count", column, alias, weight=weight)
+
+    def count_distinct(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """COUNT(DISTINCT column) — only for the privacy unit: the number of units."""
+        return self.agg("count_distinct", column, alias, weight=weight)
+
+    def sum(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """SUM(column) of values clamped to the column's bounds."""
+        return self.agg("sum", column, alias, weight=weight)
+
+    def avg(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """AVG(column) of values clamped to the column's bounds."""
+        return self.agg("avg", column, alias, weight=weight)
+
+    def variance(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """VARIANCE / VAR_SAMP(column): the sample variance of clamped values."""
+        return self.agg("variance", column, alias, weight=weight)
+
+    def stddev(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """STDDEV / STDDEV_SAMP(column): the sample standard deviation of clamped values."""
+        return self.agg("stddev", column, alias, weight=weight)
+
+    def quantile(
+        self, column: str, q: Any, alias: str | None = None, *, weight: Any = None
+    ) -> Query:
+        """QUANTILE_CONT(column, q) / PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY column)."""
+        return self.agg("quantile", column, alias, quantile=q, weight=weight)
+
+    def median(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """MEDIAN(column): the quantile 1/2."""
+        return self.agg("quantile", column, alias, quantile=Fraction(1, 2), weight=weight)
+
+    def min(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """MIN(column): the 0-quantile of clamped values."""
+        return self.agg("min", column, alias, weight=weight)
+
+    def max(self, column: str, alias: str | None = None, *, weight: Any = None) -> Query:
+        """MAX(column): the 1-quantile of clamped values."""
+        return self.agg("max", column, alias, weight=weight)
+
+    # released values -------------------------------------------------------------------------
+
+    def _output_names(self) -> list[str]:
+        return [k.alias for k in self.keys] + [a.alias for a in self.aggregates]
+
+    def having(self, predicate: str | exp.Expression) -> Query:
+        """Keep released groups where ``predicate`` over output columns holds (post-processing);
+        several calls are combined with AND."""
+        text = predicate if isinstance(predicate, str) else ""
+        node = parse_expression(predicate, "having()") if isinstance(predicate, str) else predicate
+        if not isinstance(node, exp.Expression):
+            raise InvalidArgumentError(
+                f"having() takes SQL text or a sqlglot expression, got {predicate!r}"
+            )
+        checked = check_released_expression(node, self._output_names(), text=text)
+        if self.having_predicate is not None:
+            checked = exp.and_(self.having_predicate, checked, copy=True).assert_is(exp.Expression)
+        return replace(self, having_predicate=checked)
+
+    def order_by(self, *columns: str | SortKey, descending: bool = False) -> Query:
+        """Order released rows by output columns (``descending`` applies to names given here)."""
+        keys = list(self.sort_keys)
+        for c in columns:
+            keys.append(c if isinstance(c, SortKey) else SortKey(str(c), descending))
+        return replace(self, sort_keys=tuple(keys))
+
+    def limit(self, count: int, offset: int = 0) -> Query:
+        """Keep the first ``count`` released rows after ``offset``."""
+        return replace(self, limit_count=count, limit_offset=offset)
+
+    def select(self, *columns: str) -> Query:
+        """Choose and order the output columns (default: keys, then aggregates)."""
+        return replace(self, selected=tuple(columns))
+
+    # assembly --------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        *,
+        privacy_unit: str | None = None,
+        bounds: BoundsLike | None = None,
+        contribution: Contribution | None = None,
+        domains: Mapping[str, Sequence[KeyValue]] | None = None,
+    ) -> Plan:
+        """The plan chain of this query.
+
+        ``bounds`` may name any columns; only those read by an aggregate that clamps enter the
+        plan. ``domains`` gives public key sets for grouped columns declared without one.
+        """
+        node: Plan = Scan(self.table, self.columns)
+        if self.predicate is not None:
+            node = Filter(node, self.predicate)
+        unit = None
+        if privacy_unit is not None:
+            unit = resolve_column(privacy_unit, self.columns, table=self.table).name
+        aggregates = self.aggregates
+        node = Aggregate(
+            node,
+            keys=_with_domains(self.keys, domains or {}),
+            aggregates=aggregates,
+            privacy_unit=unit,
+            contribution=contribution or Contribution(),
+            bounds=self._bounds(aggregates, bounds),
+        )
+        if self.having_predicate is not None:
+            node = Having(node, self.having_predicate)
+        if self.sort_keys:
+            node = Sort(node, self.sort_keys)
+        if self.limit_count is not None:
+            node = Limit(node, self.limit_count, self.limit_offset)
+        if self.selected is not None and self.selected != node.column_names():
+            node = Project(node, self.selected)
+        return node
+
+    def _bounds(
+        self, aggregates: Sequence[AggregateCall], bounds: BoundsLike | None
+    ) -> tuple[ColumnBounds, ...]:
+        given: dict[str, ColumnBounds] = {}
+        items: Iterable[ColumnBounds]
+        if bounds is None:
+            items = ()
+        elif isinstance(bounds, Mapping):
+            items = [_bounds_entry(c, v) for c, v in bounds.items()]
+        else:
+            items = list(bounds)
+        for b in items:
+            if not isinstance(b, ColumnBounds):
+                raise InvalidArgumentError(f"bounds must map column → (lower, upper), got {b!r}")
+            name = resolve_column(b.column, self.columns, table=self.table).name
+            given[name] = replace(b, column=name)
+        used = {a.column for a in aggregates if a.needs_bounds and a.column is not None}
+        return tuple(given[c] for c in sorted(used) if c in given)
+
+    # running (through the session that made this query) ---------------------------------------
+
+    def _runner(self) -> QueryRunner:
+        if self.runner is None:
+            raise InvalidArgumentError(
+                "this query is not bound to a session; build it with session.query(table) "
+                "or call .plan() and run the plan yourself"
+            )
+        return self.runner
+
+    def run(self, **options: Any) -> Any:
+        """Run through the session that made this query (``epsilon=…, delta=…, bounds=…``)."""
+        return self._runner().run_query(self, **options)
+
+    def explain(self, **options: Any) -> Any:
+        """Explain through the session that made this query, without reading private data."""
+        return self._runner().explain_query(self, **options)
+
+
+def _bounds_entry(column: object, value: object) -> ColumnBounds:
+    if not isinstance(column, str):
+        raise InvalidArgumentError(f"bounds keys must be column names, got {column!r}")
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise InvalidArgumentError(
+            f"bounds for {column!r} must be a (lower, upper) pair, got {value!r}; "
+            f"e.g. bounds={{{column!r}: (0, 100)}}"
+        )
+    return ColumnBounds(column, value[0], value[1])
+
+
+def _with_domains(
+    keys: Sequence[GroupKey], domains: Mapping[str, Sequence[KeyValue]]
+) -> tuple[GroupKey, ...]:
+    out = []
+    for key in keys:
+        if not key.is_public and key.column in domains:
+            out.append(replace(key, domain=tuple(domains[key.column])))
+        else:
+            out.append(key)
+    return tuple(out)
