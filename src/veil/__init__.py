@@ -17,6 +17,7 @@ from veil.errors import (
     UserError,
     VeilError,
 )
+from veil.perturb import perturb
 
 __version__ = "0.1.0"
 
@@ -38,4 +39,5 @@ __all__ = [
     "UserError",
     "VeilError",
     "__version__",
+    "perturb",
 ]

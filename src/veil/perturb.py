@@ -1,0 +1,425 @@
+"""Per-record perturbation: a noisy copy of a table's columns, record by record (local DP).
+
+:func:`perturb` releases, for every record, a noisy version of the chosen columns:
+
+- a **numeric** column is clamped to its declared bounds ``[lo, hi]`` (NULL and NaN become
+  ``lo``), then each value gets the grid Laplace mechanism of :func:`veil.mechanisms.laplace` for
+  one value of sensitivity ``hi - lo`` (:func:`laplace_calibration`) — the output lies on a fixed
+  grid ``2^k`` chosen from the scale alone, so the set of outputs does not depend on the input;
+- a **categorical** column goes through k-ary randomized response over the declared
+  categories (:func:`veil.mechanisms.randomized_response`).
+
+The privacy model is **local DP per record**, not veil's central model: each record's released
+values are ε-LDP with respect to that record (ε split evenly across the perturbed columns,
+sequential composition inside the record), so the released table is ε-DP under the
+*replace-one-record* neighbouring relation. Records are perturbed independently, each once, so
+the whole release costs ε (parallel composition over records) — that is what is charged. What it
+does **not** protect: the number of records is released exactly, and a privacy unit that owns
+``m`` records has ``m`` independent perturbations of its data (loss ``m·ε``); use it on tables with
+one record per unit, or account ``m·ε`` yourself. Columns that are not perturbed are not released.
+
+Where the noise is drawn (DESIGN §3): in the engine's batches.
+
+- DuckDB relations, Arrow tables/readers, pandas frames and Parquet/CSV paths are streamed as
+  Arrow record batches and perturbed in bulk; the result is a materialised ``pyarrow.Table``.
+- A Spark DataFrame is perturbed by ``mapInArrow`` on the executors. Each executor's function
+  calls :func:`veil.random.system_source` *itself*: no seed, key or random state is shipped from
+  the driver, so two partitions never share noise. The result is checkpointed eagerly (reliable
+  checkpoint when a checkpoint directory is set, else a local checkpoint), so every later action
+  reads the same noisy values — re-running the lineage would hand out fresh noise for free.
+
+The seed this replaces (``parallel_noise`` in the first seed) used ``np.random.laplace`` with a
+sensitivity measured on the data; both are refused here (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from veil import mechanisms, noise
+from veil.accounting.budget import Budget, exact
+from veil.engines.spark import is_spark_dataframe, require_pyspark
+from veil.errors import BoundsError, InvalidArgumentError, SchemaError
+from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.random import RandomSource, system_source
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+__all__ = ["ColumnPerturbation", "Perturbation", "laplace_calibration", "perturb", "perturb_batch"]
+
+Number = int | float | Fraction
+_BATCH_ROWS = 65_536
+
+
+class _Reservation(Protocol):
+    def commit(self, answer: Mapping[str, Any] | None = None) -> None: ...
+
+
+class _Ledger(Protocol):
+    def reserve(
+        self,
+        analyst: str,
+        dataset: str,
+        loss: Budget,
+        *,
+        fingerprint: str,
+        data_version: str = "",
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ColumnPerturbation:
+    """How one column is perturbed: the mechanism and its parameters (all public)."""
+
+    name: str
+    mechanism: str  # "laplace" | "randomized_response"
+    epsilon: Fraction
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    categories: tuple[Any, ...] = ()
+
+    @property
+    def sensitivity(self) -> Fraction | None:
+        """``upper - lower`` for a numeric column (one record replaced), else None."""
+        if self.lower is None or self.upper is None:
+            return None
+        return self.upper - self.lower
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """The released, perturbed columns and what they cost.
+
+    ``data`` is a ``pyarrow.Table`` (DuckDB/Arrow inputs) or a checkpointed Spark DataFrame;
+    ``loss`` is the ε charged (once, for the whole table); ``reservation_id`` names the ledger
+    charge when a ledger was given.
+    """
+
+    data: Any
+    loss: Budget
+    columns: tuple[ColumnPerturbation, ...]
+    reservation_id: int | None = field(default=None)
+
+
+def perturb(
+    data: Any,
+    *,
+    epsilon: Number,
+    bounds: Mapping[str, tuple[Number, Number]] | None = None,
+    categories: Mapping[str, Sequence[Any]] | None = None,
+    ledger: _Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
+    source: RandomSource | None = None,
+) -> Perturbation:
+    """Perturb every record's chosen columns with local DP; charge ``epsilon`` once.
+
+    Contract:
+
+    - Preconditions: ``epsilon > 0`` finite; every numeric column has finite bounds
+      ``lower < upper``; every categorical column at least two distinct categories, and every
+      value of it is one of them; ``source`` only on the Arrow/DuckDB path (on Spark each
+      executor uses its own CSPRNG).
+    - Postcondition: the result holds exactly the perturbed columns, one row per input row in
+      input order; each row is ``ε``-LDP w.r.t. that input row (Dwork–Roth 2014, Thm 3.6 for
+      Laplace with L1 sensitivity ``upper - lower`` of a clamped value; Warner 1965 / Kairouz et
+      al. 2016 for k-ary randomized response; basic composition across the row's columns).
+    - Charge: with a ``ledger``, ``Budget(epsilon=epsilon)`` is reserved for ``(analyst,
+      dataset)`` before any noise is drawn and committed once the release is materialised; a
+      failure during the perturbation leaves it charged (conservative).
+    """
+    specs = _column_specs(epsilon, bounds or {}, categories or {})
+    loss = Budget(epsilon=exact(epsilon, "epsilon"))
+    if ledger is not None and (not analyst or not dataset):
+        raise InvalidArgumentError(
+            "charging a perturbation needs the analyst and the dataset: "
+            "perturb(..., ledger=ledger, analyst='alice', dataset='people')"
+        )
+    spark = is_spark_dataframe(data)
+    if spark and source is not None:
+        raise InvalidArgumentError(
+            "a random source cannot be shipped to Spark executors: each executor draws from "
+            "its own CSPRNG; call perturb on a Spark DataFrame without source="
+        )
+    if spark:
+        _check_columns(list(data.columns), specs)
+    reservation = None
+    if ledger is not None:
+        reservation = ledger.reserve(
+            str(analyst), str(dataset), loss, fingerprint=_fingerprint(specs)
+        )
+    if spark:
+        released: Any = _perturb_spark(data, specs)
+    else:
+        released = _perturb_arrow(_record_batches(data, specs), specs, source)
+    if reservation is not None:
+        reservation.commit(None)
+    rid = None if reservation is None else int(reservation.id)
+    return Perturbation(data=released, loss=loss, columns=specs, reservation_id=rid)
+
+
+# -- specification --------------------------------------------------------------------------
+
+
+def _column_specs(
+    epsilon: Number,
+    bounds: Mapping[str, tuple[Number, Number]],
+    categories: Mapping[str, Sequence[Any]],
+) -> tuple[ColumnPerturbation, ...]:
+    eps = exact(epsilon, "epsilon")
+    if eps <= 0:
+        raise InvalidArgumentError(f"epsilon must be positive, got {epsilon!r}")
+    both = sorted(set(bounds) & set(categories))
+    if both:
+        raise InvalidArgumentError(
+            f"column {both[0]!r} is given both bounds and categories; perturb it one way"
+        )
+    names = [*bounds, *categories]
+    if not names:
+        raise InvalidArgumentError(
+            "nothing to perturb: pass bounds={'income': (0, 1e6)} for numeric columns and/or "
+            "categories={'state': ['CA', 'TX', ...]} for categorical ones"
+        )
+    share = eps / len(names)
+    specs: list[ColumnPerturbation] = []
+    for name, pair in bounds.items():
+        try:
+            lo_raw, hi_raw = pair
+            lo, hi = exact(lo_raw, f"lower bound of {name!r}"), exact(hi_raw, f"upper of {name!r}")
+        except (TypeError, ValueError, InvalidArgumentError) as exc:
+            raise BoundsError(
+                f"bounds for {name!r} must be two finite numbers (lower, upper), got {pair!r}"
+            ) from exc
+        if not lo < hi:
+            raise BoundsError(
+                f"bounds for {name!r} must satisfy lower < upper, got {pair!r}; "
+                f"pass bounds={{{name!r}: (lower, upper)}}"
+            )
+        specs.append(ColumnPerturbation(name, "laplace", share, lower=lo, upper=hi))
+    for name, cats in categories.items():
+        values = tuple(cats)
+        if len(set(values)) != len(values) or len(values) < 2:
+            raise InvalidArgumentError(
+                f"categories for {name!r} must be at least two distinct values, got {values!r}"
+            )
+        specs.append(ColumnPerturbation(name, "randomized_response", share, categories=values))
+    return tuple(specs)
+
+
+def _check_columns(available: Iterable[str], specs: Sequence[ColumnPerturbation]) -> None:
+    have = set(available)
+    for spec in specs:
+        if spec.name not in have:
+            raise SchemaError(
+                f"unknown column {spec.name!r}; the data has: {', '.join(sorted(have))}"
+            )
+
+
+def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
+    canon = [
+        {
+            "column": s.name,
+            "mechanism": s.mechanism,
+            "epsilon": str(s.epsilon),
+            "lower": None if s.lower is None else str(s.lower),
+            "upper": None if s.upper is None else str(s.upper),
+            "categories": [repr(c) for c in s.categories],
+        }
+        for s in specs
+    ]
+    text = json.dumps({"operation": "perturb", "columns": canon}, sort_keys=True)
+    return "perturb:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- the per-batch kernel (runs on the driver for DuckDB/Arrow, on executors for Spark) --------
+
+
+def _output_field(spec: ColumnPerturbation, input_type: pa.DataType) -> pa.Field:
+    if spec.mechanism == "laplace":
+        return pa.field(spec.name, pa.float64(), nullable=False)
+    return pa.field(spec.name, input_type, nullable=False)
+
+
+def laplace_calibration(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, Fraction]:
+    """The grid exponent ``k`` and the noise scale in grid units for ONE record's value.
+
+    The same calibration as :func:`veil.mechanisms.laplace` on a scalar (dimension 1):
+    ``k = grid_exponent(min(Δ, Δ/ε))`` and scale ``(Δ/2^k + 1)/ε`` grid units — rounding to the
+    grid moves a value by at most half a step, so the rounded value's sensitivity is at most
+    ``Δ/2^k + 1`` steps and discrete Laplace noise of that scale over ε is ε-DP for the record
+    (geometric mechanism, Ghosh et al. 2009; Canonne–Kamath–Steinke 2020). Each record is its own
+    one-dimensional query, so the batch size never enters the calibration.
+    """
+    k = grid_exponent(min(sensitivity, sensitivity / epsilon), 1)
+    return k, (sensitivity / Fraction(2) ** k + 1) / epsilon
+
+
+def _perturb_numeric(column: pa.Array, spec: ColumnPerturbation, source: RandomSource) -> pa.Array:
+    if spec.lower is None or spec.upper is None:  # pragma: no cover - built by _column_specs
+        raise InvalidArgumentError(f"column {spec.name!r} has no bounds")
+    kind = column.type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
+        raise SchemaError(
+            f"column {spec.name!r} has type {kind}, not a number; perturb it with "
+            f"categories={{{spec.name!r}: [...]}} or cast it to a number first"
+        )
+    lo, hi = float(spec.lower), float(spec.upper)
+    values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    values = np.where(np.isnan(values), lo, values)  # NULL (→ NaN) and NaN become the lower bound
+    clamped = np.clip(values, lo, hi)  # rows: one clamped value per record, in [lo, hi]
+    k, scale_units = laplace_calibration(spec.upper - spec.lower, spec.epsilon)
+    noisy = to_grid(clamped, k) + noise.discrete_laplace(scale_units, len(clamped), source=source)
+    return pa.array(from_grid(noisy, k), pa.float64())
+
+
+def _perturb_categorical(
+    column: pa.Array, spec: ColumnPerturbation, source: RandomSource
+) -> pa.Array:
+    domain = pa.array(list(spec.categories), column.type)
+    index = pc.index_in(column, value_set=domain)
+    if index.null_count:
+        unknown = pc.filter(column, pc.is_null(index)).slice(0, 3).to_pylist()
+        raise InvalidArgumentError(
+            f"column {spec.name!r} has values outside its declared categories, e.g. {unknown!r}; "
+            "randomized response needs every value (NULL included) among the categories: add "
+            "them to categories= or clean the column first"
+        )
+    # randomized response over category *indices*; the report is mapped back to the domain
+    release = mechanisms.randomized_response(
+        index.to_numpy(zero_copy_only=False),
+        categories=range(len(spec.categories)),
+        epsilon=spec.epsilon,
+        source=source,
+    )
+    reported = pa.array(np.asarray(release.value, dtype=np.int64).reshape(-1), pa.int64())
+    return pc.take(domain, reported)
+
+
+def perturb_batch(
+    batch: pa.RecordBatch, specs: Sequence[ColumnPerturbation], source: RandomSource
+) -> pa.RecordBatch:
+    """Perturb one Arrow batch: only the specified columns, in the order of ``specs``."""
+    arrays: list[pa.Array] = []
+    fields: list[pa.Field] = []
+    for spec in specs:
+        column = batch.column(spec.name)
+        if spec.mechanism == "laplace":
+            arrays.append(_perturb_numeric(column, spec, source))
+        else:
+            arrays.append(_perturb_categorical(column, spec, source))
+        fields.append(_output_field(spec, column.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
+
+
+# -- DuckDB / Arrow path --------------------------------------------------------------------
+
+
+def _record_batches(data: Any, specs: Sequence[ColumnPerturbation]) -> pa.RecordBatchReader:
+    """The needed columns of ``data`` as a stream of Arrow batches (never the whole table)."""
+    import duckdb
+
+    names = [s.name for s in specs]
+    if isinstance(data, (str, Path)):
+        data = duckdb.connect().sql(f"SELECT * FROM {_scan(Path(data))}")
+    if isinstance(data, duckdb.DuckDBPyRelation):
+        _check_columns(data.columns, specs)
+        projected = data.select(*[duckdb.ColumnExpression(n) for n in names])
+        return projected.to_arrow_reader(_BATCH_ROWS)
+    if isinstance(data, pa.RecordBatchReader):
+        _check_columns(data.schema.names, specs)
+        return data
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if type(data).__module__.startswith("pandas"):
+        data = pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, pa.Table):
+        _check_columns(data.column_names, specs)
+        table = data.select(names)
+        return pa.RecordBatchReader.from_batches(
+            table.schema, table.to_batches(max_chunksize=_BATCH_ROWS)
+        )
+    raise InvalidArgumentError(
+        f"cannot perturb a {type(data).__name__}; pass a DuckDB relation, an Arrow table or "
+        "reader, a pandas DataFrame, a Parquet/CSV path or a Spark DataFrame"
+    )
+
+
+def _scan(path: Path) -> str:
+    quoted = "'" + str(path).replace("'", "''") + "'"
+    if path.suffix.lower() in {".csv", ".tsv"}:
+        return f"read_csv_auto({quoted})"
+    if path.suffix.lower() in {".json", ".jsonl", ".ndjson"}:
+        return f"read_json_auto({quoted})"
+    return f"read_parquet({quoted})"
+
+
+def _perturb_arrow(
+    reader: pa.RecordBatchReader,
+    specs: Sequence[ColumnPerturbation],
+    source: RandomSource | None,
+) -> pa.Table:
+    src = system_source() if source is None else source
+    out = [perturb_batch(batch, specs, src) for batch in reader]
+    schema = pa.schema([_output_field(s, reader.schema.field(s.name).type) for s in specs])
+    return pa.Table.from_batches(out, schema=schema)
+
+
+# -- Spark path -----------------------------------------------------------------------------
+
+
+class _ExecutorPerturbation:
+    """The function Spark runs per partition; it carries only public parameters.
+
+    The random source is created *inside* the executor by :func:`system_source` (the OS CSPRNG
+    of the worker process), never shipped from the driver.
+    """
+
+    def __init__(self, specs: tuple[ColumnPerturbation, ...]) -> None:
+        self.specs = specs
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        source = system_source()
+        for batch in batches:
+            yield perturb_batch(batch, self.specs, source)
+
+
+def _perturb_spark(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> Any:
+    require_pyspark()
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    projected = frame.select(*[s.name for s in specs])
+    arrow_in = types.to_arrow_schema(projected.schema)
+    out_schema = pa.schema([_output_field(s, arrow_in.field(s.name).type) for s in specs])
+    with warnings.catch_warnings():
+        # mapInArrow shares pandas_udf's version check; the function never touches pandas.
+        warnings.filterwarnings(
+            "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+        )
+        noisy = projected.mapInArrow(
+            _ExecutorPerturbation(specs), types.from_arrow_schema(out_schema)
+        )
+    return _materialise(noisy)
+
+
+def _materialise(frame: Any) -> Any:
+    """Compute ``frame`` once and cut its lineage, so no later action re-draws the noise."""
+    errors = importlib.import_module("pyspark.errors")
+    try:
+        checkpoint_dir = frame.sparkSession.sparkContext.getCheckpointDir()
+    except (AttributeError, errors.PySparkException):  # Spark Connect: no SparkContext API
+        checkpoint_dir = None
+    if checkpoint_dir:
+        return frame.checkpoint(eager=True)
+    return frame.localCheckpoint(eager=True)
