@@ -196,3 +196,14 @@ def test_bad_arguments_are_refused_with_the_fix(
 def test_an_unsupported_input_type_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match=r"cannot perturb a list"):
         perturb([1, 2, 3], epsilon=1, bounds={"x": (0, 1)})
+
+
+def test_a_perturbation_refused_for_its_schema_charges_nothing() -> None:
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "people", veil.Budget(epsilon=1))
+    table = pa.table({"s": ["a", "b"]})
+    with pytest.raises(SchemaError, match="not a number"):
+        perturb(
+            table, epsilon=1, bounds={"s": (0, 1)}, ledger=ledger, analyst="alice", dataset="people"
+        )
+    assert ledger.remaining("alice", "people") == veil.Budget(epsilon=1)

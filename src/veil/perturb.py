@@ -154,17 +154,22 @@ def perturb(
             "a random source cannot be shipped to Spark executors: each executor draws from "
             "its own CSPRNG; call perturb on a Spark DataFrame without source="
         )
+    # everything checkable without reading values is checked before anything is charged
     if spark:
-        _check_columns(list(data.columns), specs)
+        job: Any = _spark_job(data, specs)
+    else:
+        reader = _record_batches(data, specs)
+        _check_types(reader.schema, specs)
     reservation = None
     if ledger is not None:
         reservation = ledger.reserve(
             str(analyst), str(dataset), loss, fingerprint=_fingerprint(specs)
         )
+    # from here on noise is drawn: a failure leaves the reservation charged (conservative)
     if spark:
-        released: Any = _perturb_spark(data, specs)
+        released: Any = _materialise(job)
     else:
-        released = _perturb_arrow(_record_batches(data, specs), specs, source)
+        released = _perturb_arrow(reader, specs, source)
     if reservation is not None:
         reservation.commit(None)
     rid = None if reservation is None else int(reservation.id)
@@ -228,6 +233,22 @@ def _check_columns(available: Iterable[str], specs: Sequence[ColumnPerturbation]
             )
 
 
+def _is_number(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+    )
+
+
+def _check_types(schema: pa.Schema, specs: Sequence[ColumnPerturbation]) -> None:
+    for spec in specs:
+        kind = schema.field(spec.name).type
+        if spec.mechanism == "laplace" and not _is_number(kind):
+            raise SchemaError(
+                f"column {spec.name!r} has type {kind}, not a number; perturb it with "
+                f"categories={{{spec.name!r}: [...]}} or cast it to a number first"
+            )
+
+
 def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
     canon = [
         {
@@ -270,12 +291,7 @@ def laplace_calibration(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, 
 def _perturb_numeric(column: pa.Array, spec: ColumnPerturbation, source: RandomSource) -> pa.Array:
     if spec.lower is None or spec.upper is None:  # pragma: no cover - built by _column_specs
         raise InvalidArgumentError(f"column {spec.name!r} has no bounds")
-    kind = column.type
-    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
-        raise SchemaError(
-            f"column {spec.name!r} has type {kind}, not a number; perturb it with "
-            f"categories={{{spec.name!r}: [...]}} or cast it to a number first"
-        )
+    _check_types(pa.schema([pa.field(spec.name, column.type)]), [spec])
     lo, hi = float(spec.lower), float(spec.upper)
     values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
     values = np.where(np.isnan(values), lo, values)  # NULL (→ NaN) and NaN become the lower bound
@@ -396,21 +412,23 @@ class _ExecutorPerturbation:
             yield perturb_batch(batch, self.specs, source)
 
 
-def _perturb_spark(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> Any:
+def _spark_job(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> Any:
+    """The lazy perturbed DataFrame (nothing runs until it is materialised)."""
     require_pyspark()
     types = importlib.import_module("pyspark.sql.pandas.types")
+    _check_columns(list(frame.columns), specs)
     projected = frame.select(*[s.name for s in specs])
     arrow_in = types.to_arrow_schema(projected.schema)
+    _check_types(arrow_in, specs)
     out_schema = pa.schema([_output_field(s, arrow_in.field(s.name).type) for s in specs])
     with warnings.catch_warnings():
         # mapInArrow shares pandas_udf's version check; the function never touches pandas.
         warnings.filterwarnings(
             "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
         )
-        noisy = projected.mapInArrow(
+        return projected.mapInArrow(
             _ExecutorPerturbation(specs), types.from_arrow_schema(out_schema)
         )
-    return _materialise(noisy)
 
 
 def _materialise(frame: Any) -> Any:
