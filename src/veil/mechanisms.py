@@ -161,7 +161,8 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
         bad = ~np.isfinite(flat)
         if bad.any():
             raise InvalidArgumentError(
-                f"values must be finite, got {flat[bad][0]!r}; drop or impute missing values first"
+                f"values must be finite, got {float(flat[bad][0])}; "
+                "drop or impute missing values first"
             )
     elif kind not in "iu":
         raise InvalidArgumentError(

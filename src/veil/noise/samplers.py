@@ -310,9 +310,20 @@ def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.i
         sign += 1
         mag *= sign
         return mag
-    # large scales: X = G1 - G2 with G1, G2 iid geometric (exact identity)
-    g = _geometric(x, 2 * n, source)
-    return g[:n] - g[n:]
+    # large scales (CKS 2020 Algorithm 2, steps 5-6): X = ±G with G geometric and a fair
+    # sign, rejecting (−, 0) so that 0 is not counted twice; P(reject) = (1 − p)/2 ≈ 0.
+    out = np.empty(n, dtype=np.int64)
+    pending = np.arange(n)
+    while pending.size:
+        k = pending.size
+        g = _geometric(x, k, source)
+        negative = draw_u32(source, (k + 31) // 32).view(np.uint8)[: (k + 7) // 8]
+        bits = np.unpackbits(negative, count=k).astype(bool)
+        keep = ~(bits & (g == 0))
+        g[bits] *= -1
+        out[pending[keep]] = g[keep]
+        pending = pending[~keep]
+    return out
 
 
 def discrete_laplace(
