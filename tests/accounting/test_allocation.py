@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from veil import Budget, InvalidArgumentError
+from veil import Budget, BudgetExhaustedError, InvalidArgumentError
 from veil.accounting import (
+    Accountant,
     even_split,
     fraction_of_remaining,
     fraction_of_total,
@@ -97,3 +98,18 @@ def test_bad_allocations_are_refused(call: object, message: str) -> None:
     assert callable(call)
     with pytest.raises(InvalidArgumentError, match=message):
         call()
+
+
+def test_the_accountant_spends_exactly_and_refuses_past_the_total() -> None:
+    acct = Accountant(Budget(epsilon=1))
+    for _ in range(10):
+        acct.charge(Budget(epsilon=0.1))
+    assert acct.remaining == Budget(epsilon=0)
+    with pytest.raises(BudgetExhaustedError, match="remaining ε=0"):
+        acct.charge(Budget(epsilon="1/1000000000"))
+    assert len(acct.charges) == 10
+    assert acct.guarantee().loss == Budget(epsilon=1)
+    # the same ten charges, fixed in advance, give a tighter (ε, δ) statement
+    tight = acct.guarantee(delta=1e-6)
+    assert tight.loss.eps < 1
+    assert tight.loss.delta <= Fraction(1, 10**6)

@@ -3,6 +3,7 @@ cache, history, exactness."""
 
 from __future__ import annotations
 
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -210,3 +211,33 @@ def test_a_path_opens_a_sqlite_file_and_the_default_is_a_file_in_the_working_dir
 
 def test_veil_exports_the_ledger() -> None:
     assert veil.Ledger is Ledger
+
+
+def test_threads_sharing_one_ledger_cannot_overspend(ledger: Ledger) -> None:
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    outcomes: list[str] = []
+
+    def spend() -> None:
+        for _ in range(25):
+            try:
+                ledger.reserve("alice", "people", Budget(epsilon=0.01), fingerprint="t").commit()
+                outcomes.append("ok")
+            except BudgetExhaustedError:
+                outcomes.append("refused")
+
+    threads = [threading.Thread(target=spend) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("ok") == 100
+    assert outcomes.count("refused") == 100
+    assert ledger.remaining("alice", "people") == Budget(epsilon=0)
+    assert ledger.check("alice", "people").epsilon == 1
+
+
+def test_grants_lists_every_budget(ledger: Ledger) -> None:
+    assert ledger.grants() == []
+    ledger.grant("bob", "trips", Budget(rho=1))
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    assert ledger.grants() == [("alice", "people"), ("bob", "trips")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from veil.accounting.accountant import Accountant
 from veil.accounting.allocation import (
     even_split,
     fraction_of_remaining,
@@ -18,10 +19,12 @@ from veil.accounting.composition import (
     sequential,
 )
 from veil.accounting.conversions import zcdp_to_approx
-from veil.accounting.ledger import Alert, Ledger, Record, Reservation
+from veil.accounting.ledger import Ledger, Reservation
+from veil.accounting.records import Alert, Record
 from veil.accounting.spending import Spent
 
 __all__ = [
+    "Accountant",
     "Alert",
     "Budget",
     "Composition",

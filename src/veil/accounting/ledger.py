@@ -14,28 +14,25 @@ it and the budget cannot be overspent.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Connection, CursorResult, Row, insert, select, update
+from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from veil.accounting import spending
+from veil.accounting import records, spending
 from veil.accounting.budget import Budget, Number, exact
+from veil.accounting.records import Alert, Record
 from veil.accounting.spending import Spent
 from veil.accounting.store import (
-    SCHEMA_VERSION,
     alerts,
     answers,
     budgets,
@@ -58,10 +55,6 @@ DEFAULT_THRESHOLDS: tuple[Fraction, ...] = (Fraction(1, 2), Fraction(4, 5), Frac
 Status = Literal["reserved", "committed", "refunded"]
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
 def _name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{what} must be a non-empty string, got {value!r}")
@@ -76,68 +69,6 @@ def _loss(value: object, what: str = "loss") -> Budget:
             f"{what} must be a veil.Budget, e.g. Budget(epsilon=0.1), got {value!r}"
         )
     return value
-
-
-def _loss_columns(loss: Budget) -> dict[str, str | None]:
-    return {
-        "loss_kind": loss.kind,
-        "epsilon": None if loss.epsilon is None else str(loss.epsilon),
-        "delta": str(loss.delta),
-        "rho": None if loss.rho is None else str(loss.rho),
-    }
-
-
-def _loss_from(kind: str | None, epsilon: str | None, delta: str | None, rho: str | None) -> Budget:
-    if kind == "zcdp":
-        return Budget(rho=Fraction(rho or "0"))
-    return Budget(epsilon=Fraction(epsilon or "0"), delta=Fraction(delta or "0"))
-
-
-def _new_id(result: CursorResult[Any]) -> int:
-    key = result.inserted_primary_key
-    if key is None:  # pragma: no cover - every table has an autoincrement key
-        raise LedgerError("the database did not return the id of a new row")
-    return int(key[0])
-
-
-def _loss_key(loss: Budget) -> str:
-    return f"{loss.kind}:{loss.epsilon}:{loss.delta}:{loss.rho}"
-
-
-@dataclass(frozen=True)
-class Record:
-    """One line of a budget's history: a grant, a charge, a cache hit or an alert."""
-
-    id: int
-    at: datetime
-    analyst: str
-    dataset: str
-    event: str  # "grant" | "charge" | "cache_hit" | "alert"
-    status: str | None  # charges: "reserved" | "committed" | "refunded"
-    fingerprint: str | None
-    data_version: str | None
-    loss: Budget | None  # the loss charged (for a cache hit: the loss of the cached answer)
-    answer_id: int | None
-    detail: str | None
-
-
-@dataclass(frozen=True)
-class Alert:
-    """A budget crossed ``threshold`` (a share of the grant); fired once, ever."""
-
-    analyst: str
-    dataset: str
-    threshold: Fraction
-    used: Fraction
-    granted: Budget
-    at: datetime
-
-    def __str__(self) -> str:
-        return (
-            f"privacy budget of analyst {self.analyst!r} on dataset {self.dataset!r} is "
-            f"{float(self.used):.0%} spent (crossed the {float(self.threshold):.0%} alert; "
-            f"granted {self.granted})"
-        )
 
 
 class Reservation:
@@ -274,7 +205,7 @@ class Ledger:
 
     @staticmethod
     def _granted(row: Row[Any]) -> Budget:
-        return _loss_from(row.kind, row.epsilon, row.delta, row.rho)
+        return records.loss_from(row.kind, row.epsilon, row.delta, row.rho)
 
     @staticmethod
     def _spent(row: Row[Any]) -> Spent:
@@ -311,7 +242,7 @@ class Ledger:
     def _grant(
         self, analyst: str, dataset: str, budget: Budget, thresholds: list[Fraction] | None
     ) -> Budget:
-        now = _now()
+        now = records.now()
         with self._tx() as conn:
             row = conn.execute(
                 select(budgets)
@@ -321,7 +252,7 @@ class Ledger:
             if row is None:
                 total = budget
                 ts = thresholds if thresholds is not None else list(DEFAULT_THRESHOLDS)
-                budget_id = _new_id(
+                budget_id = records.new_id(
                     conn.execute(
                         insert(budgets).values(
                             analyst=analyst,
@@ -341,9 +272,7 @@ class Ledger:
                 )
             else:
                 old = self._granted(row)
-                if (old.kind == "zcdp") != (budget.kind == "zcdp") or (
-                    old.kind == "pure" and budget.kind == "approx" and row.spent_rho != "0"
-                ):
+                if (old.kind == "zcdp") != (budget.kind == "zcdp"):
                     raise LedgerError(
                         f"analyst {analyst!r} on dataset {dataset!r} holds a {old.kind} grant "
                         f"({old}); a {budget.kind} grant ({budget}) cannot be added to it"
@@ -368,10 +297,20 @@ class Ledger:
                     at=now,
                     event="grant",
                     detail=f"total {total!r}",
-                    **_loss_columns(budget),
+                    **records.loss_columns(budget),
                 )
             )
         return total
+
+    def grants(self) -> list[tuple[str, str]]:
+        """Every (analyst, dataset) that holds a budget, sorted."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                select(budgets.c.analyst, budgets.c.dataset).order_by(
+                    budgets.c.analyst, budgets.c.dataset
+                )
+            ).all()
+        return [(r.analyst, r.dataset) for r in rows]
 
     def has_grant(self, analyst: str, dataset: str) -> bool:
         """Whether ``analyst`` holds a budget on ``dataset``."""
@@ -421,7 +360,7 @@ class Ledger:
         _name(fingerprint, "fingerprint")
         if not isinstance(data_version, str):
             raise InvalidArgumentError(f"data_version must be a string, got {data_version!r}")
-        now = _now()
+        now = records.now()
         fired: list[int] = []
         with self._tx() as conn:
             row = self._budget_row(conn, analyst, dataset)
@@ -441,7 +380,7 @@ class Ledger:
                     updated_at=now,
                 )
             )
-            charge_id = _new_id(
+            charge_id = records.new_id(
                 conn.execute(
                     insert(events).values(
                         budget_id=row.id,
@@ -451,7 +390,7 @@ class Ledger:
                         fingerprint=fingerprint,
                         data_version=data_version,
                         updated_at=now,
-                        **_loss_columns(loss),
+                        **records.loss_columns(loss),
                     )
                 )
             )
@@ -484,13 +423,13 @@ class Ledger:
                 raise InvalidArgumentError(
                     f"the answer to cache must be JSON-serialisable (no NaN): {exc}"
                 ) from exc
-        now = _now()
+        now = records.now()
         with self._tx() as conn:
             row = self._charge_row(conn, reservation)
             self._check_reserved(reservation, row.status, "commit")
             answer_id = None
             if payload is not None:
-                key = _loss_key(reservation.loss)
+                key = records.loss_key(reservation.loss)
                 answer_id = conn.execute(
                     select(answers.c.id).where(
                         answers.c.budget_id == row.budget_id,
@@ -500,7 +439,7 @@ class Ledger:
                     )
                 ).scalar_one_or_none()
                 if answer_id is None:
-                    answer_id = _new_id(
+                    answer_id = records.new_id(
                         conn.execute(
                             insert(answers).values(
                                 budget_id=row.budget_id,
@@ -521,7 +460,7 @@ class Ledger:
         return answer_id
 
     def _refund(self, reservation: Reservation) -> None:
-        now = _now()
+        now = records.now()
         with self._tx() as conn:
             row = self._charge_row(conn, reservation)
             self._check_reserved(reservation, row.status, "refund")
@@ -588,12 +527,12 @@ class Ledger:
                     answers.c.budget_id == row.id,
                     answers.c.fingerprint == fingerprint,
                     answers.c.data_version == data_version,
-                    answers.c.loss_key == _loss_key(loss),
+                    answers.c.loss_key == records.loss_key(loss),
                 )
             ).one_or_none()
             if hit is None:
                 return None
-            now = _now()
+            now = records.now()
             conn.execute(
                 insert(events).values(
                     budget_id=row.id,
@@ -603,7 +542,7 @@ class Ledger:
                     data_version=data_version,
                     answer_id=hit.id,
                     detail="answered from the cache at no cost",
-                    **_loss_columns(loss),
+                    **records.loss_columns(loss),
                 )
             )
             result: dict[str, Any] = json.loads(hit.answer)
@@ -632,7 +571,7 @@ class Ledger:
             if str(t) in done:
                 continue
             fired.append(
-                _new_id(
+                records.new_id(
                     conn.execute(
                         insert(alerts).values(
                             budget_id=row.id, threshold=str(t), used=str(used), at=now, notified=0
@@ -697,47 +636,11 @@ class Ledger:
             rows = conn.execute(
                 select(events).where(events.c.budget_id == row.id).order_by(events.c.id)
             ).all()
-        return [self._record(r, analyst, dataset) for r in rows]
-
-    @staticmethod
-    def _record(r: Row[Any], analyst: str, dataset: str) -> Record:
-        loss = None if r.loss_kind is None else _loss_from(r.loss_kind, r.epsilon, r.delta, r.rho)
-        return Record(
-            id=r.id,
-            at=datetime.fromisoformat(r.at),
-            analyst=analyst,
-            dataset=dataset,
-            event=r.event,
-            status=r.status,
-            fingerprint=r.fingerprint,
-            data_version=r.data_version,
-            loss=loss,
-            answer_id=r.answer_id,
-            detail=r.detail,
-        )
+        return [records.record(r, analyst, dataset) for r in rows]
 
     def _dump(self) -> dict[str, Any]:
         with self._tx() as conn:
-            return {
-                "schema_version": SCHEMA_VERSION,
-                "budgets": [
-                    dict(r._mapping) for r in conn.execute(select(budgets).order_by(budgets.c.id))
-                ],
-                "events": [
-                    dict(r._mapping)
-                    for r in conn.execute(
-                        select(events, budgets.c.analyst, budgets.c.dataset)
-                        .join(budgets, budgets.c.id == events.c.budget_id)
-                        .order_by(events.c.id)
-                    )
-                ],
-                "alerts": [
-                    dict(r._mapping) for r in conn.execute(select(alerts).order_by(alerts.c.id))
-                ],
-                "answers": [
-                    dict(r._mapping) for r in conn.execute(select(answers).order_by(answers.c.id))
-                ],
-            }
+            return records.dump(conn)
 
     def export_json(self, path: str | os.PathLike[str] | None = None) -> str:
         """The whole ledger (budgets, every event, alerts, cached answers) as JSON; exact
@@ -749,16 +652,7 @@ class Ledger:
 
     def export_csv(self, path: str | os.PathLike[str] | None = None) -> str:
         """Every event of every budget as CSV, oldest first. Written to ``path`` when given."""
-        columns = [
-            "id", "at", "analyst", "dataset", "event", "status", "fingerprint", "data_version",
-            "loss_kind", "epsilon", "delta", "rho", "answer_id", "detail",
-        ]  # fmt: skip
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for e in self._dump()["events"]:
-            writer.writerow(e)
-        text = out.getvalue()
+        text = records.to_csv(self._dump()["events"])
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
@@ -779,7 +673,7 @@ class Ledger:
         sums = Spent()
         for r in live:
             sums = spending.add_charge(
-                total, sums, _loss_from(r.loss_kind, r.epsilon, r.delta, r.rho)
+                total, sums, records.loss_from(r.loss_kind, r.epsilon, r.delta, r.rho)
             )
         if sums != self._spent(row):
             raise LedgerError(
