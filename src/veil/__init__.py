@@ -18,6 +18,8 @@ from veil.errors import (
     VeilError,
 )
 from veil.perturb import perturb
+from veil.release.result import Result
+from veil.session import Session
 
 __version__ = "0.1.0"
 
@@ -33,7 +35,9 @@ __all__ = [
     "PrivacyInvariantError",
     "RandomnessError",
     "ReservationStateError",
+    "Result",
     "SchemaError",
+    "Session",
     "SessionStateError",
     "UnsupportedQueryError",
     "UserError",

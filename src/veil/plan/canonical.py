@@ -95,9 +95,9 @@ def _measurement(m: Measurement) -> Json:
         "scale": _frac(m.scale),
         "column": m.column,
         "centre": _frac(m.centre),
-        "resolution": m.resolution,
+        "step": _frac(m.step),
+        "limit": m.limit,
         "quantile": _frac(m.quantile),
-        "candidates": [_frac(c) for c in m.candidates],
     }
 
 

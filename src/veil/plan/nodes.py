@@ -325,13 +325,22 @@ class AggregateCall:
 class Measurement:
     """One noisy statistic per group that the released aggregates are computed from.
 
-    Filled in by the compiler. ``statistic`` is what the engine sums per group:
-    ``count`` (rows), ``count_units`` (distinct units), ``sum`` (Σ round((clamp(x) − centre) ·
-    2^resolution), an exact integer), ``sum_squares`` (Σ round(((clamp(x) − centre)·2^r)²)…),
-    ``quantile`` (counts per candidate bucket, released by the exponential mechanism).
-    ``sensitivity`` is in the statistic's integer units: L1 for ``discrete_laplace`` and
-    ``exponential``, L2 for ``discrete_gaussian``. ``scale`` is the Laplace scale b, or the
-    Gaussian variance σ², in the same units; ``budget`` this measurement's share of the loss.
+    Filled in by the compiler. What the engine computes per group, over the bounded rows:
+
+    - ``count``: the number of rows; ``count_units``: the number of distinct units;
+    - ``sum``: Σ v with v = clamp(round((clamp(x) − centre)/step), −limit, limit), an exact
+      integer sum (so Σ (x − centre) ≈ step · Σ v);
+    - ``sum_squares``: Σ (2w − limit) with w = clamp(round(((clamp(x) − centre)/(step·limit))²
+      · limit), 0, limit) (so Σ (x − centre)² ≈ (step·limit)²/(2·limit) · (Σ + limit·n));
+    - ``quantile``: row counts per bucket b = clamp(floor((clamp(x) − centre)/step), 0,
+      limit − 1), i.e. ``limit`` buckets of width ``step`` from ``centre`` (the lower bound);
+      candidates are the bucket edges, chosen by the exponential mechanism.
+
+    ``sensitivity`` is in the statistic's integer units: the L1 sensitivity for
+    ``discrete_laplace``, the *square* of the L2 sensitivity for ``discrete_gaussian`` (so it
+    stays exact), the per-group score sensitivity for ``exponential``. ``scale`` is the Laplace
+    scale b, the Gaussian variance σ², or the exponential mechanism's temperature 2Δ/ε_group
+    (weights exp(score/scale)). ``budget`` is this measurement's share of the query's loss.
     """
 
     name: str
@@ -342,15 +351,16 @@ class Measurement:
     scale: Fraction
     column: str | None = None
     centre: Fraction = Fraction(0)
-    resolution: int = 0
+    step: Fraction = Fraction(1)
+    limit: int = 1
     quantile: Fraction | None = None
-    candidates: tuple[Fraction, ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
-        if self.sensitivity < 0 or self.scale < 0:
+        if self.sensitivity < 0 or self.scale <= 0 or self.step <= 0 or self.limit < 1:
             raise InvalidArgumentError(
-                f"measurement {self.name!r} needs a non-negative sensitivity and scale"
+                f"measurement {self.name!r} needs sensitivity ≥ 0, scale > 0, step > 0 and "
+                f"limit ≥ 1 (got {self.sensitivity}, {self.scale}, {self.step}, {self.limit})"
             )
 
 

@@ -1,0 +1,44 @@
+"""Dialect differences as data: one record per engine, read by the one lowering module."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from veil.errors import InvalidArgumentError
+
+__all__ = ["DIALECTS", "Dialect", "dialect"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What the lowering needs to know about an engine's SQL.
+
+    ``name`` is the sqlglot dialect; ``hash_function`` a multi-argument 64-bit hash (keyed by
+    putting the secret salt first); ``wide_integer`` the exact integer type sums are accumulated
+    in (``None`` when summing BIGINT already widens exactly, as DuckDB's HUGEINT does);
+    ``real_type`` the double type values are clamped in.
+    """
+
+    name: str
+    hash_function: str
+    wide_integer: str | None
+    integer_type: str = "BIGINT"
+    real_type: str = "DOUBLE"
+
+
+DIALECTS: dict[str, Dialect] = {
+    # DuckDB: SUM(BIGINT) returns HUGEINT (128-bit) and raises on overflow.
+    "duckdb": Dialect(name="duckdb", hash_function="HASH", wide_integer=None),
+    # Spark: SUM(BIGINT) is BIGINT (wraps unless ANSI mode): sum DECIMAL(38, 0), which raises.
+    "spark": Dialect(name="spark", hash_function="XXHASH64", wide_integer="DECIMAL(38, 0)"),
+}
+
+
+def dialect(name: str) -> Dialect:
+    """The dialect record for an engine's dialect name."""
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise InvalidArgumentError(
+            f"no SQL dialect {name!r}; veil lowers to {', '.join(sorted(DIALECTS))}"
+        ) from None

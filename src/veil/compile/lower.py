@@ -1,0 +1,344 @@
+"""Lowering: a compiled plan → sqlglot SQL trees, one module for every dialect.
+
+The main statement computes, per group, every exact integer statistic the measurements need::
+
+    WITH __rows AS (            -- rows: (__unit, __k0…, __x0…) after WHERE and the NULL rule
+      SELECT unit AS __unit, key AS __k0, CAST(col AS DOUBLE) AS __x0 FROM t WHERE …),
+    __bounded AS (              -- at most max_rows_per_group rows per (unit, group) and at most
+      SELECT * FROM (           -- max_groups groups per unit, in a keyed-hash order
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit, __k0 ORDER BY HASH(salt, …)) AS __rn,
+                  DENSE_RANK() OVER (PARTITION BY __unit ORDER BY HASH(salt, __unit, __k0), __k0)
+                    AS __gr
+        FROM __rows) WHERE __rn <= R AND __gr <= G)
+    SELECT __k0, COUNT(*) AS __n, SUM(<clamped fixed-point integer>) AS __m1, …
+    FROM __bounded GROUP BY __k0
+
+The keyed hash covers the secret per-query salt, the unit and every column the aggregation
+uses, so the order depends only on the unit's own rows and ties are only between rows that
+contribute identically. DENSE_RANK breaks hash ties by the keys, so distinct groups never
+share a rank. Quantile measurements add one statement each: row counts per (group, bucket)
+over the same bounded rows (same salt, same order, hence the same rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel
+
+from veil.compile.dialect import Dialect
+from veil.errors import InternalError
+from veil.plan.nodes import Aggregate, Filter, GroupKey, KeyValue, Measurement, Plan, Scan
+
+__all__ = ["COUNT_COLUMN", "UNITS_COLUMN", "Lowered", "lower", "to_sql"]
+
+COUNT_COLUMN = "__n"
+UNITS_COLUMN = "__u"
+BUCKET_COLUMN = "__b"
+BUCKET_COUNT_COLUMN = "__c"
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The SQL of one query: ``main`` (one row per group: keys, ``__n``, ``__u``, and one
+    column per non-quantile measurement) and one statement per quantile measurement (rows:
+    keys, ``__b`` bucket, ``__c`` count). ``keys`` names the key columns in order;
+    ``columns`` maps a measurement name to its column in ``main``."""
+
+    main: exp.Expression
+    quantiles: tuple[tuple[str, exp.Expression], ...]
+    keys: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]
+
+
+def to_sql(tree: exp.Expression, dialect: str) -> str:
+    """Generate SQL text; an unsupported construct raises instead of being dropped."""
+    return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+
+
+def _col(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(name, table=table, quoted=True)
+
+
+def _num(x: Fraction | int | float) -> exp.Expr:
+    if isinstance(x, Fraction):
+        if x.denominator == 1:
+            value: int | float = x.numerator
+        else:
+            value = float(x)
+    else:
+        value = x
+    lit = exp.Literal.number(abs(value))
+    return exp.Neg(this=lit) if value < 0 else lit
+
+
+def _value(v: KeyValue) -> exp.Expr:
+    if v is None:
+        return exp.Null()
+    if isinstance(v, bool):
+        return exp.Boolean(this=v)
+    if isinstance(v, str):
+        return exp.Literal.string(v)
+    return _num(v)
+
+
+def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    return exp.func("LEAST", a, b)
+
+
+def _greatest(a: exp.Expr, b: exp.Expr) -> exp.Expr:
+    return exp.func("GREATEST", a, b)
+
+
+def _clamp(e: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
+    return _least(_greatest(e, lo), hi)
+
+
+def _and(parts: Sequence[exp.Expr]) -> exp.Expr | None:
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = exp.And(this=out, expression=p)
+    return out
+
+
+def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
+    predicate: exp.Expr | None = None
+    node = plan
+    while isinstance(node, Filter):
+        predicate = (
+            node.predicate.copy()
+            if predicate is None
+            else exp.And(this=exp.paren(node.predicate.copy()), expression=exp.paren(predicate))
+        )
+        node = node.child
+    if not isinstance(node, Scan):
+        raise InternalError(f"the aggregation reads {type(node).__name__}, not a table scan")
+    return node, predicate
+
+
+class _Lowering:
+    def __init__(self, agg: Aggregate, dialect: Dialect, salt: int) -> None:
+        self.agg = agg
+        self.d = dialect
+        self.salt = salt
+        self.keys = tuple(f"__k{i}" for i in range(len(agg.keys)))
+        cols: list[str] = []
+        for a in agg.aggregates:
+            if a.column is not None and a.function != "count_distinct" and a.column not in cols:
+                cols.append(a.column)
+        for m in agg.measurements:
+            if m.column is not None and m.column not in cols:
+                cols.append(m.column)
+        self.columns = tuple(cols)
+        self.x = {c: f"__x{i}" for i, c in enumerate(cols)}
+
+    def _cast(self, e: exp.Expr, to: str) -> exp.Expr:
+        return exp.Cast(this=e, to=exp.DataType.build(to, dialect=self.d.name))
+
+    # rows: (__unit, __k…, __x…) ---------------------------------------------------------------
+    def rows(self) -> exp.Select:
+        scan, predicate = _source(self.agg.child)
+        select: list[exp.Expr] = []
+        where: list[exp.Expr] = [] if predicate is None else [exp.paren(predicate)]
+        if self.agg.privacy_unit is not None:
+            select.append(exp.alias_(_col(self.agg.privacy_unit), "__unit", quoted=True))
+        for key, name in zip(self.agg.keys, self.keys, strict=True):
+            select.append(exp.alias_(self._key(key, where), name, quoted=True))
+        for c in self.columns:
+            x = self._cast(_col(c), self.d.real_type)
+            select.append(exp.alias_(x, self.x[c], quoted=True))
+            # NULL rule: a row whose aggregated value is NULL or NaN leaves the aggregation
+            where.append(exp.Not(this=exp.Is(this=_col(c), expression=exp.Null())))
+            where.append(exp.Not(this=exp.func("ISNAN", x.copy())))
+        q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
+        cond = _and(where)
+        return q.where(cond) if cond is not None else q
+
+    def _key(self, key: GroupKey, where: list[exp.Expr]) -> exp.Expr:
+        col = _col(key.column)
+        if key.edges is not None:
+            x = self._cast(col, self.d.real_type)
+            e = key.edges
+            where.append(exp.Between(this=x.copy(), low=_num(e[0]), high=_num(e[-1])))
+            where.append(exp.Not(this=exp.func("ISNAN", x.copy())))
+            case = exp.Case()
+            for i in range(len(e) - 1):
+                upper: exp.Expr = (
+                    exp.LT(this=x.copy(), expression=_num(e[i + 1]))
+                    if i < len(e) - 2
+                    else exp.LTE(this=x.copy(), expression=_num(e[i + 1]))
+                )
+                cond = exp.And(this=exp.GTE(this=x.copy(), expression=_num(e[i])), expression=upper)
+                case = case.when(cond, exp.Literal.number(i))
+            return case
+        if key.domain is not None:
+            values = [_value(v) for v in key.domain if v is not None]
+            parts: list[exp.Expr] = []
+            if values:
+                parts.append(exp.In(this=col.copy(), expressions=values))
+            if any(v is None for v in key.domain):
+                parts.append(exp.Is(this=col.copy(), expression=exp.Null()))
+            either = parts[0] if len(parts) == 1 else exp.Or(this=parts[0], expression=parts[1])
+            where.append(exp.paren(either))
+        return col
+
+    # bounded rows ------------------------------------------------------------------------------
+    def _hash(self, columns: Sequence[str]) -> exp.Expr:
+        args = [exp.Literal.number(self.salt), *(_col(c) for c in columns)]
+        return exp.Anonymous(this=self.d.hash_function, expressions=args)
+
+    def bounded(self) -> exp.Select | None:
+        """None when there is no privacy unit (each row is a unit: nothing to bound)."""
+        if self.agg.privacy_unit is None:
+            return None
+        g = self.agg.contribution.max_groups
+        r = self.agg.contribution.max_rows_per_group
+        row_hash = self._hash(["__unit", *self.keys, *self.x.values()])
+        windows: list[exp.Expr] = []
+        cond: list[exp.Expr] = []
+        if g == 1 and r == 1:
+            # one row per unit: at most one group and one row in it
+            part: list[exp.Expr] = [_col("__unit")]
+        else:
+            part = [_col("__unit"), *(_col(k) for k in self.keys)]
+        rn = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=part,
+            order=exp.Order(expressions=[exp.Ordered(this=row_hash)]),
+        )
+        windows.append(exp.alias_(rn, "__rn", quoted=True))
+        cond.append(exp.LTE(this=_col("__rn"), expression=exp.Literal.number(r)))
+        if not (g == 1 and r == 1) and self.keys and g < self._possible_groups():
+            group_hash = self._hash(["__unit", *self.keys])
+            order = [exp.Ordered(this=group_hash), *(exp.Ordered(this=_col(k)) for k in self.keys)]
+            gr = exp.Window(
+                this=exp.Anonymous(this="DENSE_RANK", expressions=[]),
+                partition_by=[_col("__unit")],
+                order=exp.Order(expressions=order),
+            )
+            windows.append(exp.alias_(gr, "__gr", quoted=True))
+            cond.append(exp.LTE(this=_col("__gr"), expression=exp.Literal.number(g)))
+        inner = exp.select(exp.Star(), *windows).from_(exp.Table(this=exp.to_identifier("__rows")))
+        where = _and(cond)
+        return exp.select(exp.Star()).from_(inner.subquery("__ranked")).where(where)
+
+    def _possible_groups(self) -> int | float:
+        n = 1
+        for k in self.agg.keys:
+            if not k.is_public:
+                return float("inf")
+            n *= len(k.labels())
+        return n
+
+    # per-row fixed-point integers ---------------------------------------------------------------
+    def _clamped(self, m: Measurement) -> exp.Expr:
+        if m.column is None:
+            raise InternalError(f"measurement {m.name!r} has no column")
+        b = self.agg.bounds_of(m.column)
+        if b is None:
+            raise InternalError(f"no bounds for {m.column!r} at lowering")
+        return _clamp(_col(self.x[m.column]), _num(b.lower), _num(b.upper))
+
+    def _integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
+        as_int = self._cast(exp.func("ROUND", e), self.d.integer_type)
+        return _clamp(as_int, _num(lo), _num(hi))
+
+    def statistic(self, m: Measurement) -> exp.Expr:
+        if m.statistic == "count":
+            return exp.Count(this=exp.Star())
+        if m.statistic == "count_units":
+            if self.agg.privacy_unit is None or (
+                self.agg.contribution.max_groups == 1
+                and self.agg.contribution.max_rows_per_group == 1
+            ):
+                return exp.Count(this=exp.Star())
+            first = exp.If(
+                this=exp.EQ(this=_col("__rn"), expression=exp.Literal.number(1)),
+                true=exp.Literal.number(1),
+                false=exp.Literal.number(0),
+            )
+            return exp.Sum(this=first)
+        centred = exp.Sub(this=self._clamped(m), expression=_num(m.centre))
+        if m.statistic == "sum":
+            v = self._integer(
+                exp.Mul(this=exp.paren(centred), expression=_num(1 / m.step)), -m.limit, m.limit
+            )
+        elif m.statistic == "sum_squares":
+            ratio = exp.Mul(this=exp.paren(centred), expression=_num(1 / (m.step * m.limit)))
+            sq = exp.Mul(
+                this=exp.func("POWER", ratio, exp.Literal.number(2)), expression=_num(m.limit)
+            )
+            w = self._integer(sq, 0, m.limit)
+            v = exp.Sub(
+                this=exp.Mul(this=exp.Literal.number(2), expression=w), expression=_num(m.limit)
+            )
+        else:
+            raise InternalError(f"statistic {m.statistic!r} is not a per-group column")
+        if self.d.wide_integer is not None:
+            v = self._cast(v, self.d.wide_integer)
+        return exp.Sum(this=v)
+
+    def bucket(self, m: Measurement) -> exp.Expr:
+        offset = exp.Sub(this=self._clamped(m), expression=_num(m.centre))
+        scaled = exp.Mul(this=exp.paren(offset), expression=_num(1 / m.step))
+        as_int = self._cast(exp.func("FLOOR", scaled), self.d.integer_type)
+        return _clamp(as_int, exp.Literal.number(0), _num(m.limit - 1))
+
+    # statements ------------------------------------------------------------------------------
+    def _from_bounded(self, select: exp.Select) -> exp.Select:
+        rows = self.rows()
+        bounded = self.bounded()
+        source = "__rows" if bounded is None else "__bounded"
+        q = select.from_(exp.Table(this=exp.to_identifier(source)))
+        q = q.with_("__rows", as_=rows)
+        if bounded is not None:
+            q = q.with_("__bounded", as_=bounded)
+        return q
+
+    def main(self) -> tuple[exp.Select, tuple[tuple[str, str], ...]]:
+        outs: list[exp.Expr] = [_col(k) for k in self.keys]
+        outs.append(exp.alias_(exp.Count(this=exp.Star()), COUNT_COLUMN, quoted=True))
+        columns: list[tuple[str, str]] = []
+        for i, m in enumerate(self.agg.measurements):
+            if m.statistic == "quantile":
+                continue
+            name = COUNT_COLUMN if m.statistic == "count" else f"__m{i}"
+            if m.statistic == "count_units":
+                name = UNITS_COLUMN
+            if name != COUNT_COLUMN:
+                outs.append(exp.alias_(self.statistic(m), name, quoted=True))
+            columns.append((m.name, name))
+        q = self._from_bounded(exp.select(*outs))
+        if self.keys:
+            q = q.group_by(*(_col(k) for k in self.keys))
+        return q, tuple(columns)
+
+    def quantile(self, m: Measurement) -> exp.Select:
+        outs: list[exp.Expr] = [_col(k) for k in self.keys]
+        outs.append(exp.alias_(self.bucket(m), BUCKET_COLUMN, quoted=True))
+        outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
+        q = self._from_bounded(exp.select(*outs))
+        return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
+
+
+def lower(agg: Aggregate, dialect: Dialect, *, salt: int) -> Lowered:
+    """The SQL trees computing ``agg``'s exact statistics (see the module docstring).
+
+    Precondition: ``agg`` is compiled (its measurements are built). ``salt`` is the secret
+    per-query key of the bounding order (0 ≤ salt < 2^63).
+    """
+    if not agg.measurements:
+        raise InternalError("lowering an aggregation whose measurements are not built")
+    if not 0 <= salt < 2**63:
+        raise InternalError("the bounding salt must be a 63-bit non-negative integer")
+    low = _Lowering(agg, dialect, salt)
+    main, columns = low.main()
+    quantiles = tuple(
+        (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
+    )
+    return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)

@@ -1,0 +1,410 @@
+"""Which noisy statistics a query needs, which mechanism, and how the budget is split.
+
+Estimators (``veil.release.estimators`` computes them from the noisy measurements):
+
+- COUNT(*) = n̂, the noisy row count;
+- SUM(x) = Ŝ + c·n̂ (noisy *centred* sum Ŝ of clamp(x) − c, plus the centre times the noisy
+  count; with c = 0 the count is not needed);
+- AVG(x) = c + Ŝ/n̂ (centred noisy sum over noisy count);
+- VARIANCE(x) = (Q̂ − Ŝ²/n̂)/(n̂ − 1) with Q̂ the noisy centred sum of squares; STDDEV its root;
+- quantiles (MEDIAN, MIN = 0-quantile, MAX = 1-quantile) by the exponential mechanism.
+
+One query shares one noisy count and one centred noisy sum per column between all its
+aggregates (COUNT, SUM and AVG of a column cost two measurements, not three).
+
+Budget split. Each aggregate a has a weight w_a (1 unless given) and an expected relative
+variance that is a linear combination Σ_m A_am·V_m of the measurements' variances (delta
+method, with the unknown mean given a uniform prior on the bounds). With V_m = D_m/ε_m²
+(Laplace) the total Σ_m A_m·D_m/ε_m² under Σ ε_m = ε is minimised by ε_m ∝ (A_m·D_m)^(1/3);
+with V_m = D_m/ρ_m (Gaussian, zCDP) by ρ_m ∝ (A_m·D_m)^(1/2) (Lagrange multipliers). Each
+quantile takes the share w_q/Σw of the budget off the top. The centre c of each summed column
+(the bounds' midpoint, or the point of the bounds nearest 0) and the mechanism (discrete
+Laplace for pure ε; discrete Gaussian under zCDP when δ > 0 makes it better) are chosen by
+comparing the minimised totals. All choices depend only on the plan, bounds and budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from veil.accounting.budget import Budget
+from veil.accounting.conversions import zcdp_to_approx
+from veil.compile.sensitivity import effective_groups, per_group_bound, sensitivity
+from veil.errors import BoundsError, InternalError, InvalidArgumentError
+from veil.plan.nodes import (
+    Aggregate,
+    ColumnBounds,
+    Measurement,
+    Mechanism,
+    Selection,
+    Statistic,
+)
+from veil.release.selection import gaussian_threshold, laplace_threshold
+
+__all__ = [
+    "FIXED_POINT_LIMIT",
+    "Design",
+    "build",
+    "max_rho",
+]
+
+FIXED_POINT_LIMIT = 1 << 30
+"""Per-row integers of sums lie in [−2^30, 2^30]: a resolution of 2^−30 of the bounds' width,
+and sums of up to 2^96 rows fit in 128-bit integers."""
+
+_DENOMINATOR = 10**9
+
+
+@dataclass(frozen=True)
+class _Need:
+    name: str
+    statistic: Statistic
+    column: str | None = None
+    centre: Fraction = Fraction(0)
+    step: Fraction = Fraction(1)
+    limit: int = 1
+    quantile: Fraction | None = None
+    weight: float = 0.0  # A_m·D_m (moments) or the aggregate weight (quantiles)
+
+
+@dataclass(frozen=True)
+class Design:
+    """The measurements of one aggregation and the loss they cost (``charged``)."""
+
+    measurements: tuple[Measurement, ...]
+    selection: Selection | None
+    charged: Budget
+
+
+def _weights(agg: Aggregate) -> list[Fraction]:
+    return [a.weight if a.weight is not None else Fraction(1) for a in agg.aggregates]
+
+
+def _bounds(agg: Aggregate, column: str) -> ColumnBounds:
+    b = agg.bounds_of(column)
+    if b is None:
+        raise BoundsError(
+            f"bounds for {column!r} are required; pass bounds={{{column!r}: (lower, upper)}}"
+        )
+    return b
+
+
+def _centres(b: ColumnBounds) -> list[Fraction]:
+    nearest_zero = min(max(Fraction(0), b.lower), b.upper)
+    return [b.midpoint] if nearest_zero == b.midpoint else [b.midpoint, nearest_zero]
+
+
+def _width(b: ColumnBounds, c: Fraction) -> Fraction:
+    return max(b.upper - c, c - b.lower)
+
+
+def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
+    """Moment measurements with their objective weights A_m·D_m (D_m per unit budget)."""
+    g = effective_groups(agg)
+    r = float(per_group_bound(agg, "count", 1))
+    a: dict[str, float] = {}
+
+    def add(name: str, value: float) -> None:
+        a[name] = a.get(name, 0.0) + value
+
+    for agg_call, w in zip(agg.aggregates, _weights(agg), strict=True):
+        wf = float(w)
+        f = agg_call.function
+        if f == "count":
+            add("count", wf)
+        elif f == "count_distinct":
+            add("count_units", wf)
+        elif f in ("sum", "avg", "variance", "stddev"):
+            col = agg_call.column or ""
+            b = _bounds(agg, col)
+            c = centres[col]
+            mid, rad = float(b.midpoint), float(b.radius)
+            cf = float(c)
+            m2 = max(mid * mid + rad * rad / 3, 1e-300)
+            vc = (mid - cf) ** 2 + rad * rad / 3
+            if f == "sum":
+                add(f"sum({col})", wf / m2)
+                add("count", wf * cf * cf / m2)
+            elif f == "avg":
+                add(f"sum({col})", wf / m2)
+                add("count", wf * vc / m2)
+            else:
+                s2 = max(rad * rad / 3, 1e-300)
+                share = wf if f == "variance" else wf / 4
+                add(f"sum_squares({col})", share / (s2 * s2))
+                add(f"sum({col})", share * 4 * vc / (s2 * s2))
+                add("count", share * ((mid - cf) ** 2 - s2) ** 2 / (s2 * s2))
+    if not agg.public_keys and "count" not in a:
+        a["count"] = 1.0  # partition selection thresholds the noisy count
+    needs: dict[str, _Need] = {}
+    for name, coef in a.items():
+        d: float
+        if name == "count":
+            d = (2 * (g * r) ** 2) if not gaussian else g * r * r / 2
+            needs[name] = _Need(name, "count", weight=coef * d)
+        elif name == "count_units":
+            d = 2.0 * g * g if not gaussian else g / 2
+            needs[name] = _Need(name, "count_units", weight=coef * d)
+        else:
+            stat: Statistic = "sum" if name.startswith("sum(") else "sum_squares"
+            col = name[name.index("(") + 1 : -1]
+            b = _bounds(agg, col)
+            c = centres[col]
+            width = _width(b, c)
+            wid = float(width)
+            if stat == "sum":
+                d = 2 * (g * r * wid) ** 2 if not gaussian else g * r * r * wid * wid / 2
+            else:
+                d = 2 * (g * r * wid * wid / 2) ** 2 if not gaussian else g * r * r * wid**4 / 8
+            step = width / FIXED_POINT_LIMIT if width > 0 else Fraction(1)
+            needs[name] = _Need(
+                name,
+                stat,
+                column=col,
+                centre=c,
+                step=step,
+                limit=FIXED_POINT_LIMIT,
+                weight=coef * d,
+            )
+    # a column summed only with c = 0 and no count asked: no count needed
+    if "count" in needs and needs["count"].weight == 0 and agg.public_keys:
+        del needs["count"]
+    return needs
+
+
+def _objective(needs: Sequence[_Need], gaussian: bool) -> float:
+    power = 1 / 2 if gaussian else 1 / 3
+    total = sum(n.weight**power for n in needs if n.weight > 0)
+    return float(total ** (1 / power))
+
+
+def _shares(values: Sequence[float], total: Fraction) -> list[Fraction]:
+    """Exact positive parts of ``total`` in proportion to ``values`` (the last takes the rest)."""
+    s = sum(values)
+    if s <= 0 or not math.isfinite(s):
+        return [total / len(values)] * len(values)
+    parts = [Fraction(v / s).limit_denominator(_DENOMINATOR) * total for v in values[:-1]]
+    last = total - sum(parts, Fraction(0))
+    if last <= 0 or any(p <= 0 for p in parts):
+        return [total / len(values)] * len(values)
+    return [*parts, last]
+
+
+def max_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
+    """The largest ρ (on a 2^-40 grid) whose zCDP→(ε, δ) conversion gives at most ``epsilon``."""
+    lo, hi = Fraction(0), epsilon
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if zcdp_to_approx(mid, delta).eps <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    lo = Fraction(math.floor(lo * (1 << 40)), 1 << 40)
+    if lo <= 0:
+        raise InvalidArgumentError(
+            f"epsilon={float(epsilon):g} with delta={float(delta):g} is too small for a "
+            "Gaussian measurement; raise epsilon"
+        )
+    return lo
+
+
+def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
+    out: list[_Need] = []
+    for a, w in zip(agg.aggregates, _weights(agg), strict=True):
+        if a.function in ("quantile", "min", "max"):
+            col = a.column or ""
+            b = _bounds(agg, col)
+            step = (b.upper - b.lower) / buckets if b.upper > b.lower else Fraction(1)
+            out.append(
+                _Need(
+                    f"quantile({col}, {a.q})",
+                    "quantile",
+                    column=col,
+                    centre=b.lower,
+                    step=step,
+                    limit=buckets if b.upper > b.lower else 1,
+                    quantile=a.q,
+                    weight=float(w),
+                )
+            )
+    return out
+
+
+def _sqrt_floor(x: Fraction) -> Fraction:
+    """A rational s ≤ sqrt(x), close to it."""
+    s = Fraction(math.sqrt(float(x))).limit_denominator(_DENOMINATOR)
+    while s * s > x:
+        s = s * (1 - Fraction(1, 10**9))
+    return s
+
+
+def build(agg: Aggregate, budget: Budget, *, buckets: int = 1024) -> Design:
+    """Choose measurements, mechanism, centres and split for ``agg`` under ``budget``.
+
+    Contract: the returned measurements compose (sequentially, or in zCDP then converted with
+    the charged δ) to exactly ``charged`` ≤ ``budget``; each is calibrated to the sensitivity
+    of :mod:`veil.compile.sensitivity`. Partition selection is added when a key is not public.
+    """
+    selecting = not agg.public_keys
+    if selecting and budget.delta == 0:
+        raise InvalidArgumentError(
+            "grouping by "
+            + ", ".join(repr(k.column) for k in agg.keys if not k.is_public)
+            + " without a public list of keys needs partition selection, which needs delta > 0; "
+            "pass delta=1e-6 (or declare the keys' domain)"
+        )
+    quantiles = _quantile_needs(agg, buckets)
+    moment_columns = sorted(
+        {
+            a.column
+            for a in agg.aggregates
+            if a.function in ("sum", "avg", "variance", "stddev") and a.column is not None
+        }
+    )
+    options: list[tuple[float, bool, dict[str, Fraction]]] = []
+    modes = [False]
+    if budget.kind == "zcdp":
+        modes = [True]
+    elif budget.kind == "approx":
+        modes = [False, True]
+    for gaussian in modes:
+        choices = [_centres(_bounds(agg, c)) for c in moment_columns]
+        for combo in itertools.islice(itertools.product(*choices), 64):
+            centres = dict(zip(moment_columns, combo, strict=True))
+            needs = list(_moment_needs(agg, centres, gaussian).values())
+            score = _objective(needs, gaussian) if needs else 0.0
+            if gaussian and budget.kind == "approx":
+                eps = budget.eps
+                conv = budget.delta / 2 if selecting else budget.delta
+                score /= float(max_rho(eps, conv))
+            elif not gaussian:
+                score /= float(budget.eps) ** 2
+            else:
+                score /= float(budget.rho or 1)
+            options.append((score, gaussian, centres))
+    _, gaussian, centres = min(options, key=lambda o: (o[0], o[1]))
+    needs = list(_moment_needs(agg, centres, gaussian).values())
+    return _calibrate(agg, budget, needs, quantiles, gaussian, selecting)
+
+
+def _calibrate(
+    agg: Aggregate,
+    budget: Budget,
+    needs: list[_Need],
+    quantiles: list[_Need],
+    gaussian: bool,
+    selecting: bool,
+) -> Design:
+    g = effective_groups(agg)
+    total_weight = sum(float(w) for w in _weights(agg))
+    q_weights = [q.weight for q in quantiles]
+    moment_weight = max(total_weight - sum(q_weights), 0.0)
+    if needs and moment_weight == 0:
+        moment_weight = 1.0  # a hidden count for partition selection
+    parts_w = [*q_weights, moment_weight] if needs else q_weights
+    if gaussian:
+        if budget.kind == "zcdp":
+            total = budget.rho or Fraction(0)
+            d_sel = Fraction(0)
+        else:
+            d_sel = budget.delta / 2 if selecting else Fraction(0)
+            total = max_rho(budget.eps, budget.delta - d_sel)
+    else:
+        total = budget.eps
+        d_sel = budget.delta if selecting else Fraction(0)
+    top = _shares(parts_w, total)
+    measurements: list[Measurement] = []
+    for q, share in zip(quantiles, top, strict=False):
+        sens = sensitivity(agg, "quantile", "exponential", q.limit, q.quantile)
+        if gaussian:
+            # ε_g-DP exponential mechanism per group is ε_g²/8-zCDP (bounded range; Cesar &
+            # Rogers 2021, Lemma 3.2); G groups compose to G·ε_g²/8.
+            eps_g = _sqrt_floor(8 * share / g)
+            loss = Budget(rho=g * eps_g * eps_g / 8)
+        else:
+            eps_g = share / g
+            loss = Budget(epsilon=share)
+        measurements.append(
+            Measurement(
+                name=q.name,
+                statistic="quantile",
+                mechanism="exponential",
+                budget=loss,
+                sensitivity=sens,
+                scale=2 * sens / eps_g if sens > 0 else Fraction(1),
+                column=q.column,
+                centre=q.centre,
+                step=q.step,
+                limit=q.limit,
+                quantile=q.quantile,
+            )
+        )
+    if needs:
+        moment_total = top[-1]
+        mech: Mechanism = "discrete_gaussian" if gaussian else "discrete_laplace"
+        power = 1 / 2 if gaussian else 1 / 3
+        budgets = _shares([max(n.weight, 1e-300) ** power for n in needs], moment_total)
+        for n, part in zip(needs, budgets, strict=True):
+            sens = sensitivity(agg, n.statistic, mech, n.limit)
+            scale = sens / (2 * part) if gaussian else sens / part
+            if scale <= 0:
+                raise InternalError(f"measurement {n.name!r} got a zero noise scale")
+            measurements.append(
+                Measurement(
+                    name=n.name,
+                    statistic=n.statistic,
+                    mechanism=mech,
+                    budget=Budget(rho=part) if gaussian else Budget(epsilon=part),
+                    sensitivity=sens,
+                    scale=scale,
+                    column=n.column,
+                    centre=n.centre,
+                    step=n.step,
+                    limit=n.limit,
+                )
+            )
+    selection = _selection(agg, measurements, d_sel) if selecting else None
+    charged = loss_of(measurements, gaussian=gaussian, budget=budget, selection=selection)
+    return Design(tuple(measurements), selection, charged)
+
+
+def _selection(agg: Aggregate, ms: Sequence[Measurement], delta: Fraction) -> Selection:
+    count = next((m for m in ms if m.statistic == "count"), None)
+    if count is None:
+        raise InternalError("partition selection needs a count measurement")
+    g = effective_groups(agg)
+    r = int(per_group_bound(agg, "count", 1))
+    if count.mechanism == "discrete_laplace":
+        tau = laplace_threshold(count.scale, groups=g, rows=r, delta=delta)
+    else:
+        tau = gaussian_threshold(count.scale, groups=g, rows=r, delta=delta)
+    return Selection(
+        mechanism=count.mechanism,
+        budget=Budget(epsilon=0, delta=delta),
+        sensitivity=count.sensitivity,
+        scale=count.scale,
+        threshold=Fraction(tau),
+    )
+
+
+def loss_of(
+    measurements: Sequence[Measurement],
+    *,
+    gaussian: bool,
+    budget: Budget,
+    selection: Selection | None,
+) -> Budget:
+    """The loss the measurements' *budgets* compose to (what is charged)."""
+    d_sel = selection.budget.delta if selection is not None else Fraction(0)
+    if gaussian:
+        rho = sum((m.budget.rho_value for m in measurements), Fraction(0))
+        if budget.kind == "zcdp":
+            return Budget(rho=rho)
+        conv = zcdp_to_approx(rho, budget.delta - d_sel)
+        return Budget(epsilon=conv.eps, delta=budget.delta)
+    eps = sum((m.budget.eps for m in measurements), Fraction(0))
+    return Budget(epsilon=eps, delta=d_sel) if d_sel > 0 else Budget(epsilon=eps)

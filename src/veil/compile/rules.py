@@ -1,0 +1,120 @@
+"""The rewrite rules: small pure functions ``(plan, context) → plan``, applied in order.
+
+``RULES`` runs bounding (privacy unit, contribution limits), clamping (bounds for every column
+an aggregate clamps) and mechanism choice with the budget split (measurements and partition
+selection). Each rule returns a new plan; none reads data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from veil.accounting.budget import Budget
+from veil.compile.measure import build
+from veil.errors import BoundsError, InvalidArgumentError, UnsupportedQueryError
+from veil.plan.nodes import ColumnBounds, Contribution, Plan
+from veil.plan.tree import aggregate_of, replace_aggregate
+
+__all__ = [
+    "RULES",
+    "Context",
+    "Rule",
+    "apply_rules",
+    "build_measurements",
+    "resolve_bounds",
+    "set_contribution",
+    "set_privacy_unit",
+]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules may use besides the plan: the query's budget, the session's privacy unit,
+    bounds (session metadata overridden by the query's), a contribution override."""
+
+    budget: Budget
+    privacy_unit: str | None = None
+    bounds: Mapping[str, ColumnBounds] = field(default_factory=dict)
+    contribution: Contribution | None = None
+    quantile_buckets: int = 1024
+
+
+Rule = Callable[[Plan, Context], Plan]
+
+
+def set_privacy_unit(plan: Plan, ctx: Context) -> Plan:
+    """The session's privacy unit applies to every aggregation; a plan may not weaken it."""
+    agg = aggregate_of(plan)
+    if ctx.privacy_unit is None or agg.privacy_unit == ctx.privacy_unit:
+        return plan
+    if agg.privacy_unit is not None:
+        raise UnsupportedQueryError(
+            f"the query's privacy unit {agg.privacy_unit!r} differs from the session's "
+            f"{ctx.privacy_unit!r}; drop it from the query"
+        )
+    return replace_aggregate(plan, dataclasses.replace(agg, privacy_unit=ctx.privacy_unit))
+
+
+def set_contribution(plan: Plan, ctx: Context) -> Plan:
+    """Contribution limits: the query's override, else the plan's (defaults 1 and 1); with
+    row-level privacy every row is a unit and the limits are 1 and 1."""
+    agg = aggregate_of(plan)
+    wanted = ctx.contribution if ctx.contribution is not None else agg.contribution
+    if agg.privacy_unit is None:
+        wanted = Contribution()
+    if wanted == agg.contribution:
+        return plan
+    return replace_aggregate(plan, dataclasses.replace(agg, contribution=wanted))
+
+
+def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
+    """Bounds for exactly the columns a clamping aggregate reads: the query's, else the plan's;
+    a missing one is a ``BoundsError`` that says how to pass it."""
+    agg = aggregate_of(plan)
+    needed = sorted({a.column for a in agg.aggregates if a.needs_bounds and a.column})
+    out: list[ColumnBounds] = []
+    for col in needed:
+        b = ctx.bounds.get(col) or agg.bounds_of(col)
+        if b is None:
+            fn = next(a.function for a in agg.aggregates if a.column == col and a.needs_bounds)
+            raise BoundsError(
+                f"bounds for {col!r} are required to compute {fn.upper()}({col}); pass "
+                f"bounds={{{col!r}: (lower, upper)}} with limits that do not depend on the data"
+            )
+        out.append(ColumnBounds(col, b.lower, b.upper))
+    bounds = tuple(out)
+    if bounds == agg.bounds:
+        return plan
+    return replace_aggregate(plan, dataclasses.replace(agg, bounds=bounds))
+
+
+def build_measurements(plan: Plan, ctx: Context) -> Plan:
+    """Mechanism choice and budget split (``veil.compile.measure``): fills the aggregation's
+    measurements, partition selection and charged loss."""
+    agg = aggregate_of(plan)
+    if ctx.budget.kind != "zcdp" and (ctx.budget.epsilon or 0) <= 0:
+        raise InvalidArgumentError(
+            f"a query needs epsilon > 0, got {ctx.budget}; pass epsilon=0.1 (for example)"
+        )
+    if ctx.quantile_buckets < 1:
+        raise InvalidArgumentError("quantile_buckets must be a positive integer")
+    design = build(agg, ctx.budget, buckets=ctx.quantile_buckets)
+    new = dataclasses.replace(
+        agg,
+        budget=design.charged,
+        measurements=design.measurements,
+        selection=design.selection,
+    )
+    return replace_aggregate(plan, new)
+
+
+RULES: tuple[Rule, ...] = (set_privacy_unit, set_contribution, resolve_bounds, build_measurements)
+
+
+def apply_rules(plan: Plan, ctx: Context, rules: tuple[Rule, ...] = RULES) -> Plan:
+    """``plan`` rewritten by each rule in turn."""
+    for rule in rules:
+        plan = rule(plan, ctx)
+    return plan

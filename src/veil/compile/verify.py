@@ -1,0 +1,91 @@
+"""Re-check the guarantee after compiling (STYLE 5, DESIGN §3).
+
+:func:`recompute_loss` derives the privacy loss from the mechanisms *actually built* — their
+sensitivities recomputed from the plan's bounds and contribution limits, their noise scales as
+they will be used to draw noise — without looking at the budgets the compiler wrote down.
+:func:`check_loss` compares it with what the ledger charged; any mismatch raises
+:class:`veil.PrivacyInvariantError` and nothing may be released.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from veil.accounting.budget import Budget
+from veil.accounting.conversions import zcdp_to_approx
+from veil.compile.sensitivity import effective_groups, per_group_bound, sensitivity
+from veil.errors import PrivacyInvariantError
+from veil.plan.nodes import Aggregate
+from veil.release.selection import gaussian_threshold, laplace_threshold
+
+__all__ = ["check_loss", "recompute_loss"]
+
+
+def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
+    """The loss implied by ``agg``'s measurements and selection (see the module docstring).
+
+    ``charged`` only says which form to express it in (its kind and total δ).
+    """
+    if not agg.measurements:
+        raise PrivacyInvariantError("the aggregation has no measurements to account for")
+    g = effective_groups(agg)
+    gaussian = charged.kind == "zcdp" or any(
+        m.mechanism == "discrete_gaussian" for m in agg.measurements
+    )
+    eps = Fraction(0)
+    rho = Fraction(0)
+    for m in agg.measurements:
+        expected = sensitivity(agg, m.statistic, m.mechanism, m.limit, m.quantile)
+        if m.sensitivity != expected:
+            raise PrivacyInvariantError(
+                f"measurement {m.name!r} is calibrated to sensitivity {m.sensitivity}, but the "
+                f"plan's bounds and contribution limits give {expected}"
+            )
+        if m.mechanism == "discrete_laplace":
+            e = m.sensitivity / m.scale
+            eps += e
+            rho += e * e / 2
+        elif m.mechanism == "discrete_gaussian":
+            rho += m.sensitivity / (2 * m.scale)
+        else:  # exponential: per-group ε_g, G groups
+            e_g = 2 * m.sensitivity / m.scale
+            eps += g * e_g
+            rho += g * e_g * e_g / 8
+    sel = agg.selection
+    d_sel = Fraction(0)
+    if sel is not None:
+        count = next((m for m in agg.measurements if m.statistic == "count"), None)
+        if count is None or count.scale != sel.scale or count.mechanism != sel.mechanism:
+            raise PrivacyInvariantError("partition selection does not threshold the noisy count")
+        d_sel = sel.budget.delta
+        r = int(per_group_bound(agg, "count", 1))
+        need = (
+            laplace_threshold(sel.scale, groups=g, rows=r, delta=d_sel)
+            if sel.mechanism == "discrete_laplace"
+            else gaussian_threshold(sel.scale, groups=g, rows=r, delta=d_sel)
+        )
+        if sel.threshold < need:
+            raise PrivacyInvariantError(
+                f"partition selection threshold {sel.threshold} is below the {need} that "
+                f"δ={float(d_sel):g} requires"
+            )
+    elif not agg.public_keys:
+        raise PrivacyInvariantError("unknown group keys would be released without selection")
+    if not gaussian:
+        return Budget(epsilon=eps, delta=d_sel) if d_sel > 0 else Budget(epsilon=eps)
+    if charged.kind == "zcdp":
+        return Budget(rho=rho)
+    if charged.delta - d_sel <= 0:
+        raise PrivacyInvariantError("no δ is left for the zCDP conversion of Gaussian noise")
+    conv = zcdp_to_approx(rho, charged.delta - d_sel)
+    return Budget(epsilon=conv.eps, delta=charged.delta)
+
+
+def check_loss(agg: Aggregate, charged: Budget) -> Budget:
+    """Raise ``PrivacyInvariantError`` unless the recomputed loss equals ``charged``."""
+    actual = recompute_loss(agg, charged)
+    if actual != charged:
+        raise PrivacyInvariantError(
+            f"the mechanisms built cost {actual}, but {charged} was charged; nothing is released"
+        )
+    return actual

@@ -1,0 +1,258 @@
+"""Released values and their error bars, computed from noisy measurements only.
+
+Everything here is post-processing (Dwork & Roth 2014, Prop. 2.1): it reads the noisy integer
+statistics of a group and public parameters (bounds, noise scales), never private data.
+
+Estimators (n̂ noisy count, Ŝ noisy centred sum, Q̂ noisy centred sum of squares, c centre):
+
+- COUNT = max(0, n̂); COUNT(DISTINCT unit) = max(0, û);
+- SUM = step·Ŝ + c·n̂, clamped to [min(0, lower)·n⁺, max(0, upper)·n⁺];
+- AVG = clamp(c + step·Ŝ / max(n̂, 1), lower, upper) (centred noisy sum over noisy count);
+- VARIANCE = clamp((Q − S²/n)/(n − 1), 0, (upper − lower)²/4 · n/(n − 1)) with n = max(n̂, 2),
+  S = step·Ŝ, Q = Σ(x − c)² recovered from Q̂; STDDEV = sqrt(VARIANCE);
+- quantiles: the candidate the exponential mechanism chose.
+
+Error bars are half-widths at a confidence level, for the noise only (not the bias of clamping
+or contribution bounding): exact discrete quantiles for a single noise, a union bound (each
+noise at level 1 − (1 − level)/k) with the delta method for ratios, the plug-in values standing
+for the unknown true ones. Quantiles have none (``None``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from veil.errors import InternalError
+from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
+from veil.plan.nodes import Aggregate, AggregateCall, Measurement
+
+__all__ = ["ColumnModel", "NoiseModel", "column_models", "estimate", "halfwidth", "noise_models"]
+
+Stats = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """What error bars need to know about one measurement (JSON-serialisable)."""
+
+    name: str
+    statistic: str
+    mechanism: str
+    scale: Fraction
+    centre: Fraction
+    step: Fraction
+    limit: int
+
+    def halfwidth(self, level: float) -> float:
+        """Half-width of the noise at ``level`` in the statistic's integer units."""
+        if self.mechanism == "discrete_laplace":
+            return laplace_halfwidth(self.scale, level)
+        if self.mechanism == "discrete_gaussian":
+            return gaussian_halfwidth(self.scale, level)
+        raise InternalError(f"no error bar for mechanism {self.mechanism!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "statistic": self.statistic,
+            "mechanism": self.mechanism,
+            "scale": str(self.scale),
+            "centre": str(self.centre),
+            "step": str(self.step),
+            "limit": self.limit,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> NoiseModel:
+        return NoiseModel(
+            name=str(d["name"]),
+            statistic=str(d["statistic"]),
+            mechanism=str(d["mechanism"]),
+            scale=Fraction(d["scale"]),
+            centre=Fraction(d["centre"]),
+            step=Fraction(d["step"]),
+            limit=int(d["limit"]),
+        )
+
+
+@dataclass(frozen=True)
+class ColumnModel:
+    """How one released aggregate column is computed from its row's measurements."""
+
+    alias: str
+    function: str
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    count: str | None = None
+    units: str | None = None
+    sum: str | None = None
+    squares: str | None = None
+    quantile: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["lower"] = None if self.lower is None else str(self.lower)
+        d["upper"] = None if self.upper is None else str(self.upper)
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> ColumnModel:
+        return ColumnModel(
+            alias=str(d["alias"]),
+            function=str(d["function"]),
+            lower=None if d.get("lower") is None else Fraction(d["lower"]),
+            upper=None if d.get("upper") is None else Fraction(d["upper"]),
+            count=d.get("count"),
+            units=d.get("units"),
+            sum=d.get("sum"),
+            squares=d.get("squares"),
+            quantile=d.get("quantile"),
+        )
+
+
+def noise_models(agg: Aggregate) -> dict[str, NoiseModel]:
+    return {
+        m.name: NoiseModel(m.name, m.statistic, m.mechanism, m.scale, m.centre, m.step, m.limit)
+        for m in agg.measurements
+    }
+
+
+def _find(ms: tuple[Measurement, ...], statistic: str, column: str | None) -> str | None:
+    for m in ms:
+        if m.statistic == statistic and (column is None or m.column == column):
+            return m.name
+    return None
+
+
+def column_models(agg: Aggregate) -> tuple[ColumnModel, ...]:
+    """One model per aggregate of ``agg`` (compiled), naming the measurements it reads."""
+    ms = agg.measurements
+    out: list[ColumnModel] = []
+    for a in agg.aggregates:
+        out.append(_model(agg, a, ms))
+    return tuple(out)
+
+
+def _model(agg: Aggregate, a: AggregateCall, ms: tuple[Measurement, ...]) -> ColumnModel:
+    if a.function == "count":
+        return ColumnModel(a.alias, "count", count=_find(ms, "count", None))
+    if a.function == "count_distinct":
+        return ColumnModel(a.alias, "count_distinct", units=_find(ms, "count_units", None))
+    b = agg.bounds_of(a.column or "")
+    if b is None:
+        raise InternalError(f"no bounds for {a.column!r} after compiling")
+    if a.function in ("quantile", "min", "max"):
+        name = f"quantile({a.column}, {a.q})"
+        return ColumnModel(a.alias, "quantile", b.lower, b.upper, quantile=name)
+    return ColumnModel(
+        a.alias,
+        a.function,
+        b.lower,
+        b.upper,
+        count=_find(ms, "count", None),
+        sum=_find(ms, "sum", a.column),
+        squares=_find(ms, "sum_squares", a.column)
+        if a.function in ("variance", "stddev")
+        else None,
+    )
+
+
+def _clamp(x: float, lo: float, hi: float) -> float:
+    return min(max(x, lo), hi)
+
+
+def _variance_parts(
+    col: ColumnModel, stats: Stats, models: Mapping[str, NoiseModel]
+) -> tuple[float, float, float, float]:
+    """(n, S, Q, v): plug-in count, centred sum, centred sum of squares, clamped variance."""
+    if col.sum is None or col.squares is None or col.count is None:
+        raise InternalError(f"variance {col.alias!r} lacks a measurement")
+    sm, qm = models[col.sum], models[col.squares]
+    n = max(float(stats[col.count]), 2.0)
+    s = float(sm.step) * stats[col.sum]
+    width = float(qm.step) * qm.limit
+    q = width * width / (2 * qm.limit) * (stats[col.squares] + qm.limit * float(stats[col.count]))
+    v = (q - s * s / n) / (n - 1)
+    lo, hi = float(col.lower or 0), float(col.upper or 0)
+    v = _clamp(v, 0.0, (hi - lo) ** 2 / 4 * n / (n - 1))
+    return n, s, q, v
+
+
+def estimate(col: ColumnModel, stats: Stats, models: Mapping[str, NoiseModel]) -> int | float:
+    """The released value of ``col`` for one group (see the module docstring)."""
+    f = col.function
+    if f == "count":
+        return max(0, int(stats[col.count or ""]))
+    if f == "count_distinct":
+        return max(0, int(stats[col.units or ""]))
+    lo, hi = float(col.lower or 0), float(col.upper or 0)
+    if f == "quantile":
+        qm = models[col.quantile or ""]
+        return float(qm.centre + qm.step * stats[col.quantile or ""])
+    if col.sum is None:
+        raise InternalError(f"{col.alias!r} has no sum measurement")
+    sm = models[col.sum]
+    s = float(sm.step * stats[col.sum])
+    c = float(sm.centre)
+    n = float(stats[col.count]) if col.count is not None else 0.0
+    if f == "sum":
+        total = s + c * n
+        n_pos = max(n, 0.0)
+        if col.count is None:
+            return total if lo < 0 < hi else (max(total, 0.0) if lo >= 0 else min(total, 0.0))
+        return _clamp(total, min(0.0, lo) * n_pos, max(0.0, hi) * n_pos)
+    if f == "avg":
+        return _clamp(c + s / max(n, 1.0), lo, hi)
+    _, _, _, v = _variance_parts(col, stats, models)
+    if f == "variance":
+        return v
+    if f == "stddev":
+        return math.sqrt(v)
+    raise InternalError(f"no estimator for {f!r}")
+
+
+def halfwidth(
+    col: ColumnModel,
+    stats: Stats,
+    value: float,
+    models: Mapping[str, NoiseModel],
+    level: float,
+) -> float | None:
+    """The error-bar half-width of ``col``'s released ``value`` at ``level`` (None: none)."""
+    f = col.function
+    if f == "quantile":
+        return None
+    if f in ("count", "count_distinct"):
+        name = (col.count if f == "count" else col.units) or ""
+        return models[name].halfwidth(level)
+    if col.sum is None:
+        return None
+    sm = models[col.sum]
+    c = float(sm.centre)
+    k = 1 if col.count is None else 2
+    if f in ("variance", "stddev"):
+        k = 3
+    lv = 1 - (1 - level) / k
+    hs = float(sm.step) * sm.halfwidth(lv)
+    hn = models[col.count].halfwidth(lv) if col.count is not None else 0.0
+    n = float(stats[col.count]) if col.count is not None else 0.0
+    if f == "sum":
+        return hs + abs(c) * hn
+    if f == "avg":
+        return (hs + abs(value - c) * hn) / max(n, 1.0)
+    n, s, _q, v = _variance_parts(col, stats, models)
+    qm = models[col.squares or ""]
+    width = float(qm.step) * qm.limit
+    hq = width * width / 2 * qm.halfwidth(lv) / qm.limit
+    d_q = 1 / (n - 1)
+    d_s = 2 * abs(s) / (n * (n - 1))
+    d_n = abs(s * s / (n * n) - v) / (n - 1) + width * width / 2 / (n - 1)
+    hv = d_q * hq + d_s * hs + d_n * hn
+    if f == "variance":
+        return hv
+    sd = math.sqrt(v)
+    return max(sd - math.sqrt(max(v - hv, 0.0)), math.sqrt(v + hv) - sd)

@@ -1,0 +1,149 @@
+"""What a query will do, without reading private data: plan, SQL, sensitivities, noise, cost,
+expected error bars."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from veil.accounting.budget import Budget
+from veil.compile.sensitivity import effective_groups, rows_per_group
+from veil.plan.canonical import canonical
+from veil.plan.nodes import Aggregate, Measurement, Plan
+from veil.release.estimators import column_models, noise_models
+from veil.release.result import Usage
+
+__all__ = ["Explanation", "describe_usage", "expected_errors"]
+
+
+def _g(x: Fraction | float) -> str:
+    return f"{float(x):.6g}"
+
+
+def _sensitivity_text(m: Measurement) -> str:
+    if m.mechanism == "discrete_laplace":
+        if m.statistic == "sum":
+            return f"L1 = {_g(m.sensitivity * m.step)} (value units)"
+        if m.statistic == "sum_squares":
+            width = m.step * m.limit
+            return f"L1 = {_g(m.sensitivity * width * width / (2 * m.limit))} (squared units)"
+        return f"L1 = {_g(m.sensitivity)} rows"
+    if m.mechanism == "discrete_gaussian":
+        l2 = math.sqrt(float(m.sensitivity))
+        if m.statistic == "sum":
+            return f"L2 = {l2 * float(m.step):.6g} (value units)"
+        if m.statistic == "sum_squares":
+            w2 = float(m.step * m.limit) ** 2
+            return f"L2 = {l2 * w2 / (2 * m.limit):.6g} (squared units)"
+        return f"L2 = {l2:.6g} rows"
+    return f"score sensitivity Δ = {_g(m.sensitivity)} per group"
+
+
+def _noise_text(m: Measurement, groups: int) -> str:
+    if m.mechanism == "discrete_laplace":
+        unit = m.step if m.statistic == "sum" else Fraction(1)
+        if m.statistic == "sum_squares":
+            width = m.step * m.limit
+            unit = width * width / (2 * m.limit)
+        return f"discrete Laplace, scale {_g(m.scale * unit)}"
+    if m.mechanism == "discrete_gaussian":
+        funit = float(m.step) if m.statistic == "sum" else 1.0
+        if m.statistic == "sum_squares":
+            fwidth = float(m.step * m.limit)
+            funit = fwidth * fwidth / (2 * m.limit)
+        return f"discrete Gaussian, σ = {math.sqrt(float(m.scale)) * funit:.6g}"
+    eps_g = 2 * m.sensitivity / m.scale
+    return (
+        f"exponential mechanism over {m.limit + 1} candidates (step {_g(m.step)}), "
+        f"ε = {_g(eps_g)} per group × {groups} group(s) per unit"
+    )
+
+
+def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
+    """What each part of the charged budget pays for."""
+    models = column_models(agg)
+    g = effective_groups(agg)
+    out: list[Usage] = []
+    for m in agg.measurements:
+        used = tuple(
+            c.alias for c in models if m.name in (c.count, c.units, c.sum, c.squares, c.quantile)
+        )
+        if agg.selection is not None and m.statistic == "count":
+            used = (*used, "(partition selection)")
+        out.append(
+            Usage(m.name, m.mechanism, m.budget, _sensitivity_text(m), _noise_text(m, g), used)
+        )
+    if agg.selection is not None:
+        s = agg.selection
+        out.append(
+            Usage(
+                "partition selection",
+                f"threshold on the noisy count ({s.mechanism})",
+                s.budget,
+                f"≤ {g} group(s) per unit, ≤ {rows_per_group(agg)} row(s) each",
+                f"release a group iff noisy count ≥ {_g(s.threshold)}",
+                tuple(k.alias for k in agg.keys if not k.is_public),
+            )
+        )
+    return tuple(out)
+
+
+def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
+    """Data-independent error bars at ``level`` per aggregate (n is the group's row count)."""
+    noise = noise_models(agg)
+    out: dict[str, str] = {}
+    for c in column_models(agg):
+        if c.function in ("count", "count_distinct"):
+            name = (c.count if c.function == "count" else c.units) or ""
+            out[c.alias] = f"± {noise[name].halfwidth(level):.6g}"
+        elif c.function == "quantile":
+            out[c.alias] = "no error bar (exponential mechanism)"
+        elif c.sum is not None:
+            sm = noise[c.sum]
+            k = 1 if c.count is None else 2
+            lv = 1 - (1 - level) / k
+            hs = float(sm.step) * sm.halfwidth(lv)
+            hn = noise[c.count].halfwidth(lv) if c.count is not None else 0.0
+            if c.function == "sum":
+                out[c.alias] = f"± {hs + abs(float(sm.centre)) * hn:.6g}"
+            elif c.function == "avg":
+                out[c.alias] = f"± ({hs:.6g} + |mean − {float(sm.centre):.6g}|·{hn:.6g}) / n"
+            else:
+                out[c.alias] = "≈ ± (noise of the sums of squares, sums and count) / n"
+    return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The dry run of a query: nothing was read, nothing charged."""
+
+    plan: Plan
+    sql: str
+    quantile_sql: tuple[str, ...]
+    cost: Budget
+    usage: tuple[Usage, ...]
+    errors: dict[str, str]
+    contribution: str
+
+    @property
+    def canonical(self) -> dict[str, object]:
+        return canonical(self.plan)
+
+    def __str__(self) -> str:
+        lines = ["plan:", json.dumps(canonical(self.plan)["root"], indent=1)[:4000], ""]
+        lines.append(f"contribution bounding: {self.contribution}")
+        lines.append(f"cost: {self.cost}")
+        lines.append("budget use:")
+        for u in self.usage:
+            lines.append(
+                f"  {u.measurement}: {u.mechanism}, {u.loss}; {u.sensitivity}; {u.noise}; "
+                f"used by {', '.join(u.used_by) or '-'}"
+            )
+        lines.append("expected 95% error bars:")
+        lines += [f"  {k}: {v}" for k, v in self.errors.items()]
+        lines.append("SQL sent to the engine:")
+        lines.append(self.sql)
+        lines += self.quantile_sql
+        return "\n".join(lines)

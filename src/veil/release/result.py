@@ -1,0 +1,176 @@
+"""The answer to one query: released values, error bars, cost and what the budget paid for."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from veil.accounting.budget import Budget
+from veil.errors import InvalidArgumentError, MissingDependencyError
+from veil.release.estimators import ColumnModel, NoiseModel, halfwidth
+
+__all__ = ["Result", "Usage"]
+
+_ARROW_TYPES = {
+    "integer": pa.int64(),
+    "real": pa.float64(),
+    "string": pa.string(),
+    "boolean": pa.bool_(),
+}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One part of the budget: the measurement it paid for, its mechanism, loss, sensitivity
+    and noise scale (both in value units), and the released columns that use it."""
+
+    measurement: str
+    mechanism: str
+    loss: Budget
+    sensitivity: str
+    noise: str
+    used_by: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "measurement": self.measurement,
+            "mechanism": self.mechanism,
+            "loss": self.loss.to_dict(),
+            "sensitivity": self.sensitivity,
+            "noise": self.noise,
+            "used_by": list(self.used_by),
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Usage:
+        return Usage(
+            measurement=str(d["measurement"]),
+            mechanism=str(d["mechanism"]),
+            loss=Budget.from_dict(d["loss"]),
+            sensitivity=str(d["sensitivity"]),
+            noise=str(d["noise"]),
+            used_by=tuple(d["used_by"]),
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    """Released rows with error bars and cost.
+
+    ``columns`` and ``rows`` (list of lists, in column order) hold the released values;
+    ``error_bars(level)`` the half-widths at ``level`` (same shape, ``None`` for group keys and
+    quantiles); ``cost`` what the query was charged (zero for a cached answer); ``usage`` what
+    each part of the budget paid for; ``cached`` whether the answer came from the ledger cache.
+    """
+
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+    cost: Budget
+    usage: tuple[Usage, ...] = ()
+    fingerprint: str = ""
+    cached: bool = False
+    notes: tuple[str, ...] = ()
+    stats: tuple[Mapping[str, int], ...] = field(default=(), repr=False)
+    models: Mapping[str, ColumnModel] = field(default_factory=dict, repr=False)
+    noise: Mapping[str, NoiseModel] = field(default_factory=dict, repr=False)
+
+    @property
+    def rows(self) -> list[list[Any]]:
+        return [list(r) for r in self.values]
+
+    def error_bars(self, level: float = 0.95) -> list[list[float | None]]:
+        """Half-widths at confidence ``level`` for every cell (noise only; see
+        ``veil.release.estimators``). Post-processing of released values: costs nothing."""
+        if not isinstance(level, int | float) or not 0 < level < 1 or math.isnan(level):
+            raise InvalidArgumentError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}")
+        out: list[list[float | None]] = []
+        for row, stats in zip(self.values, self.stats, strict=True):
+            bars: list[float | None] = []
+            for col, value in zip(self.columns, row, strict=True):
+                model = self.models.get(col)
+                if model is None or value is None:
+                    bars.append(None)
+                else:
+                    bars.append(halfwidth(model, stats, float(value), self.noise, level))
+            out.append(bars)
+        return out
+
+    def to_arrow(self) -> pa.Table:
+        arrays = []
+        for i, t in enumerate(self.types):
+            arrays.append(pa.array([r[i] for r in self.values], type=_ARROW_TYPES.get(t)))
+        return pa.table(arrays, names=list(self.columns))
+
+    def to_pandas(self) -> Any:
+        try:
+            import pandas  # noqa: F401
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "to_pandas() needs pandas: pip install 'veil[pandas]'"
+            ) from exc
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        try:
+            import polars
+        except ImportError as exc:
+            raise MissingDependencyError("to_polars() needs polars: pip install polars") from exc
+        return polars.from_arrow(self.to_arrow())
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __str__(self) -> str:
+        bars = self.error_bars()
+        header = list(self.columns)
+        body: list[list[str]] = []
+        for row, bar in zip(self.values, bars, strict=True):
+            cells = []
+            for v, b in zip(row, bar, strict=True):
+                text = f"{v:.6g}" if isinstance(v, float) else str(v)
+                cells.append(text if b is None else f"{text} ± {b:.3g}")
+            body.append(cells)
+        widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(header)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+        lines.append(f"cost: {self.cost}" + (" (cached answer)" if self.cached else ""))
+        return "\n".join(lines)
+
+    # -- the cached form (JSON) -------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": list(self.columns),
+            "types": list(self.types),
+            "rows": [list(r) for r in self.values],
+            "cost": self.cost.to_dict(),
+            "usage": [u.to_json() for u in self.usage],
+            "fingerprint": self.fingerprint,
+            "notes": list(self.notes),
+            "stats": [{k: str(v) for k, v in s.items()} for s in self.stats],
+            "models": [m.to_json() for m in self.models.values()],
+            "noise": [n.to_json() for n in self.noise.values()],
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any], *, cached: bool = False) -> Result:
+        models = [ColumnModel.from_json(m) for m in d["models"]]
+        noise = [NoiseModel.from_json(n) for n in d["noise"]]
+        cost = Budget(epsilon=0) if cached else Budget.from_dict(d["cost"])
+        return Result(
+            columns=tuple(d["columns"]),
+            types=tuple(d["types"]),
+            values=tuple(tuple(r) for r in d["rows"]),
+            cost=cost,
+            usage=tuple(Usage.from_json(u) for u in d["usage"]),
+            fingerprint=str(d.get("fingerprint", "")),
+            cached=cached,
+            notes=tuple(d.get("notes", ())),
+            stats=tuple({k: int(v) for k, v in s.items()} for s in d["stats"]),
+            models={m.alias: m for m in models},
+            noise={n.name: n for n in noise},
+        )

@@ -1,0 +1,507 @@
+"""The session: the one place that walks a query through the whole flow (DESIGN §3).
+
+    plan ─► rewrite (bounding, clamping, mechanism, split) ─► cache? ─► reserve ─► re-check the
+    loss ─► SQL on the engine ─► noise ─► post-process ─► commit ─► Result
+
+Ledger protocol: nothing is charged for a query refused before it runs (parse, schema,
+bounds, budget errors all happen before ``reserve``); an identical query (same canonical plan,
+data version and loss) is answered from ``ledger.cached_answer`` at no cost; a failure after
+reserving and before any noise is drawn refunds; after noise is drawn the charge stays.
+
+NULL rule: rows where a column read by an aggregate (other than COUNT(*)) is NULL or NaN are
+left out of the whole aggregation, as if ``WHERE col IS NOT NULL`` had been written; a NULL
+privacy unit is one unit; a NULL group key is a group of its own (unknown keys) or dropped
+(public domain without None, histograms).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pyarrow as pa
+
+from veil.accounting.budget import Budget, Number
+from veil.accounting.ledger import Ledger
+from veil.builder import Query
+from veil.compile.dialect import dialect as dialect_of
+from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
+from veil.compile.rules import Context, apply_rules
+from veil.compile.verify import check_loss
+from veil.engines.base import Engine
+from veil.errors import (
+    InternalError,
+    InvalidArgumentError,
+    SessionStateError,
+    VeilError,
+)
+from veil.noise import discrete_gaussian, discrete_laplace
+from veil.plan.canonical import fingerprint
+from veil.plan.nodes import (
+    Aggregate,
+    ColumnBounds,
+    Contribution,
+    KeyValue,
+    Measurement,
+    Plan,
+    Scan,
+    as_fraction,
+)
+from veil.plan.tree import aggregate_of
+from veil.random import RandomSource, system_source
+from veil.release.estimators import column_models, estimate, noise_models
+from veil.release.explain import Explanation, describe_usage, expected_errors
+from veil.release.post import Rows, post_process
+from veil.release.quantiles import choose_quantile
+from veil.release.result import Result
+
+__all__ = ["Result", "Session"]
+
+BoundsArg = Mapping[str, tuple[Any, Any]] | None
+Key = tuple[KeyValue, ...]
+
+
+def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
+    if bounds is None:
+        return {}
+    if not isinstance(bounds, Mapping):
+        raise InvalidArgumentError(
+            f"bounds must map column → (lower, upper), e.g. {{'income': (0, 1e6)}}; got {bounds!r}"
+        )
+    out: dict[str, ColumnBounds] = {}
+    for col, pair in bounds.items():
+        if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
+            raise InvalidArgumentError(
+                f"bounds for {col!r} must be a pair (lower, upper), got {pair!r}"
+            )
+        out[col] = ColumnBounds(col, pair[0], pair[1])
+    return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        if v != v.to_integral_value():
+            raise InternalError(f"an exact integer statistic came back as {v}")
+        return int(v)
+    return v
+
+
+class Session:
+    """Differentially private queries over named tables on one engine, charged to one ledger.
+
+    Build one with :meth:`local` (DuckDB in-process). ``privacy_unit`` is the column whose
+    rows are protected together (``None``: each row); ``bounds`` default clamping bounds per
+    column; ``max_groups`` / ``max_rows_per_group`` the contribution limits (defaults 1 and 1).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        ledger: Ledger,
+        analyst: str,
+        dataset: str,
+        privacy_unit: str | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        quantile_buckets: int = 1024,
+        source: RandomSource | None = None,
+    ) -> None:
+        self.engine = engine
+        self.ledger = ledger
+        self.analyst = analyst
+        self.dataset = dataset
+        self.privacy_unit = privacy_unit
+        self.bounds = _bounds(bounds)
+        self.contribution = _contribution(max_groups, max_rows_per_group)
+        self.quantile_buckets = quantile_buckets
+        self._source = source
+        self._closed = False
+
+    @classmethod
+    def local(
+        cls,
+        tables: Mapping[str, Any],
+        *,
+        privacy_unit: str | None = None,
+        budget: Budget | None = None,
+        analyst: str = "analyst",
+        ledger: Ledger | str | None = None,
+        dataset: str | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        connection: Any = None,
+        source: RandomSource | None = None,
+    ) -> Session:
+        """A session on the embedded DuckDB engine.
+
+        ``tables``: name → CSV/Parquet path (scanned lazily), pandas/Polars/Arrow object, or a
+        table name of ``connection``. ``ledger``: a :class:`veil.Ledger`, a URL
+        (``"sqlite:///ledger.db"``) or ``None`` for an in-memory one. ``budget`` is granted to
+        (``analyst``, ``dataset``) if the ledger has no grant for them yet; ``dataset``
+        defaults to the table names joined by ``+``.
+        """
+        from veil.engines.duckdb import DuckDBEngine
+
+        engine = DuckDBEngine(tables, connection=connection)
+        if isinstance(ledger, Ledger):
+            book = ledger
+        else:
+            book = Ledger(ledger if ledger is not None else "sqlite://")
+        name = dataset or "+".join(sorted(tables))
+        if budget is not None and not book.has_grant(analyst, name):
+            book.grant(analyst, name, budget)
+        return cls(
+            engine,
+            ledger=book,
+            analyst=analyst,
+            dataset=name,
+            privacy_unit=privacy_unit,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            source=source,
+        )
+
+    # -- state --------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._closed = True
+
+    def _open(self) -> None:
+        if self._closed:
+            raise SessionStateError("this session is closed; open a new one with Session.local")
+
+    def remaining(self) -> Budget:
+        """What is left of this analyst's budget on this dataset."""
+        return self.ledger.remaining(self.analyst, self.dataset)
+
+    # -- building plans -----------------------------------------------------------------------
+    def _schemas(self) -> dict[str, pa.Schema]:
+        tables: Sequence[str] = getattr(self.engine, "tables", ())
+        return {t: self.engine.schema(t) for t in tables}
+
+    def plan(self, text: str, *, bounds: BoundsArg = None) -> Plan:
+        """The plan of SQL ``text`` (veil's DP subset), before compiling."""
+        from veil.sql import parse
+
+        self._open()
+        merged = {**self.bounds, **_bounds(bounds)}
+        return parse(
+            text,
+            self._schemas(),
+            privacy_unit=self.privacy_unit,
+            bounds=list(merged.values()),
+            contribution=self.contribution,
+        )
+
+    def query(self, table: str) -> Query:
+        """A query builder over ``table``; ``.run(epsilon=…)`` / ``.explain(…)`` come back here."""
+        self._open()
+        from veil.plan.tree import fields_from_arrow
+
+        return Query.over(table, fields_from_arrow(self.engine.schema(table)), runner=self)
+
+    def run_query(self, query: Query, **options: Any) -> Result:
+        bounds = options.pop("bounds", None)
+        plan = query.plan(
+            privacy_unit=self.privacy_unit,
+            bounds=list({**self.bounds, **_bounds(bounds)}.values()),
+            contribution=self.contribution,
+        )
+        return self.run(plan, bounds=bounds, **options)
+
+    def explain_query(self, query: Query, **options: Any) -> Explanation:
+        bounds = options.pop("bounds", None)
+        plan = query.plan(
+            privacy_unit=self.privacy_unit,
+            bounds=list({**self.bounds, **_bounds(bounds)}.values()),
+            contribution=self.contribution,
+        )
+        return self.explain(plan, bounds=bounds, **options)
+
+    def _compile(
+        self,
+        plan: Plan,
+        epsilon: Number | None,
+        delta: Number | None,
+        bounds: BoundsArg,
+        max_groups: int | None,
+        max_rows_per_group: int | None,
+    ) -> Plan:
+        if epsilon is None:
+            raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
+        agg = aggregate_of(plan)
+        d = delta
+        if d is None and not agg.public_keys:
+            d = self._default_delta(epsilon)
+        budget = Budget(epsilon=epsilon, delta=d)
+        contribution = self.contribution
+        if max_groups is not None or max_rows_per_group is not None:
+            base = contribution or agg.contribution
+            contribution = Contribution(
+                max_groups if max_groups is not None else base.max_groups,
+                max_rows_per_group if max_rows_per_group is not None else base.max_rows_per_group,
+            )
+        ctx = Context(
+            budget=budget,
+            privacy_unit=self.privacy_unit,
+            bounds={**self.bounds, **_bounds(bounds)},
+            contribution=contribution,
+            quantile_buckets=self.quantile_buckets,
+        )
+        return apply_rules(plan, ctx)
+
+    def _default_delta(self, epsilon: Number) -> Fraction:
+        """δ for partition selection when the query gives none: the grant's δ, scaled by the
+        query's share of the grant's ε."""
+        try:
+            granted = self.ledger.granted(self.analyst, self.dataset)
+        except VeilError:
+            granted = None
+        if granted is None or granted.kind != "approx":
+            raise InvalidArgumentError(
+                "grouping by columns without a public list of keys needs partition selection, "
+                "which needs delta > 0; pass delta=1e-6 (or declare the keys' domain)"
+            )
+        eps = as_fraction(epsilon, "epsilon")
+        share = min(Fraction(1), eps / granted.eps) if granted.eps > 0 else Fraction(1)
+        return granted.delta * share
+
+    # -- the flow -----------------------------------------------------------------------------
+    def sql(
+        self,
+        text: str,
+        *,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        source: RandomSource | None = None,
+    ) -> Result:
+        """Answer SQL ``text`` with noise, error bars and a charged budget."""
+        plan = self.plan(text, bounds=bounds)
+        return self.run(
+            plan,
+            epsilon=epsilon,
+            delta=delta,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            source=source,
+        )
+
+    def run(
+        self,
+        plan: Plan,
+        *,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        source: RandomSource | None = None,
+    ) -> Result:
+        """Answer ``plan`` (see the module docstring for the protocol)."""
+        self._open()
+        compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        agg = aggregate_of(compiled)
+        if agg.budget is None:
+            raise InternalError("the compiled aggregation has no charged loss")
+        loss = agg.budget
+        fp = fingerprint(compiled)
+        version = self.engine.data_version(_table(agg))
+        hit = self.ledger.cached_answer(
+            self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
+        )
+        if hit is not None:
+            return Result.from_json(hit, cached=True)
+        src = source or self._source or system_source()
+        reservation = self.ledger.reserve(
+            self.analyst, self.dataset, loss, fingerprint=fp, data_version=version
+        )
+        try:
+            check_loss(agg, reservation.loss)
+            salt = int.from_bytes(src.random_bytes(8), "big") >> 1
+            lowered = lower(agg, dialect_of(self.engine.dialect), salt=salt)
+            main = self.engine.execute(lowered.main)
+            buckets = {name: self.engine.execute(tree) for name, tree in lowered.quantiles}
+            exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
+            counts = {name: _bucket_counts(t, lowered.keys) for name, t in buckets.items()}
+        except BaseException:
+            reservation.refund()
+            raise
+        # noise is drawn from here on: the charge stays even if something fails below
+        result = _release(compiled, agg, exact, counts, src, fp)
+        reservation.commit(result.to_json())
+        return result
+
+    def explain(
+        self,
+        query: str | Plan,
+        *,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+    ) -> Explanation:
+        """What ``query`` would do and cost, without reading private data or charging."""
+        plan = self.plan(query, bounds=bounds) if isinstance(query, str) else query
+        compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        agg = aggregate_of(compiled)
+        if agg.budget is None:
+            raise InternalError("the compiled aggregation has no charged loss")
+        check_loss(agg, agg.budget)
+        salt = int.from_bytes(system_source().random_bytes(8), "big") >> 1
+        lowered = lower(agg, dialect_of(self.engine.dialect), salt=salt)
+        unit = agg.privacy_unit or "each row"
+        contribution = (
+            f"privacy unit {unit}: at most {agg.contribution.max_groups} group(s) and "
+            f"{agg.contribution.max_rows_per_group} row(s) per group"
+            if agg.privacy_unit
+            else "row-level privacy (each row is a unit)"
+        )
+        return Explanation(
+            plan=compiled,
+            sql=to_sql(lowered.main, self.engine.dialect),
+            quantile_sql=tuple(to_sql(t, self.engine.dialect) for _, t in lowered.quantiles),
+            cost=agg.budget,
+            usage=describe_usage(agg),
+            errors=expected_errors(agg),
+            contribution=contribution,
+        )
+
+
+def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
+    if max_groups is None and max_rows is None:
+        return None
+    return Contribution(max_groups or 1, max_rows or 1)
+
+
+def _table(agg: Aggregate) -> str:
+    node: Plan = agg.child
+    while not isinstance(node, Scan):
+        node = node.children[0]
+    return node.table
+
+
+# -- from engine output to released rows ----------------------------------------------------
+
+
+def _exact_stats(
+    agg: Aggregate, table: pa.Table, columns: Mapping[str, str], keys: Sequence[str]
+) -> dict[Key, dict[str, int]]:
+    """Exact statistics per group key, with the overflow check of the fixed-point sums."""
+    data = table.to_pydict()
+    out: dict[Key, dict[str, int]] = {}
+    by_name = {m.name: m for m in agg.measurements}
+    for i in range(table.num_rows):
+        key = tuple(data[k][i] for k in keys)
+        stats = {name: int(_plain(data[col][i])) for name, col in columns.items()}
+        rows = int(data[COUNT_COLUMN][i])
+        for name, value in stats.items():
+            m = by_name[name]
+            if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
+                raise InternalError(
+                    f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
+                )
+        out[key] = stats
+    return out
+
+
+def _bucket_counts(table: pa.Table, keys: Sequence[str]) -> dict[Key, dict[int, int]]:
+    data = table.to_pydict()
+    out: dict[Key, dict[int, int]] = {}
+    for i in range(table.num_rows):
+        key = tuple(data[k][i] for k in keys)
+        out.setdefault(key, {})[int(data[BUCKET_COLUMN][i])] = int(data[BUCKET_COUNT_COLUMN][i])
+    return out
+
+
+def _label(agg: Aggregate, key: Key) -> Key:
+    out: list[KeyValue] = []
+    for k, v in zip(agg.keys, key, strict=True):
+        if k.edges is not None and v is not None:
+            out.append(k.labels()[int(v)])
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def _public_keys(agg: Aggregate) -> list[Key]:
+    spaces: list[list[KeyValue]] = []
+    for k in agg.keys:
+        if k.edges is not None:
+            spaces.append(list(range(len(k.edges) - 1)))
+        else:
+            spaces.append(list(k.labels()))
+    return [tuple(p) for p in itertools.product(*spaces)]
+
+
+def _draw(m: Measurement, size: int, source: RandomSource) -> list[int]:
+    if size == 0:
+        return []
+    if m.mechanism == "discrete_laplace":
+        return [int(x) for x in discrete_laplace(m.scale, size, source=source)]
+    return [int(x) for x in discrete_gaussian(m.scale, size, source=source)]
+
+
+def _release(
+    plan: Plan,
+    agg: Aggregate,
+    exact: dict[Key, dict[str, int]],
+    counts: Mapping[str, dict[Key, dict[int, int]]],
+    source: RandomSource,
+    fp: str,
+) -> Result:
+    """Noise, selection, estimators, post-processing: from exact statistics to a Result."""
+    # every public key is released; unknown keys in an order that depends on the keys alone
+    keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
+    names = [m.name for m in agg.measurements if m.statistic != "quantile"]
+    zero = dict.fromkeys(names, 0)
+    noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
+    for m in agg.measurements:
+        if m.statistic == "quantile":
+            continue
+        noise = _draw(m, len(keys), source)
+        for k, z in zip(keys, noise, strict=True):
+            noisy[k][m.name] += z
+    if agg.selection is not None:
+        count = next(m.name for m in agg.measurements if m.statistic == "count")
+        keys = [k for k in keys if noisy[k][count] >= agg.selection.threshold]
+    for m in agg.measurements:
+        if m.statistic != "quantile":
+            continue
+        per_key = counts.get(m.name, {})
+        for k in keys:
+            cells = per_key.get(k, {})
+            vector = [cells.get(b, 0) for b in range(m.limit)]
+            noisy[k][m.name] = choose_quantile(m, vector, source=source)
+    models = column_models(agg)
+    noise_by_name = noise_models(agg)
+    released: Rows = []
+    stats_rows: list[dict[str, int]] = []
+    for i, k in enumerate(keys):
+        values = [estimate(c, noisy[k], noise_by_name) for c in models]
+        released.append((i, (*_label(agg, k), *values)))
+        stats_rows.append(noisy[k])
+    schema = agg.schema()
+    columns, rows = post_process(plan, [f.name for f in schema], released)
+    types = {f.name: f.type for f in plan.schema()}
+    return Result(
+        columns=tuple(columns),
+        types=tuple(types[c] for c in columns),
+        values=tuple(r for _, r in rows),
+        cost=agg.budget or Budget(epsilon=0),
+        usage=describe_usage(agg),
+        fingerprint=fp,
+        stats=tuple(stats_rows[i] for i, _ in rows),
+        models={c.alias: c for c in models},
+        noise={n.name: n for n in noise_by_name.values() if n.mechanism != "exponential"},
+    )
