@@ -9,6 +9,7 @@ evaluation at the chosen α must not round down, and it does not.
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
@@ -111,6 +112,11 @@ def zcdp_to_approx(rho: Number, delta: Number) -> Budget:
         raise InvalidArgumentError(f"delta must lie in (0, 1), got {delta!r}")
     if r == 0:
         return Budget(epsilon=0, delta=d)
+    return _zcdp_to_approx(r, d)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zcdp_to_approx(r: Fraction, d: Fraction) -> Budget:
     alpha = _best_alpha(float(r), math.log(1 / float(d)))
     if alpha <= 1:
         alpha = Fraction(1) + Fraction(1, 10**6)
