@@ -28,6 +28,7 @@ from veil.noise._exact import (
     LazyUniform,
     check_size,
     draw_u32,
+    draw_u64,
     exp_bounds,
     exp_neg_bounds,
     resolve_source,
@@ -37,8 +38,9 @@ from veil.random import RandomSource
 __all__ = ["MAX_SCALE", "discrete_gaussian", "discrete_laplace", "geometric"]
 
 MAX_SCALE = Fraction(2**48)
-_TABLE = 4096  # entries per inversion table
+_TABLE = 4096  # entries per inversion table (and digit base)
 _DIRECT = _TABLE // 16  # scales up to this invert one table (tail mass e^-16 per pass)
+_BIG_TABLE = 1 << 16  # a larger direct table, built only for batches big enough to repay it
 _PREC = 128  # fixed-point bits used to build tables
 _INT64_MAX = (1 << 63) - 1
 
@@ -93,8 +95,7 @@ class _Inverter:
         wf = v.astype(np.float32)
         wf += np.float32(0.5)
         wf *= np.float32(2.0**-self.bits)
-        g = self.guess(wf)
-        np.nan_to_num(g, copy=False, nan=0.0, posinf=size, neginf=0.0)
+        g = self.guess(wf)  # finite: 0 < W ≤ 1 and the guesses are finite multiples of log W
         np.clip(g, 0, size - 1, out=g)
         m = g.astype(np.int64)
         # certain: W < S(m) (v+1 ≤ lo[m]) and W ≥ S(m+1) (v ≥ hi[m+1])
@@ -134,6 +135,21 @@ class _Inverter:
         return count - 1
 
 
+Proposal = Callable[[int], tuple[NDArray[np.int64], NDArray[np.bool_]]]
+
+
+def _fill(n: int, propose: Proposal) -> NDArray[np.int64]:
+    """Rejection sampling over arrays: ``propose(k)`` gives k candidates and acceptances;
+    rejected slots are re-proposed (independently) until every slot holds an accepted value."""
+    out, accept = propose(n)
+    pending = np.flatnonzero(~accept)
+    while pending.size:
+        values, accept = propose(pending.size)
+        out[pending[accept]] = values[accept]
+        pending = pending[~accept]
+    return out
+
+
 def _exp_table(x: Fraction, count: int) -> tuple[list[int], list[int]]:
     """Brackets of ``2^_PREC·exp(-x·m)`` for m = 0..count-1 by interval multiplication."""
     base_lo, base_hi = exp_neg_bounds(x, _PREC)
@@ -154,10 +170,20 @@ def _scaled(num_lo: int, num_hi: int, den_lo: int, den_hi: int, bits: int) -> tu
 # ---------------------------------------------------------------------------- geometric
 
 
+def _direct_size(x: Fraction, n: int) -> int | None:
+    """Entries of a direct table for scale ``1/x`` and ``n`` draws, or None for digits."""
+    if x * _DIRECT >= 1:
+        return _TABLE
+    need = 16 / x
+    if need <= _BIG_TABLE and n >= 16 * need:
+        return 1 << max(12, math.ceil(math.log2(need)))
+    return None
+
+
 @lru_cache(maxsize=64)
-def _geometric_direct(x: Fraction) -> _Inverter:
+def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``P(G = g) ∝ exp(-x·g)``: survival ``S(m) = exp(-x·m)``, one table plus its tail."""
-    size, bits = _TABLE, 32
+    bits = 32
     e_lo, e_hi = _exp_table(x, size + 1)
     shift = _PREC - bits
     lo = [a >> shift for a in e_lo]
@@ -178,70 +204,75 @@ def _geometric_direct(x: Fraction) -> _Inverter:
     return _Inverter(lo, hi, bits, guess, sbounds, tail)
 
 
+_SPLIT_BINS = 4096
+
+
 @lru_cache(maxsize=64)
-def _truncated_digit(x: Fraction) -> _Inverter:
-    """``P(D = d) ∝ exp(-x·d)`` on ``0..T-1`` (a base-T digit of a geometric)."""
-    size, bits = _TABLE, 32
-    e_lo, e_hi = _exp_table(x, size + 1)
-    top_lo, top_hi = e_lo[-1], e_hi[-1]
-    one = 1 << _PREC
-    lo, hi = [], []
-    for m in range(size + 1):  # S(m) = (e^{-xm} - e^{-xT}) / (1 - e^{-xT})
-        a, b = _scaled(
-            max(e_lo[m] - top_hi, 0), max(e_hi[m] - top_lo, 0), one - top_hi, one - top_lo, bits
-        )
-        lo.append(a)
-        hi.append(b)
-    lo[0] = hi[0] = 1 << bits
-    lo[size] = hi[size] = 0
-    xf = float(x)
-    c = -math.expm1(-xf * size)  # 1 - e^{-xT}
-    inv_x = np.float32(1.0 / xf)
+def _low_part_table(x: Fraction, m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """32-bit brackets of ``exp(-x·r)`` over bins ``r ∈ [b·w, (b+1)·w]``, ``w = 2^m/4096``.
 
-    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
-        w -= np.float32(1.0)
-        w *= np.float32(c)  # -(1 - W)(1 - e^{-xT})
-        np.log1p(w, out=w)
-        w *= -inv_x
-        return w
+    ``exp(-x·r)`` decreases in ``r``: the bin's bracket is (lower bound at its right end,
+    upper bound at its left end).
+    """
+    w = (1 << m) // _SPLIT_BINS
+    e_lo, e_hi = _exp_table(x * w, _SPLIT_BINS + 1)
+    shift = _PREC - 32
+    lo = np.array([v >> shift for v in e_lo[1:]], dtype=np.int64)
+    hi = np.array([-((-v) >> shift) for v in e_hi[:-1]], dtype=np.int64)
+    return lo, hi
 
-    def sbounds(m: int, prec: int) -> tuple[int, int]:
-        p = prec + 8
-        a_lo, a_hi = exp_neg_bounds(x * m, p)
-        t_lo, t_hi = exp_neg_bounds(x * size, p)
-        return _scaled(
-            max(a_lo - t_hi, 0), max(a_hi - t_lo, 0), (1 << p) - t_hi, (1 << p) - t_lo, prec
-        )
 
-    return _Inverter(lo, hi, bits, guess, sbounds, None)
+def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.int64]:
+    """``n`` draws of ``R`` on ``[0, 2^m)`` with ``P(R = r) ∝ exp(-x·r)`` (``x·2^m ≤ 1/16``).
+
+    Rejection from the uniform: ``r`` is accepted with probability ``exp(-x·r) ≥ e^{-1/16}``,
+    decided exactly (bin brackets, the rare undecided word refined one by one).
+    """
+    lo, hi = _low_part_table(x, m)
+
+    def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+        if m <= 32:
+            r = draw_u32(source, k).astype(np.int64)
+            r >>= 32 - m
+        else:
+            r = (draw_u64(source, k) >> np.uint64(64 - m)).astype(np.int64)
+        u = draw_u32(source, k).astype(np.int64)
+        b = r >> (m - 12)
+        accept = u < lo[b]
+        undecided = np.flatnonzero(~accept & (u < hi[b]))
+        for j in undecided:
+            accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(x * int(r[j])))
+        return r, accept
+
+    return _fill(n, propose)
 
 
 def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     """``n`` exact draws of ``G`` with ``P(G = g) ∝ exp(-x·g)``, ``x > 0`` rational.
 
-    For ``1/x ≤ _DIRECT`` one table. Otherwise ``G = Σ_j D_j·T^j + T^J·Q``: base-T digits
-    ``D_j`` (``P ∝ exp(-x·T^j·d)`` on ``0..T-1``) and ``Q`` geometric with ``x·T^J``, all
-    independent because ``exp(-x·g)`` factorises over the digits of ``g``.
+    For small scales one table (:func:`_geometric_direct`). Otherwise ``G = R + 2^m·Q`` with
+    ``2^m ≤ 1/(16x)``: ``R`` on ``[0, 2^m)`` with ``P ∝ exp(-x·r)`` (:func:`_low_part`) and
+    ``Q`` geometric with ``x·2^m`` (a table), independent because
+    ``exp(-x(r + 2^m q)) = exp(-x·r)·exp(-x·2^m·q)``.
     """
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    if x * _DIRECT >= 1:
-        return _geometric_direct(x).invert(draw_u32(source, n).astype(np.int64), source)
-    out = np.zeros(n, dtype=np.int64)
-    place = 1
-    xj = x
-    while xj * _DIRECT < 1:
-        digits = _truncated_digit(xj).invert(draw_u32(source, n).astype(np.int64), source)
-        if place > 1:
-            digits *= place
-        out += digits
-        place *= _TABLE
-        xj = xj * _TABLE
-    q = _geometric_direct(xj).invert(draw_u32(source, n).astype(np.int64), source)
+    size = _direct_size(x, n)
+    if size is not None:
+        return _geometric_direct(x, size).invert(draw_u32(source, n).astype(np.int64), source)
+    m = math.floor(math.log2(1 / (16 * x)))
+    while x * (1 << m) > Fraction(1, 16):
+        m -= 1
+    out = _low_part(x, m, n, source)
+    xq = x * (1 << m)
+    q = _geometric_direct(xq, _direct_size(xq, n) or _TABLE).invert(
+        draw_u32(source, n).astype(np.int64), source
+    )
     if q.any():
-        if int(q.max()) > (_INT64_MAX - int(out.max())) // place:
+        if int(q.max()) > (_INT64_MAX - (1 << m)) >> m:
             raise InternalError("a sample overflowed int64")
-        out += q * place
+        q <<= m
+        out += q
     return out
 
 
@@ -260,12 +291,12 @@ def geometric(
 
 
 @lru_cache(maxsize=64)
-def _laplace_magnitude(x: Fraction) -> _Inverter:
+def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``|X|`` of a discrete Laplace, ``P(|X| = m) ∝ (2 - [m = 0])·e^{-x·m}``.
 
     Survival ``S(m) = 2e^{-xm}/(1 + e^{-x})`` for ``m ≥ 1``; 31 bits (the 32nd is the sign).
     """
-    size, bits = _TABLE, 31
+    bits = 31
     e_lo, e_hi = _exp_table(x, size + 1)
     one = 1 << _PREC
     lo, hi = [1 << bits], [1 << bits]
@@ -300,11 +331,12 @@ def _laplace_magnitude(x: Fraction) -> _Inverter:
 def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    if x * _DIRECT >= 1:
+    size = _direct_size(x, n)
+    if size is not None:
         u = draw_u32(source, n).astype(np.int64)
         sign = u & 1
         u >>= 1
-        mag = _laplace_magnitude(x).invert(u, source)
+        mag = _laplace_magnitude(x, size).invert(u, source)
         # sign bit is independent of the magnitude word; P(+m) = P(-m) for m ≥ 1
         sign *= -2
         sign += 1
@@ -312,18 +344,16 @@ def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.i
         return mag
     # large scales (CKS 2020 Algorithm 2, steps 5-6): X = ±G with G geometric and a fair
     # sign, rejecting (−, 0) so that 0 is not counted twice; P(reject) = (1 − p)/2 ≈ 0.
-    out = np.empty(n, dtype=np.int64)
-    pending = np.arange(n)
-    while pending.size:
-        k = pending.size
+
+    def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         g = _geometric(x, k, source)
-        negative = draw_u32(source, (k + 31) // 32).view(np.uint8)[: (k + 7) // 8]
-        bits = np.unpackbits(negative, count=k).astype(bool)
-        keep = ~(bits & (g == 0))
-        g[bits] *= -1
-        out[pending[keep]] = g[keep]
-        pending = pending[~keep]
-    return out
+        words = draw_u32(source, (k + 31) // 32).view(np.uint8)[: (k + 7) // 8]
+        negative = np.unpackbits(words, count=k).view(np.bool_)
+        keep = ~(negative & (g == 0))
+        np.negative(g, out=g, where=negative)
+        return g, keep
+
+    return _fill(n, propose)
 
 
 def discrete_laplace(
@@ -341,43 +371,32 @@ def discrete_laplace(
 
 # ----------------------------------------------------------------------- discrete Gaussian
 
-_ACCEPT_BINS = 4096
-
 
 @lru_cache(maxsize=32)
 def _gauss_accept_table(
-    sigma2: Fraction, t: int
+    sigma2: Fraction, t: int, bins: int
 ) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]:
     """Bins of ``|Y|`` with 32-bit brackets of the acceptance ``exp(-(|Y| - σ²/t)²/(2σ²))``.
 
-    Bin ``b`` holds ``|Y| ∈ [b·w, (b+1)·w)``; its bracket spans the min and max of the
-    acceptance over the bin (γ is monotone on each side of ``σ²/t``), so an entry of ``u``
-    below ``lo`` accepts and at or above ``hi`` rejects, certainly; the rest are decided exactly.
+    Bin ``b`` holds ``|Y| ∈ [b·w, (b+1)·w)``; its bracket spans the acceptance at the bin's
+    ends ``b·w`` and ``(b+1)·w`` (and 1 if ``σ²/t`` lies between: γ is monotone on each side
+    of it), so a word ``u`` below ``lo`` accepts and at or above ``hi`` rejects, certainly; the
+    rest (and ``|Y|`` past the last bin, probability ≈ e^-12) are decided exactly one by one.
     """
     c = sigma2 / t
-    limit = 24 * t
-    width = max(1, -(-limit // _ACCEPT_BINS))
+    limit = 12 * t
+    width = max(1, -(-limit // bins))
     nbins = -(-limit // width)
-
-    def gamma(y: int) -> Fraction:
-        return (y - c) ** 2 / (2 * sigma2)
-
+    ends = [exp_neg_bounds((b * width - c) ** 2 / (2 * sigma2), 32) for b in range(nbins + 1)]
     lo = np.zeros(nbins, dtype=np.int64)
     hi = np.zeros(nbins, dtype=np.int64)
-    cache: dict[Fraction, tuple[int, int]] = {}
-
-    def bound(g: Fraction) -> tuple[int, int]:
-        if g not in cache:
-            cache[g] = exp_neg_bounds(g, 32)
-        return cache[g]
-
     for b in range(nbins):
-        a, z = b * width, (b + 1) * width - 1
-        g_a, g_z = gamma(a), gamma(z)
-        g_max = max(g_a, g_z)
-        g_min = Fraction(0) if a <= c <= z else min(g_a, g_z)
-        lo[b] = bound(g_max)[0]
-        hi[b] = bound(g_min)[1]
+        if width == 1:  # one integer per bin: its own bracket
+            lo[b], hi[b] = ends[b]
+            continue
+        a, z = b * width, (b + 1) * width
+        lo[b] = min(ends[b][0], ends[b + 1][0])
+        hi[b] = 1 << 32 if a <= c <= z else max(ends[b][1], ends[b + 1][1])
     return width, lo, hi
 
 
@@ -385,30 +404,31 @@ def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArra
     """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries."""
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # ⌊σ⌋ + 1
     if n >= 512:
-        width, lo, hi = _gauss_accept_table(sigma2, t)
+        bins = 1 << min(14, max(10, (n // 256).bit_length()))
+        width, lo, hi = _gauss_accept_table(sigma2, t, bins)
     else:  # too few draws to pay for a table: decide every acceptance exactly one by one
         width, lo, hi = 1, np.zeros(1, dtype=np.int64), np.full(1, 1 << 32, dtype=np.int64)
     nbins = lo.size
-    out = np.empty(n, dtype=np.int64)
-    pending = np.arange(n)
     c = sigma2 / t
     x = Fraction(1, t)
-    while pending.size:
-        k = pending.size
+
+    def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         y = _discrete_laplace(x, k, source)
         u = draw_u32(source, k).astype(np.int64)
         b = np.abs(y)
-        b //= width
+        if width > 1:
+            b //= width
         inside = b < nbins
-        bi = np.where(inside, b, 0)
-        accept = inside & (u < lo[bi])
-        undecided = np.flatnonzero(~(accept | (inside & (u >= hi[bi]))))
+        np.minimum(b, nbins - 1, out=b)
+        accept = u < lo[b]
+        accept &= inside
+        undecided = np.flatnonzero(~(accept | (inside & (u >= hi[b]))))
         for j in undecided:
             gamma = (abs(int(y[j])) - c) ** 2 / (2 * sigma2)
             accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(gamma))
-        out[pending[accept]] = y[accept]
-        pending = pending[~accept]
-    return out
+        return y, accept
+
+    return _fill(n, propose)
 
 
 def discrete_gaussian(
