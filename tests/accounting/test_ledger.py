@@ -241,3 +241,17 @@ def test_grants_lists_every_budget(ledger: Ledger) -> None:
     ledger.grant("bob", "trips", Budget(rho=1))
     ledger.grant("alice", "people", Budget(epsilon=1))
     assert ledger.grants() == [("alice", "people"), ("bob", "trips")]
+
+
+def test_two_answers_to_one_question_are_both_kept_and_the_first_is_served(ledger: Ledger) -> None:
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    loss = Budget(epsilon=0.25)
+    first = ledger.reserve("alice", "people", loss, fingerprint="f")
+    second = ledger.reserve("alice", "people", loss, fingerprint="f")
+    second_id = second.commit({"x": 2})
+    first_id = first.commit({"x": 1})
+    assert first_id != second_id
+    charges = {h.id: h.answer_id for h in ledger.history("alice", "people") if h.event == "charge"}
+    assert charges == {first.id: first_id, second.id: second_id}
+    found = ledger.cached_answer("alice", "people", fingerprint="f", data_version="", loss=loss)
+    assert found == {"x": 2}  # the earliest released answer

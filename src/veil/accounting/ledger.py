@@ -430,28 +430,19 @@ class Ledger:
             answer_id = None
             if payload is not None:
                 key = records.loss_key(reservation.loss)
-                answer_id = conn.execute(
-                    select(answers.c.id).where(
-                        answers.c.budget_id == row.budget_id,
-                        answers.c.fingerprint == reservation.fingerprint,
-                        answers.c.data_version == reservation.data_version,
-                        answers.c.loss_key == key,
-                    )
-                ).scalar_one_or_none()
-                if answer_id is None:
-                    answer_id = records.new_id(
-                        conn.execute(
-                            insert(answers).values(
-                                budget_id=row.budget_id,
-                                fingerprint=reservation.fingerprint,
-                                data_version=reservation.data_version,
-                                loss_key=key,
-                                answer=payload,
-                                charge_id=reservation.id,
-                                created_at=now,
-                            )
+                answer_id = records.new_id(
+                    conn.execute(
+                        insert(answers).values(
+                            budget_id=row.budget_id,
+                            fingerprint=reservation.fingerprint,
+                            data_version=reservation.data_version,
+                            loss_key=key,
+                            answer=payload,
+                            charge_id=reservation.id,
+                            created_at=now,
                         )
                     )
+                )
             conn.execute(
                 update(events)
                 .where(events.c.id == reservation.id)
@@ -523,12 +514,15 @@ class Ledger:
         with self._tx() as conn:
             row = self._budget_row(conn, analyst, dataset)
             hit = conn.execute(
-                select(answers.c.id, answers.c.answer).where(
+                select(answers.c.id, answers.c.answer)
+                .where(
                     answers.c.budget_id == row.id,
                     answers.c.fingerprint == fingerprint,
                     answers.c.data_version == data_version,
                     answers.c.loss_key == records.loss_key(loss),
                 )
+                .order_by(answers.c.id)
+                .limit(1)
             ).one_or_none()
             if hit is None:
                 return None

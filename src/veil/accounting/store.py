@@ -100,9 +100,8 @@ answers = Table(
     Column("answer", Text, nullable=False),  # JSON
     Column("charge_id", Integer, ForeignKey("veil_events.id"), nullable=False),
     Column("created_at", Text, nullable=False),
-    UniqueConstraint(
-        "budget_id", "fingerprint", "data_version", "loss_key", name="veil_answers_key"
-    ),
+    # every released answer is kept; the cache serves the earliest for a key
+    Index("veil_answers_key", "budget_id", "fingerprint", "data_version", "loss_key"),
 )
 
 alerts = Table(
