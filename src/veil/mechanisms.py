@@ -26,7 +26,15 @@ from numpy.typing import NDArray
 from veil.accounting.budget import Budget, exact
 from veil.errors import InternalError, InvalidArgumentError
 from veil.noise import samplers
-from veil.noise._exact import LazyUniform, draw_u32, exp_bounds, resolve_source, uniform_int
+from veil.noise._exact import (
+    LazyUniform,
+    draw_u32,
+    draw_u64,
+    exp_bounds,
+    exp_neg_bounds,
+    resolve_source,
+    uniform_int,
+)
 from veil.noise.calibrate import sigma2_for_approx_dp
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
@@ -407,9 +415,40 @@ def _scores(scores: Any) -> tuple[list[Any], list[Fraction]]:
     return keys, exact_scores
 
 
-def _gammas(scores: list[Fraction], sens: Fraction, eps: Fraction) -> list[Fraction]:
+def _acceptance(
+    scores: list[Fraction], sens: Fraction, eps: Fraction
+) -> tuple[list[Fraction], NDArray[np.int64], NDArray[np.int64]]:
+    """Per candidate: γ = ε(max − score)/(2Δ) and 32-bit brackets of its weight ``exp(-γ)``."""
     top = max(scores)
-    return [eps * (top - s) / (2 * sens) for s in scores]
+    gammas = [eps * (top - s) / (2 * sens) for s in scores]
+    cache: dict[Fraction, tuple[int, int]] = {}
+    for g in gammas:
+        if g not in cache:
+            cache[g] = exp_neg_bounds(g, 32)
+    lo = np.array([cache[g][0] for g in gammas], dtype=np.int64)
+    hi = np.array([cache[g][1] for g in gammas], dtype=np.int64)
+    return gammas, lo, hi
+
+
+def _first_accepted(
+    idx: NDArray[np.int64],
+    u: NDArray[np.int64],
+    gammas: list[Fraction],
+    lo: NDArray[np.int64],
+    hi: NDArray[np.int64],
+    source: RandomSource,
+) -> int | None:
+    """The first trial (in order) whose exact Bernoulli(exp(-γ_idx)) succeeds, else None."""
+    bl, bh = lo[idx], hi[idx]
+    sure = u < bl
+    maybe = u < bh  # u ≥ bh rejects for certain
+    for pos in np.flatnonzero(maybe).tolist():
+        if sure[pos]:
+            return int(idx[pos])
+        cand = int(idx[pos])
+        if LazyUniform(int(u[pos]), 32, source).below(exp_bounds(gammas[cand])):
+            return cand
+    return None
 
 
 def exponential(
@@ -423,19 +462,29 @@ def exponential(
     proposed candidate is accepted with probability ``exp(-ε(max − score)/(2Δ))`` (an exact
     Bernoulli), so an accepted ``i`` has probability ∝ ``exp(ε·score_i/(2Δ))``. The best score
     gets the largest weight (the PHP seed's ``exp(ε(max − score)/2Δ)`` is inverted).
+    Trials run in batches; the first accepted trial of the sequence is returned.
     """
     eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
     keys, sc = _scores(scores)
-    gammas = _gammas(sc, sens, eps)
+    gammas, lo, hi = _acceptance(sc, sens, eps)
     src = resolve_source(source)
     n = len(keys)
-    batch = max(16, min(4 * n, 1 << 16))
+    batch = max(64, min(4 * n, 1 << 16))
     while True:
-        proposals = uniform_int(n, batch, source=src)
-        u = draw_u32(src, batch)
-        for idx, word in zip(proposals.tolist(), u.tolist(), strict=True):
-            if LazyUniform(word, 32, src).below(exp_bounds(gammas[idx])):
-                return keys[idx]
+        idx = uniform_int(n, batch, source=src)
+        u = draw_u32(src, batch).astype(np.int64)
+        chosen = _first_accepted(idx, u, gammas, lo, hi, src)
+        if chosen is not None:
+            return keys[chosen]
+
+
+def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
+    """A uniformly random permutation: argsort of i.i.d. 64-bit keys, redrawn on any tie
+    (given distinct keys every order is equally likely, by symmetry)."""
+    while True:
+        keys = draw_u64(source, n)
+        if np.unique(keys).size == n:
+            return np.argsort(keys, kind="stable").astype(np.int64)
 
 
 def report_noisy_max(
@@ -451,17 +500,14 @@ def report_noisy_max(
     """
     eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
     keys, sc = _scores(scores)
-    gammas = _gammas(sc, sens, eps)
+    gammas, lo, hi = _acceptance(sc, sens, eps)
     src = resolve_source(source)
-    order = list(range(len(keys)))
-    for i in range(len(order) - 1, 0, -1):  # Fisher–Yates with unbiased integers
-        j = int(uniform_int(i + 1, 1, source=src)[0])
-        order[i], order[j] = order[j], order[i]
-    for idx in order:
-        word = int(draw_u32(src, 1)[0])
-        if LazyUniform(word, 32, src).below(exp_bounds(gammas[idx])):
-            return keys[idx]
-    raise InternalError("permute-and-flip rejected the best candidate, which has probability 1")
+    order = _uniform_permutation(len(keys), src)
+    u = draw_u32(src, len(keys)).astype(np.int64)
+    chosen = _first_accepted(order, u, gammas, lo, hi, src)
+    if chosen is None:
+        raise InternalError("permute-and-flip rejected the best candidate, which has probability 1")
+    return keys[chosen]
 
 
 def randomized_response(
