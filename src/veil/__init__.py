@@ -1,5 +1,9 @@
 """veil — differential-privacy analytics with exact noise and durable budgets."""
 
+from veil import mechanisms as mechanisms  # public submodules
+from veil import noise as noise
+from veil import postprocess as postprocess
+from veil import sensitivity as sensitivity
 from veil.accounting import Budget, Ledger
 from veil.errors import (
     BoundsError,
@@ -17,6 +21,7 @@ from veil.errors import (
     UserError,
     VeilError,
 )
+from veil.mechanisms import GaussianMechanism, LaplaceMechanism
 from veil.perturb import perturb
 from veil.release.result import Result
 from veil.session import Session
@@ -27,8 +32,10 @@ __all__ = [
     "BoundsError",
     "Budget",
     "BudgetExhaustedError",
+    "GaussianMechanism",
     "InternalError",
     "InvalidArgumentError",
+    "LaplaceMechanism",
     "Ledger",
     "LedgerError",
     "MissingDependencyError",
