@@ -110,10 +110,14 @@ def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     predicate: exp.Expr | None = None
     node = plan
     while isinstance(node, Filter):
+        mine = node.predicate.copy()
+        for column in mine.find_all(exp.Column):  # names were checked exactly: quote them
+            column.set("this", exp.to_identifier(column.name, quoted=True))
+            column.set("table", None)
         predicate = (
-            node.predicate.copy()
+            mine
             if predicate is None
-            else exp.And(this=exp.paren(node.predicate.copy()), expression=exp.paren(predicate))
+            else exp.And(this=exp.paren(mine), expression=exp.paren(predicate))
         )
         node = node.child
     if not isinstance(node, Scan):

@@ -1,0 +1,134 @@
+"""Lowering output: the SQL text for fixed plans and salt, per dialect."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+import sqlglot
+
+from veil.accounting import Budget
+from veil.compile import Context, apply_rules, dialect, lower, to_sql
+from veil.errors import InternalError, InvalidArgumentError
+from veil.plan import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Contribution,
+    Field,
+    Filter,
+    GroupKey,
+    Scan,
+    aggregate_of,
+)
+
+PEOPLE = Scan(
+    "people",
+    (
+        Field("user_id", "integer"),
+        Field("state", "string"),
+        Field("age", "integer"),
+        Field("income", "real"),
+    ),
+)
+
+
+def compiled(
+    keys: tuple[GroupKey, ...] = (GroupKey("state", domain=("CA", "NY")),),
+    aggregates: tuple[AggregateCall, ...] = (AggregateCall("n", "count"),),
+    unit: str | None = "user_id",
+    contribution: Contribution | None = None,
+    predicate: str | None = None,
+) -> Aggregate:
+    child = PEOPLE if predicate is None else Filter(PEOPLE, sqlglot.parse_one(predicate))
+    plan = Aggregate(
+        child, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("income", 0, 100),)
+    )
+    budget = Budget(epsilon=1, delta=Fraction(1, 10**6))
+    ctx = Context(budget=budget, privacy_unit=unit, contribution=contribution)
+    return aggregate_of(apply_rules(plan, ctx))
+
+
+def test_one_row_per_unit_lowers_to_a_single_row_number_window() -> None:
+    sql = to_sql(lower(compiled(predicate="age >= 18"), dialect("duckdb"), salt=42).main, "duckdb")
+    assert sql == (
+        'WITH __rows AS (SELECT "user_id" AS "__unit", "state" AS "__k0" FROM "people" '
+        "WHERE (\"age\" >= 18) AND (\"state\" IN ('CA', 'NY'))), "
+        '__bounded AS (SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "__unit" '
+        'ORDER BY HASH(42, "__unit", "__k0")) AS "__rn" FROM __rows) AS __ranked '
+        'WHERE "__rn" <= 1) '
+        'SELECT "__k0", COUNT(*) AS "__n" FROM __bounded GROUP BY "__k0"'
+    )
+
+
+def test_general_limits_rank_rows_per_group_and_groups_per_unit() -> None:
+    agg = compiled(keys=(GroupKey("state"), GroupKey("age")), contribution=Contribution(2, 3))
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=7).main, "duckdb")
+    assert (
+        'ROW_NUMBER() OVER (PARTITION BY "__unit", "__k0", "__k1" '
+        'ORDER BY HASH(7, "__unit", "__k0", "__k1"))' in sql
+    )
+    assert (
+        'DENSE_RANK() OVER (PARTITION BY "__unit" ORDER BY HASH(7, "__unit", "__k0", "__k1"), '
+        '"__k0", "__k1")' in sql
+    )
+    assert 'WHERE "__rn" <= 3 AND "__gr" <= 2' in sql
+
+
+def test_no_group_rank_when_a_unit_cannot_exceed_max_groups_anyway() -> None:
+    agg = compiled(contribution=Contribution(2, 3))  # only two public keys
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=7).main, "duckdb")
+    assert "DENSE_RANK" not in sql
+
+
+def test_row_level_privacy_needs_no_window() -> None:
+    sql = to_sql(lower(compiled(unit=None), dialect("duckdb"), salt=1).main, "duckdb")
+    assert "ROW_NUMBER" not in sql
+    assert "__bounded" not in sql
+    assert sql.endswith('SELECT "__k0", COUNT(*) AS "__n" FROM __rows GROUP BY "__k0"')
+
+
+def test_sums_are_clamped_rounded_fixed_point_integers_clamped_again() -> None:
+    agg = compiled(aggregates=(AggregateCall("m", "avg", "income"),))
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
+    assert (
+        'SUM(LEAST(GREATEST(CAST(ROUND((LEAST(GREATEST("__x0", 0), 100) - 50) * 21474836.48) '
+        "AS BIGINT), -1073741824), 1073741824))"
+    ) in sql
+    assert 'NOT "income" IS NULL AND NOT ISNAN(CAST("income" AS DOUBLE))' in sql
+
+
+def test_histogram_keys_lower_to_a_bin_index_and_a_range_filter() -> None:
+    agg = compiled(keys=(GroupKey("age", edges=(0, 18, 65, 120)),))
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
+    assert 'CASE WHEN CAST("age" AS DOUBLE) >= 0 AND CAST("age" AS DOUBLE) < 18 THEN 0' in sql
+    assert 'CAST("age" AS DOUBLE) BETWEEN 0 AND 120' in sql
+
+
+def test_quantiles_get_a_bucket_count_statement() -> None:
+    agg = compiled(aggregates=(AggregateCall("med", "quantile", "income", Fraction(1, 2)),))
+    low = lower(agg, dialect("duckdb"), salt=1)
+    assert [name for name, _ in low.quantiles] == ["quantile(income, 1/2)"]
+    sql = to_sql(low.quantiles[0][1], "duckdb")
+    assert 'FLOOR((LEAST(GREATEST("__x0", 0), 100) - 0) * 10.24)' in sql
+    assert sql.endswith('GROUP BY "__k0", 2')
+
+
+def test_spark_gets_xxhash64_and_decimal_sums() -> None:
+    agg = compiled(
+        aggregates=(AggregateCall("s", "sum", "income"),), contribution=Contribution(1, 2)
+    )
+    sql = to_sql(lower(agg, dialect("spark"), salt=5).main, "spark")
+    assert "XXHASH64(5, `__unit`, `__k0`, `__x0`)" in sql
+    assert "AS DECIMAL(38, 0)" in sql
+
+
+def test_lowering_an_uncompiled_plan_is_an_internal_error() -> None:
+    plan = Aggregate(PEOPLE, keys=(), aggregates=(AggregateCall("n", "count"),))
+    with pytest.raises(InternalError, match="measurements are not built"):
+        lower(plan, dialect("duckdb"), salt=1)
+
+
+def test_unknown_dialect_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="no SQL dialect 'oracle'"):
+        dialect("oracle")
