@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from veil import Budget, BudgetExhaustedError, Ledger, LedgerError
-from veil.accounting import zcdp_to_approx
-from veil.accounting.spending import Spent, add_charge, fits, remaining, used_fraction
+from veil.accounting import Accountant, compose, sequential, zcdp_to_approx
+from veil.accounting.spending import (
+    Spent,
+    add_charge,
+    fits,
+    remaining,
+    remove_charge,
+    used_fraction,
+)
 
 
 def test_an_approximate_grant_adds_pure_and_approximate_charges() -> None:
@@ -68,3 +78,58 @@ def test_mixed_charges_through_the_ledger(ledger: Ledger) -> None:
     # the zCDP part owns all the δ left: a further (ε, δ) charge does not fit
     with pytest.raises(BudgetExhaustedError):
         ledger.reserve("alice", "people", Budget(epsilon=0, delta=1e-7), fingerprint="z")
+
+
+charge_lists = st.lists(
+    st.one_of(
+        st.fractions(min_value=0, max_value=1, max_denominator=1000).map(
+            lambda e: Budget(epsilon=e)
+        ),
+        st.tuples(
+            st.fractions(min_value=0, max_value=1, max_denominator=1000),
+            st.sampled_from([Fraction(1, 10**8), Fraction(1, 10**7)]),
+        ).map(lambda p: Budget(epsilon=p[0], delta=p[1])),
+        st.fractions(min_value=0, max_value=Fraction(1, 4), max_denominator=1000).map(
+            lambda r: Budget(rho=r)
+        ),
+    ),
+    max_size=15,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(charge_lists)
+def test_what_an_approximate_grant_accepts_is_within_it_by_a_composition_theorem(
+    charges: list[Budget],
+) -> None:
+    grant = Budget(epsilon=3, delta=Fraction(1, 10**6))
+    acct = Accountant(grant)
+    for loss in charges:
+        with contextlib.suppress(BudgetExhaustedError):
+            acct.charge(loss)
+    if not acct.charges:
+        return
+    assert compose(acct.charges, delta=grant.delta).loss <= grant
+
+
+@settings(max_examples=50, deadline=None)
+@given(charge_lists.map(lambda cs: [c for c in cs if c.kind != "approx"]))
+def test_what_a_zcdp_grant_accepts_adds_up_to_at_most_its_rho(charges: list[Budget]) -> None:
+    acct = Accountant(Budget(rho=1))
+    for loss in charges:
+        with contextlib.suppress(BudgetExhaustedError):
+            acct.charge(loss)
+    assert sequential([c.to_zcdp() for c in acct.charges]) <= Budget(rho=1)
+
+
+@settings(max_examples=50, deadline=None)
+@given(charge_lists, st.data())
+def test_a_refund_restores_the_sums_exactly(charges: list[Budget], data: st.DataObject) -> None:
+    total = Budget(epsilon=100, delta=Fraction(1, 1000))
+    spent = Spent()
+    for loss in charges:
+        spent = add_charge(total, spent, loss)
+    if not charges:
+        return
+    loss = data.draw(st.sampled_from(charges))
+    assert add_charge(total, remove_charge(total, spent, loss), loss) == spent

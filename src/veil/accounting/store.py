@@ -213,17 +213,23 @@ def prepare_schema(engine: Engine) -> None:
             # serialise concurrent first-time setups (DDL is transactional in PostgreSQL)
             conn.execute(text("SELECT pg_advisory_xact_lock(726569)"))
         metadata.create_all(conn, checkfirst=True)
-        found = conn.execute(select(schema_version.c.version)).scalars().all()
+        found = list(conn.execute(select(schema_version.c.version)).scalars())
         if not found:
             conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
             return
-        version = max(found)
+        version = int(max(found))
         if version > SCHEMA_VERSION:
             raise LedgerError(
                 f"this ledger has schema version {version}, newer than this veil understands "
                 f"({SCHEMA_VERSION}); upgrade veil"
             )
         while version < SCHEMA_VERSION:
+            step = MIGRATIONS.get(version + 1)
+            if step is None:
+                raise LedgerError(
+                    f"this ledger has schema version {version} and veil has no migration to "
+                    f"version {version + 1}; it cannot be opened by this release"
+                )
+            step(conn)
             version += 1
-            MIGRATIONS[version](conn)
             conn.execute(schema_version.update().values(version=version))

@@ -1,0 +1,100 @@
+"""The ledger's storage: versioned schema, migrations, exact numbers, the audit export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from fractions import Fraction
+
+import pytest
+from sqlalchemy import Connection, text
+
+from veil import Budget, Ledger, LedgerError
+from veil.accounting import store
+
+
+def _version(url: str) -> int:
+    db = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        return int(db.execute("SELECT version FROM veil_schema_version").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_a_new_ledger_records_its_schema_version(sqlite_url: str) -> None:
+    Ledger(sqlite_url).close()
+    assert _version(sqlite_url) == store.SCHEMA_VERSION
+
+
+def test_opening_an_older_ledger_runs_the_missing_migrations(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger(sqlite_url) as old:
+        old.grant("alice", "people", Budget(epsilon=1))
+        old.reserve("alice", "people", Budget(epsilon=0.5), fingerprint="q").commit()
+    ran: list[int] = []
+
+    def add_note_column(conn: Connection) -> None:
+        ran.append(2)
+        conn.execute(text("ALTER TABLE veil_budgets ADD COLUMN note TEXT"))
+
+    # a later release: schema version 2, with its migration step
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(store.MIGRATIONS, 2, add_note_column)
+    with Ledger(sqlite_url) as new:
+        assert new.remaining("alice", "people") == Budget(epsilon=0.5)
+    assert ran == [2]
+    assert _version(sqlite_url) == 2
+    with Ledger(sqlite_url):
+        pass
+    assert ran == [2]  # migrations run once
+
+
+def test_a_ledger_without_a_migration_path_is_refused(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    Ledger(sqlite_url).close()
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
+    with pytest.raises(LedgerError, match="no migration to version 2"):
+        Ledger(sqlite_url)
+    assert _version(sqlite_url) == 1
+
+
+def test_losses_are_stored_as_exact_fractions_never_floats(ledger: Ledger) -> None:
+    ledger.grant("alice", "people", Budget(epsilon="1/3", delta=1e-7))
+    ledger.reserve("alice", "people", Budget(epsilon="1/7"), fingerprint="q").commit()
+    data = json.loads(ledger.export_json())
+    budget = data["budgets"][0]
+    assert (budget["epsilon"], budget["delta"], budget["spent_epsilon"]) == (
+        "1/3",
+        "1/10000000",
+        "1/7",
+    )
+    charge = data["events"][1]
+    assert charge["epsilon"] == "1/7"
+    assert ledger.remaining("alice", "people").eps == Fraction(1, 3) - Fraction(1, 7)
+
+
+def test_the_csv_export_has_every_event_of_every_budget(ledger: Ledger) -> None:
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    ledger.grant("bob", "trips", Budget(rho=1))
+    ledger.reserve("alice", "people", Budget(epsilon=0.6), fingerprint="q").commit({"x": 1})
+    ledger.reserve("bob", "trips", Budget(rho=0.1), fingerprint="r").refund()
+    ledger.cached_answer(
+        "alice", "people", fingerprint="q", data_version="", loss=Budget(epsilon=0.6)
+    )
+    rows = list(csv.DictReader(io.StringIO(ledger.export_csv())))
+    assert [(r["analyst"], r["event"], r["status"]) for r in rows] == [
+        ("alice", "grant", ""),
+        ("bob", "grant", ""),
+        ("alice", "charge", "committed"),
+        ("alice", "alert", ""),
+        ("bob", "charge", "refunded"),
+        ("alice", "cache_hit", ""),
+    ]
+    assert rows[2]["epsilon"] == "3/5"
+    assert rows[4]["rho"] == "1/10"
+    history = ledger.history("alice", "people") + ledger.history("bob", "trips")
+    assert sorted(int(r["id"]) for r in rows) == sorted(h.id for h in history)
