@@ -11,20 +11,32 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.syntax import Syntax
 from rich.table import Table
 
 from veil.accounting.budget import Budget, exact
-from veil.errors import InternalError, InvalidArgumentError, UserError, VeilError
+from veil.errors import (
+    BudgetExhaustedError,
+    InternalError,
+    InvalidArgumentError,
+    UserError,
+    VeilError,
+)
+from veil.release.explain import Explanation
+from veil.release.result import Result
+from veil.session import Session
 
 __all__ = ["app", "main"]
 
@@ -44,6 +56,21 @@ budget_app = typer.Typer(
     help="Show, grant and audit privacy budgets in a ledger.", no_args_is_help=True
 )
 app.add_typer(budget_app, name="budget")
+
+
+class _AlertHandler(logging.Handler):
+    """Ledger alerts (a budget crossing 50 %, 80 %…) as one line on the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _stderr().print(f"warning: {record.getMessage()}", markup=False, style="yellow")
+
+
+@app.callback()
+def _setup() -> None:
+    """Differential-privacy analytics: noisy aggregates with error bars and a budget."""
+    logger = logging.getLogger("veil")
+    if not any(isinstance(h, _AlertHandler) for h in logger.handlers):
+        logger.addHandler(_AlertHandler(logging.WARNING))
 
 
 class OutputFormat(StrEnum):
@@ -172,22 +199,23 @@ def budget_json(budget: Budget | None) -> dict[str, Any] | None:
     return out
 
 
-def _format_value(value: Any) -> str:
-    value = _plain(value)
+def format_cell(value: Any, bar: Any) -> str:
+    """A released value and its error bar for people, both rounded at the error bar's second
+    significant digit (``3,555 ± 189``, ``49.197 ± 0.041``)."""
+    value, bar = _plain(value), _plain(bar)
     if value is None:
         return "—"
-    if isinstance(value, float):
-        return f"{value:,.6g}" if abs(value) < 1e6 else f"{value:,.0f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def _format_error(bar: Any) -> str:
-    bar = _plain(bar)
-    if bar is None:
-        return ""
-    return f" ± {float(bar):,.3g}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if bar is None or not math.isfinite(float(bar)) or float(bar) <= 0:
+        if isinstance(value, int):
+            return f"{value:,}"
+        return f"{value:,.6g}" if abs(value) < 1e15 else f"{value:.6g}"
+    b = float(bar)
+    decimals = max(0, 1 - math.floor(math.log10(b)))
+    if isinstance(value, int):
+        return f"{value:,} ± {b:,.{decimals}f}"
+    return f"{value:,.{decimals}f} ± {b:,.{decimals}f}"
 
 
 def render_table(
@@ -197,77 +225,136 @@ def render_table(
     error_bars: Sequence[Sequence[Any]],
     *,
     title: str | None = None,
-    caption: str | None = None,
 ) -> None:
     """Print released rows as a rich table, each noisy value with its 95 % ± half-width."""
-    table = Table(title=title, caption=caption, caption_justify="left")
+    table = Table(title=title)
     for i, name in enumerate(columns):
         numeric = any(isinstance(_plain(row[i]), int | float) for row in rows)
         table.add_column(name, justify="right" if numeric else "left")
     for row, bars in zip(rows, error_bars, strict=True):
-        table.add_row(
-            *(_format_value(v) + _format_error(b) for v, b in zip(row, bars, strict=True))
-        )
+        table.add_row(*(format_cell(v, b) for v, b in zip(row, bars, strict=True)))
     console.print(table)
 
 
-def result_payload(result: Any) -> dict[str, Any]:
-    """The JSON object of a result: columns, rows, error_bars (95 %), cost."""
+def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[str, Any]:
+    """The JSON object of a result: ``columns``, ``rows`` (list of lists in column order),
+    ``error_bars`` (same shape, 95 % half-widths, null where not applicable), ``cost`` and
+    what each part of the budget paid for."""
     columns = [str(c) for c in result.columns]
     rows = [[_plain(v) for v in row] for row in result.rows]
-    bars = [[_plain(b) for b in row] for row in _error_bar_rows(result, len(columns))]
+    bars = [[_plain(b) for b in row] for row in result.error_bars(0.95)]
+    for row in bars:
+        if len(row) != len(columns):
+            raise InternalError(f"error bars have {len(row)} columns, the result {len(columns)}")
     payload: dict[str, Any] = {
         "columns": columns,
         "rows": rows,
         "error_bars": bars,
         "error_bar_level": 0.95,
         "cost": budget_json(result.cost),
+        "cached": result.cached,
+        "usage": [
+            {
+                "measurement": u.measurement,
+                "mechanism": u.mechanism,
+                "loss": budget_json(u.loss),
+                "sensitivity": u.sensitivity,
+                "noise": u.noise,
+                "used_by": list(u.used_by),
+            }
+            for u in result.usage
+        ],
+        "notes": list(result.notes),
+        "fingerprint": result.fingerprint,
     }
-    remaining = getattr(result, "remaining", None)
-    if isinstance(remaining, Budget):
+    if remaining is not None:
         payload["remaining"] = budget_json(remaining)
-    cached = getattr(result, "cached", None)
-    if isinstance(cached, bool):
-        payload["cached"] = cached
     return payload
 
 
-def _error_bar_rows(result: Any, width: int) -> list[list[Any]]:
-    """Result.error_bars(0.95) as a list of rows (None where a column has no error bar)."""
-    bars = result.error_bars(0.95)
-    if hasattr(bars, "to_pylist"):  # an Arrow table
-        bars = [list(d.values()) for d in bars.to_pylist()]
-    out = [list(row) for row in bars]
-    for row in out:
-        if len(row) != width:
-            raise InternalError(f"error bars have {len(row)} columns, the result {width}")
-    return out
-
-
-def print_result(result: Any, fmt: OutputFormat, *, title: str | None = None) -> None:
-    """Print a result in the chosen format (table on stdout; json/csv machine-readable)."""
-    payload = result_payload(result)
+def print_result(
+    result: Result,
+    fmt: OutputFormat,
+    *,
+    remaining: Budget | None = None,
+    title: str | None = None,
+    console: Console | None = None,
+) -> None:
+    """Print a result: a rich table with ± error bars, or one JSON object, or CSV."""
+    payload = result_payload(result, remaining=remaining)
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
     if fmt is OutputFormat.csv:
         sys.stdout.write(_csv(payload))
         return
+    out = console or Console(highlight=False)
+    parts = [f"cost {result.cost}" + (" (cached answer: nothing spent)" if result.cached else "")]
+    if remaining is not None:
+        parts.append(f"remaining {remaining}")
+    parts.append("± 95 % error bars")
+    if any(t == "real" for t in result.types) and any(
+        all(b[i] is None for b in payload["error_bars"]) and result.types[i] == "real"
+        for i in range(len(result.columns))
+    ):
+        parts.append("quantiles carry no error bar (exponential mechanism)")
+    render_table(out, payload["columns"], payload["rows"], payload["error_bars"], title=title)
+    out.print("; ".join(parts), style="dim", markup=False)
+    for note in result.notes:
+        out.print(f"note: {note}", style="dim", markup=False)
+
+
+def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
+    """Print what a query would do and cost (nothing read, nothing charged)."""
+    if fmt is not OutputFormat.table:
+        payload = {
+            "plan": explanation.canonical,
+            "sql": explanation.sql,
+            "quantile_sql": list(explanation.quantile_sql),
+            "cost": budget_json(explanation.cost),
+            "contribution": explanation.contribution,
+            "usage": [
+                {
+                    "measurement": u.measurement,
+                    "mechanism": u.mechanism,
+                    "loss": budget_json(u.loss),
+                    "sensitivity": u.sensitivity,
+                    "noise": u.noise,
+                    "used_by": list(u.used_by),
+                }
+                for u in explanation.usage
+            ],
+            "expected_error_bars": dict(explanation.errors),
+        }
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
     console = Console(highlight=False)
-    cost = payload["cost"]
-    caption = f"cost {result.cost}" if cost is not None else None
-    remaining = getattr(result, "remaining", None)
-    if isinstance(remaining, Budget):
-        caption = f"{caption}; remaining {remaining}" if caption else f"remaining {remaining}"
-    caption = (caption or "") + ("; " if caption else "") + "± = 95 % error bar"
-    render_table(
-        console,
-        payload["columns"],
-        payload["rows"],
-        payload["error_bars"],
-        title=title,
-        caption=caption,
+    console.print(
+        f"[bold]cost[/bold] {explanation.cost}  (a dry run: nothing read, nothing charged)"
     )
+    console.print(f"[bold]contribution bounding[/bold] {explanation.contribution}", markup=True)
+    usage = Table(title="budget use", title_justify="left")
+    for name in ("measurement", "mechanism", "loss", "sensitivity", "noise", "used by"):
+        usage.add_column(name)
+    for u in explanation.usage:
+        usage.add_row(
+            u.measurement,
+            u.mechanism,
+            str(u.loss),
+            u.sensitivity,
+            u.noise,
+            ", ".join(u.used_by) or "—",
+        )
+    console.print(usage)
+    errors = Table(title="expected 95 % error bars", title_justify="left")
+    errors.add_column("column")
+    errors.add_column("error bar")
+    for column, text in explanation.errors.items():
+        errors.add_row(column, text)
+    console.print(errors)
+    console.print("[bold]SQL sent to the engine[/bold]")
+    for text in (explanation.sql, *explanation.quantile_sql):
+        console.print(Syntax(text, "sql", word_wrap=True))
 
 
 def _csv(payload: Mapping[str, Any]) -> str:
@@ -332,9 +419,85 @@ FormatOpt = Annotated[
 ]
 
 
+DatasetNameOpt = Annotated[
+    str | None,
+    typer.Option("--dataset", help="Ledger dataset name (default: the table names joined by +)."),
+]
+MaxGroupsOpt = Annotated[
+    int | None, typer.Option("--max-groups", help="Groups one unit may contribute to (L0).")
+]
+MaxRowsOpt = Annotated[
+    int | None,
+    typer.Option("--max-rows-per-group", help="Rows one unit may contribute per group (L∞)."),
+]
+SqlArg = Annotated[str, typer.Argument(help="The SQL query (veil's DP subset, see the README).")]
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """The options every query-like command shares, parsed."""
+
+    tables: dict[str, str]
+    epsilon: Fraction
+    delta: Fraction | None
+    bounds: dict[str, tuple[Fraction, Fraction]]
+    privacy_unit: str | None
+    ledger: str | None
+    analyst: str
+    dataset: str | None
+    max_groups: int | None
+    max_rows_per_group: int | None
+
+    @staticmethod
+    def parse(
+        table: Sequence[str],
+        epsilon: str,
+        delta: str | None,
+        bounds: Sequence[str] | None,
+        privacy_unit: str | None,
+        ledger: str | None,
+        analyst: str,
+        dataset: str | None,
+        max_groups: int | None,
+        max_rows_per_group: int | None,
+    ) -> _Ask:
+        tables = parse_tables(table)
+        if not tables:
+            raise InvalidArgumentError("give at least one table: --table people=people.parquet")
+        eps = parse_number(epsilon, "--epsilon")
+        if eps is None or eps == 0:
+            raise InvalidArgumentError(f"--epsilon must be > 0, e.g. --epsilon 0.5; got {epsilon}")
+        return _Ask(
+            tables,
+            eps,
+            parse_number(delta, "--delta"),
+            parse_bounds(bounds or []),
+            privacy_unit,
+            ledger,
+            analyst,
+            dataset,
+            max_groups,
+            max_rows_per_group,
+        )
+
+    def session(self) -> Session:
+        """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query."""
+        budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
+        return Session.local(
+            self.tables,
+            privacy_unit=self.privacy_unit,
+            budget=budget,
+            analyst=self.analyst,
+            ledger=self.ledger,
+            dataset=self.dataset,
+            max_groups=self.max_groups,
+            max_rows_per_group=self.max_rows_per_group,
+        )
+
+
 @app.command()
 def query(
-    sql: Annotated[str, typer.Argument(help="The SQL query (veil's DP subset).")],
+    sql: SqlArg,
     table: TableOpt,
     epsilon: EpsilonOpt,
     delta: DeltaOpt = None,
@@ -342,52 +505,138 @@ def query(
     bounds: BoundsOpt = None,
     ledger: LedgerOpt = None,
     analyst: AnalystOpt = "cli",
+    dataset: DatasetNameOpt = None,
+    max_groups: MaxGroupsOpt = None,
+    max_rows_per_group: MaxRowsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
     def go() -> None:
-        session, eps, dlt, bnds = _session(
-            table, epsilon, delta, privacy_unit, bounds, ledger, analyst
+        ask = _Ask.parse(
+            table,
+            epsilon,
+            delta,
+            bounds,
+            privacy_unit,
+            ledger,
+            analyst,
+            dataset,
+            max_groups,
+            max_rows_per_group,
         )
-        with scanning("scanning the private table…"):
-            result = session.sql(sql, epsilon=eps, delta=dlt, bounds=bnds or None)
-        print_result(result, fmt)
+        session = ask.session()
+        try:
+            with scanning("scanning the private table…"):
+                result = session.sql(sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds)
+            remaining = session.remaining() if ask.ledger else None
+            print_result(result, fmt, remaining=remaining)
+        finally:
+            session.close()
+            session.ledger.close()
 
     _run(go)
 
 
-def _session(
-    table: Sequence[str],
-    epsilon: str,
-    delta: str | None,
-    privacy_unit: str | None,
-    bounds: Sequence[str] | None,
-    ledger: str | None,
-    analyst: str,
-) -> tuple[Any, Fraction, Fraction | None, dict[str, tuple[Fraction, Fraction]]]:
-    import importlib
+@app.command()
+def explain(
+    sql: SqlArg,
+    table: TableOpt,
+    epsilon: EpsilonOpt,
+    delta: DeltaOpt = None,
+    privacy_unit: UnitOpt = None,
+    bounds: BoundsOpt = None,
+    ledger: LedgerOpt = None,
+    analyst: AnalystOpt = "cli",
+    dataset: DatasetNameOpt = None,
+    max_groups: MaxGroupsOpt = None,
+    max_rows_per_group: MaxRowsOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Show the plan, the SQL, sensitivities, noise, cost and expected error bars — without
+    reading private data or charging anything."""
 
-    Session = importlib.import_module("veil.session").Session  # lands with the query engine
+    def go() -> None:
+        ask = _Ask.parse(
+            table,
+            epsilon,
+            delta,
+            bounds,
+            privacy_unit,
+            ledger,
+            analyst,
+            dataset,
+            max_groups,
+            max_rows_per_group,
+        )
+        session = ask.session()
+        try:
+            explanation = session.explain(
+                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
+            )
+        finally:
+            session.close()
+            session.ledger.close()
+        print_explanation(explanation, fmt)
 
-    tables = parse_tables(table)
-    if not tables:
-        raise InvalidArgumentError("give at least one table: --table people=people.parquet")
-    eps = parse_number(epsilon, "--epsilon")
-    dlt = parse_number(delta, "--delta")
-    if eps is None:
-        raise InvalidArgumentError("--epsilon is required, e.g. --epsilon 0.5")
-    bnds = parse_bounds(bounds or [])
-    # Without a ledger the session is one-shot: its in-memory budget is this query's cost.
-    budget = None if ledger else Budget(epsilon=eps, delta=dlt)
-    session = Session.local(
-        tables=tables,
-        privacy_unit=privacy_unit,
-        budget=budget,
-        analyst=analyst,
-        ledger=ledger or "sqlite://",
-    )
-    return session, eps, dlt, bnds
+    _run(go)
+
+
+@app.command()
+def demo(
+    patients: Annotated[
+        int, typer.Option("--patients", help="Size of the synthetic table (patients).")
+    ] = 60_000,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Generate a synthetic hospital-visits table and run a few DP queries on it."""
+
+    def go() -> None:
+        from veil.demo import (
+            DEMO_BUDGET_DELTA,
+            DEMO_BUDGET_EPSILON,
+            DEMO_QUERIES,
+            generate_visits,
+        )
+
+        console = Console(highlight=False)
+        people = fmt is OutputFormat.table
+        with scanning("generating the synthetic table…"):
+            visits = generate_visits(patients)
+        budget = Budget(epsilon=DEMO_BUDGET_EPSILON, delta=DEMO_BUDGET_DELTA)
+        session = Session.local(
+            {"visits": visits}, privacy_unit="patient_id", budget=budget, analyst="demo"
+        )
+        if people:
+            console.rule("[bold]veil demo")
+            console.print(
+                f"A synthetic table [bold]visits[/bold]: {visits.num_rows:,} hospital visits of "
+                f"{patients:,} made-up patients (privacy unit: [bold]patient_id[/bold]).\n"
+                f"Budget granted to analyst 'demo': {budget}. Every number below is noisy; "
+                "± is its 95 % error bar.\n"
+            )
+        for step in DEMO_QUERIES:
+            with scanning(f"{step.title}…"):
+                result = session.sql(step.sql, epsilon=step.epsilon, bounds=step.bounds_dict())
+            if not people:
+                print_result(result, fmt, remaining=session.remaining())
+                continue
+            console.rule(f"[bold]{step.title}")
+            console.print(step.note, style="italic")
+            console.print(Syntax(step.sql, "sql", word_wrap=True))
+            bounds = ", ".join(f"{c} ∈ [{lo:g}, {hi:g}]" for c, lo, hi in step.bounds)
+            console.print(f"ε = {step.epsilon}" + (f", bounds {bounds}" if bounds else ""))
+            print_result(result, fmt, remaining=session.remaining(), console=console)
+        if people:
+            console.rule("[bold]the budget")
+            console.print(f"left for analyst 'demo': {session.remaining()}")
+            try:
+                session.sql("SELECT COUNT(*) FROM visits", epsilon=1.0)
+            except BudgetExhaustedError as err:
+                console.print(f"one more query at ε = 1 is refused:\n  {err}", markup=False)
+        session.close()
+
+    _run(go)
 
 
 def main() -> None:
