@@ -61,6 +61,7 @@ from veil.release.result import Result
 __all__ = ["Result", "Session"]
 
 BoundsArg = Mapping[str, tuple[Any, Any]] | None
+DomainsArg = Mapping[str, Sequence[KeyValue]] | None
 Key = tuple[KeyValue, ...]
 
 
@@ -108,6 +109,7 @@ class Session:
         bounds: BoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
         quantile_buckets: int = 1024,
         source: RandomSource | None = None,
     ) -> None:
@@ -118,6 +120,9 @@ class Session:
         self.privacy_unit = privacy_unit
         self.bounds = _bounds(bounds)
         self.contribution = _contribution(max_groups, max_rows_per_group)
+        self.domains: dict[str, tuple[KeyValue, ...]] = {
+            k: tuple(v) for k, v in (domains or {}).items()
+        }
         self.quantile_buckets = quantile_buckets
         self._source = source
         self._closed = False
@@ -135,6 +140,7 @@ class Session:
         bounds: BoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
         connection: Any = None,
         source: RandomSource | None = None,
     ) -> Session:
@@ -144,7 +150,9 @@ class Session:
         table name of ``connection``. ``ledger``: a :class:`veil.Ledger`, a URL
         (``"sqlite:///ledger.db"``) or ``None`` for an in-memory one. ``budget`` is granted to
         (``analyst``, ``dataset``) if the ledger has no grant for them yet; ``dataset``
-        defaults to the table names joined by ``+``.
+        defaults to the table names joined by ``+``. ``domains`` declares public group keys
+        (column → every key), released in full, empty groups included, without partition
+        selection.
         """
         from veil.engines.duckdb import DuckDBEngine
 
@@ -168,6 +176,50 @@ class Session:
             source=source,
         )
 
+    @classmethod
+    def spark(
+        cls,
+        spark_session: Any,
+        tables: Mapping[str, Any],
+        *,
+        privacy_unit: str | None = None,
+        budget: Budget | None = None,
+        analyst: str = "analyst",
+        ledger: Ledger | str | None = None,
+        dataset: str | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
+        source: RandomSource | None = None,
+    ) -> Session:
+        """A session on Apache Spark (``pip install 'veil[spark]'``), classic or Spark Connect.
+
+        ``tables``: name → Spark DataFrame, catalog table name, or Parquet/CSV path (any URI
+        Spark reads). The same plans and lowering as :meth:`local`; Spark runs the bounding and
+        the exact sums, and only the aggregated rows reach the driver. Other arguments as in
+        :meth:`local`.
+        """
+        from veil.engines.spark import SparkEngine
+
+        engine = SparkEngine(spark_session, tables)
+        book = ledger if isinstance(ledger, Ledger) else Ledger(ledger or "sqlite://")
+        name = dataset or "+".join(sorted(tables))
+        if budget is not None and not book.has_grant(analyst, name):
+            book.grant(analyst, name, budget)
+        return cls(
+            engine,
+            ledger=book,
+            analyst=analyst,
+            dataset=name,
+            privacy_unit=privacy_unit,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            domains=domains,
+            source=source,
+        )
+
     # -- state --------------------------------------------------------------------------------
     def close(self) -> None:
         self._closed = True
@@ -185,7 +237,7 @@ class Session:
         tables: Sequence[str] = getattr(self.engine, "tables", ())
         return {t: self.engine.schema(t) for t in tables}
 
-    def plan(self, text: str, *, bounds: BoundsArg = None) -> Plan:
+    def plan(self, text: str, *, bounds: BoundsArg = None, domains: DomainsArg = None) -> Plan:
         """The plan of SQL ``text`` (veil's DP subset), before compiling."""
         from veil.sql import parse
 
@@ -197,6 +249,7 @@ class Session:
             privacy_unit=self.privacy_unit,
             bounds=list(merged.values()),
             contribution=self.contribution,
+            domains={**self.domains, **(domains or {})},
         )
 
     def query(self, table: str) -> Query:
@@ -212,6 +265,7 @@ class Session:
             privacy_unit=self.privacy_unit,
             bounds=list({**self.bounds, **_bounds(bounds)}.values()),
             contribution=self.contribution,
+            domains={**self.domains, **(options.pop("domains", None) or {})},
         )
         return self.run(plan, bounds=bounds, **options)
 
@@ -221,6 +275,7 @@ class Session:
             privacy_unit=self.privacy_unit,
             bounds=list({**self.bounds, **_bounds(bounds)}.values()),
             contribution=self.contribution,
+            domains={**self.domains, **(options.pop("domains", None) or {})},
         )
         return self.explain(plan, bounds=bounds, **options)
 
@@ -282,10 +337,16 @@ class Session:
         bounds: BoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
         source: RandomSource | None = None,
     ) -> Result:
-        """Answer SQL ``text`` with noise, error bars and a charged budget."""
-        plan = self.plan(text, bounds=bounds)
+        """Answer SQL ``text`` with noise, error bars and a charged budget.
+
+        ``epsilon`` (and ``delta``, needed when group keys are not public; by default the
+        grant's δ in proportion to ε) is the query's cost; ``bounds``, ``domains``,
+        ``max_groups`` and ``max_rows_per_group`` override the session's for this query.
+        """
+        plan = self.plan(text, bounds=bounds, domains=domains)
         return self.run(
             plan,
             epsilon=epsilon,
@@ -350,9 +411,10 @@ class Session:
         bounds: BoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging."""
-        plan = self.plan(query, bounds=bounds) if isinstance(query, str) else query
+        plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
         compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
         agg = aggregate_of(compiled)
         if agg.budget is None:

@@ -117,6 +117,7 @@ class SparkEngine:
             )
         self._spark = spark_session
         self._prefix = f"__veil_{os.getpid()}_{next(_ENGINE_IDS)}_"
+        self._names: dict[str, str] = {}  # lower-cased → as given
         self._frames: dict[str, DataFrame] = {}
         self._views: dict[str, str] = {}
         for name, source in tables.items():
@@ -130,6 +131,7 @@ class SparkEngine:
             frame = self._as_dataframe(name, source)
             view = f"{self._prefix}{len(self._views)}"
             frame.createOrReplaceTempView(view)
+            self._names[key] = name
             self._frames[key] = frame
             self._views[key] = view
 
@@ -151,14 +153,14 @@ class SparkEngine:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        """The registered table names (lower-cased, as Spark resolves them)."""
-        return tuple(self._frames)
+        """The registered table names, as given (Spark resolves them case-insensitively)."""
+        return tuple(self._names.values())
 
     def _frame(self, table: str) -> DataFrame:
         try:
             return self._frames[table.lower()]
         except KeyError:
-            known = ", ".join(sorted(self._frames))
+            known = ", ".join(sorted(self._names.values()))
             raise SchemaError(
                 f"unknown table {table!r}; the Spark engine has: {known}. "
                 "Register it with tables={...}"
@@ -264,6 +266,7 @@ class SparkEngine:
             self._spark.catalog.dropTempView(view)
         self._views.clear()
         self._frames.clear()
+        self._names.clear()
 
     def __enter__(self) -> SparkEngine:
         return self
@@ -272,7 +275,7 @@ class SparkEngine:
         self.close()
 
     def __repr__(self) -> str:
-        return f"SparkEngine(tables={sorted(self._frames)})"
+        return f"SparkEngine(tables={sorted(self._names.values())})"
 
 
 _OVERFLOW = ("ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE", "DECIMAL_PRECISION")
