@@ -1,0 +1,251 @@
+"""The session flow: ledger protocol, cache, refusals, results, explain."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import veil
+from support import SeededSource
+from veil.engines.fake import FakeEngine
+from veil.errors import (
+    BoundsError,
+    BudgetExhaustedError,
+    SchemaError,
+    UnsupportedQueryError,
+)
+
+Q = (
+    "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean "
+    "FROM people GROUP BY state"
+)
+BOUNDS = {"income": (0, 1000)}
+STATES = ("CA", "NY", "TX", "WA")
+
+
+def people(n: int = 3000, seed: int = 3) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "user_id": np.arange(n),
+            "state": rng.choice(list(STATES[:3]), n),
+            "age": rng.integers(0, 100, n),
+            "income": rng.uniform(0, 1000, n),
+        }
+    )
+
+
+def fake_session(
+    engine: FakeEngine | None = None, budget: veil.Budget | None = None
+) -> tuple[veil.Session, FakeEngine]:
+    eng = engine or FakeEngine({"people": people()})
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "people", budget or veil.Budget(epsilon=10, delta="1e-5"))
+    s = veil.Session(
+        eng,
+        ledger=ledger,
+        analyst="alice",
+        dataset="people",
+        privacy_unit="user_id",
+        domains={"state": STATES},
+        source=SeededSource(1),
+    )
+    return s, eng
+
+
+def test_count_sum_avg_by_public_state_releases_every_key_with_error_bars() -> None:
+    s, _ = fake_session()
+    r = s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert r.columns == ("state", "n", "total", "mean")
+    assert [row[0] for row in r.rows] == list(STATES)  # WA is empty and still released
+    truth = people().to_pandas().groupby("state").size()
+    for state, n, _total, mean in r.rows:
+        assert n >= 0
+        assert 0 <= mean <= 1000
+        if state in truth:
+            assert abs(n - truth[state]) < 40
+            assert abs(mean - 500) < 60
+    bars = r.error_bars(0.95)
+    assert all(b[0] is None and b[1] is not None and b[1] > 0 for b in bars)
+    assert r.cost == veil.Budget(epsilon=1)
+    assert s.remaining() == veil.Budget(epsilon=9, delta="1e-5")
+
+
+def test_an_identical_query_comes_from_the_cache_at_no_cost_and_without_the_engine() -> None:
+    s, eng = fake_session()
+    first = s.sql(Q, epsilon=1, bounds=BOUNDS)
+    calls = len(eng.calls)
+    again = s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert again.cached
+    assert again.rows == first.rows
+    assert again.error_bars() == first.error_bars()
+    assert again.cost == veil.Budget(epsilon=0)
+    assert len(eng.calls) == calls
+    assert s.remaining() == veil.Budget(epsilon=9, delta="1e-5")
+
+
+def test_a_different_loss_is_a_fresh_charge_not_a_cache_hit() -> None:
+    s, _ = fake_session()
+    s.sql(Q, epsilon=1, bounds=BOUNDS)
+    r = s.sql(Q, epsilon=2, bounds=BOUNDS)
+    assert not r.cached
+    assert s.remaining() == veil.Budget(epsilon=7, delta="1e-5")
+
+
+@pytest.mark.parametrize(
+    ("sql", "bounds", "error", "match"),
+    [
+        ("SELECT COUNT(*) FROM nobody", None, SchemaError, "nobody"),
+        ("SELECT SUM(salary) FROM people", BOUNDS, SchemaError, "salary"),
+        ("SELECT SUM(income) FROM people", None, BoundsError, r"bounds=\{'income'"),
+        (
+            "SELECT COUNT(*) FROM people a JOIN people b ON a.age = b.age",
+            None,
+            UnsupportedQueryError,
+            "(?i)join",
+        ),
+        ("SELECT SUM(state) FROM people", {"state": (0, 1)}, SchemaError, "numeric"),
+    ],
+)
+def test_refused_queries_charge_nothing_and_never_reach_the_engine(
+    sql: str, bounds: dict[str, tuple[int, int]] | None, error: type[Exception], match: str
+) -> None:
+    s, eng = fake_session()
+    with pytest.raises(error, match=match):
+        s.sql(sql, epsilon=1, bounds=bounds)
+    assert eng.calls == []
+    assert s.remaining() == veil.Budget(epsilon=10, delta="1e-5")
+
+
+def test_an_engine_failure_before_noise_refunds_the_reservation() -> None:
+    engine = FakeEngine({"people": people()}, fail=SchemaError("could not convert 'abc'"))
+    s, _ = fake_session(engine)
+    with pytest.raises(SchemaError, match="could not convert"):
+        s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert len(engine.calls) == 1
+    assert s.remaining() == veil.Budget(epsilon=10, delta="1e-5")
+
+
+def test_budget_exhaustion_is_refused_before_the_engine_reads_anything() -> None:
+    s, eng = fake_session(budget=veil.Budget(epsilon="0.5"))
+    with pytest.raises(BudgetExhaustedError, match="requested ε=1"):
+        s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert eng.calls == []
+
+
+def test_unknown_keys_need_delta_and_take_the_grants_share_by_default() -> None:
+    s, _ = fake_session()
+    s.domains.clear()
+    r = s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert r.cost == veil.Budget(epsilon=1, delta="1e-6")  # 1e-5 · (1/10)
+    assert sorted(row[0] for row in r.rows) == ["CA", "NY", "TX"]  # no invented keys
+    assert any(u.measurement == "partition selection" for u in r.usage)
+
+
+def test_explain_reads_no_data_and_charges_nothing() -> None:
+    s, eng = fake_session()
+    e = s.explain(Q, epsilon=1, bounds=BOUNDS)
+    assert eng.calls == []
+    assert e.cost == veil.Budget(epsilon=1)
+    assert "ROW_NUMBER() OVER" in e.sql
+    assert set(e.errors) == {"n", "total", "mean"}
+    assert {u.measurement for u in e.usage} == {"count", "sum(income)"}
+    assert "L1 = 1 rows" in str(e)
+    assert s.remaining() == veil.Budget(epsilon=10, delta="1e-5")
+
+
+def test_having_order_by_and_limit_act_on_released_values() -> None:
+    s, _ = fake_session()
+    r = s.sql(
+        "SELECT state, COUNT(*) AS n FROM people GROUP BY state HAVING n > 100 "
+        "ORDER BY n DESC LIMIT 2",
+        epsilon=1,
+    )
+    ns = [row[1] for row in r.rows]
+    assert len(ns) == 2
+    assert ns == sorted(ns, reverse=True)
+    assert all(n > 100 for n in ns)
+    assert len(r.error_bars()) == 2
+
+
+def test_the_select_order_is_kept() -> None:
+    s, _ = fake_session()
+    r = s.sql("SELECT COUNT(*) AS n, state FROM people GROUP BY state", epsilon=1)
+    assert r.columns == ("n", "state")
+    assert r.error_bars()[0][1] is None
+
+
+def test_results_convert_to_pandas_and_arrow() -> None:
+    s, _ = fake_session()
+    r = s.sql(Q, epsilon=1, bounds=BOUNDS)
+    df = r.to_pandas()
+    assert list(df.columns) == ["state", "n", "total", "mean"]
+    assert r.to_arrow().schema.field("n").type == pa.int64()
+    assert "cost: ε=1" in str(r)
+
+
+def test_the_builder_runs_through_the_session() -> None:
+    s, _ = fake_session()
+    r = (
+        s.query("people")
+        .group_by("state")
+        .count("n")
+        .avg("income", "m")
+        .run(epsilon=1, bounds=BOUNDS)
+    )
+    assert r.columns == ("state", "n", "m")
+
+
+def test_a_median_with_a_large_epsilon_lands_near_the_truth() -> None:
+    s, _ = fake_session(budget=veil.Budget(epsilon=100))
+    r = s.sql("SELECT MEDIAN(age) AS med FROM people", epsilon=50, bounds={"age": (0, 100)})
+    truth = float(people().to_pandas().age.median())
+    assert abs(r.rows[0][0] - truth) <= 2
+
+
+def test_histograms_release_every_bin() -> None:
+    s, _ = fake_session()
+    r = s.sql(
+        "SELECT BIN(age, 0, 18, 65, 120) AS band, COUNT(*) AS n FROM people GROUP BY band",
+        epsilon=1,
+    )
+    assert [row[0] for row in r.rows] == ["[0, 18)", "[18, 65)", "[65, 120)"]
+
+
+def test_session_local_reads_pandas_and_answers() -> None:
+    df = people().to_pandas()
+    s = veil.Session.local(
+        tables={"people": df},
+        privacy_unit="user_id",
+        budget=veil.Budget(epsilon=1, delta="1e-6"),
+        analyst="bob",
+    )
+    r = s.sql(Q, epsilon="0.5", bounds=BOUNDS, source=SeededSource(2))
+    assert {row[0] for row in r.rows} <= {"CA", "NY", "TX"}
+    assert s.remaining().eps == pytest.approx(0.5)
+
+
+def test_nulls_leave_the_whole_aggregation() -> None:
+    t = pa.table(
+        {
+            "user_id": list(range(6)),
+            "state": ["CA"] * 6,
+            "age": [1, 2, 3, 4, 5, 6],
+            "income": [1.0, None, 3.0, float("nan"), 5.0, 6.0],
+        }
+    )
+    s, eng = fake_session(FakeEngine({"people": t}))
+    s.sql("SELECT COUNT(*) AS n, AVG(income) AS m FROM people", epsilon=1, bounds=BOUNDS)
+    sql = eng.calls[0].sql(dialect="duckdb")
+    assert 'NOT "income" IS NULL' in sql
+    assert 'NOT ISNAN(CAST("income" AS DOUBLE))' in sql
+    exact = eng.execute(eng.calls[0]).to_pydict()
+    assert exact["__n"] == [4]
+
+
+def test_a_closed_session_refuses_queries() -> None:
+    s, _ = fake_session()
+    s.close()
+    with pytest.raises(veil.SessionStateError, match="closed"):
+        s.sql(Q, epsilon=1, bounds=BOUNDS)
