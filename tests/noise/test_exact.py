@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import math
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -13,11 +13,11 @@ from veil.errors import InvalidArgumentError
 from veil.noise import bernoulli, bernoulli_exp, exp_neg_bounds, uniform_int
 from veil.noise._exact import LazyUniform, below_const, fraction_bounds
 
-getcontext().prec = 80
 
-
-def _exp_neg(q: Fraction) -> Decimal:
-    return (-(Decimal(q.numerator) / Decimal(q.denominator))).exp()
+def _exp_neg_scaled(q: Fraction, prec: int) -> Decimal:
+    with localcontext() as ctx:
+        ctx.prec = 120
+        return (-(Decimal(q.numerator) / Decimal(q.denominator))).exp() * Decimal(2) ** prec
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,7 @@ def _exp_neg(q: Fraction) -> Decimal:
 @pytest.mark.parametrize("prec", [8, 32, 100, 200])
 def test_exp_neg_bounds_bracket_the_true_value_tightly(q: Fraction, prec: int) -> None:
     lo, hi = exp_neg_bounds(q, prec)
-    scaled = _exp_neg(q) * (Decimal(2) ** prec)
+    scaled = _exp_neg_scaled(q, prec)
     assert Decimal(lo) <= scaled <= Decimal(hi)
     assert hi - lo <= 2
 

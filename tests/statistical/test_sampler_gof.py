@@ -161,3 +161,19 @@ def test_a_wrong_sampler_fails_the_same_check() -> None:
     # test of the test: a discrete Laplace with 5% too much scale must be rejected
     x = discrete_laplace(Fraction(105, 10), 100_000, source=SeededSource("wrong"))
     assert _gof(x, _laplace_cdf(10.0), _edges(60)) < P_MIN
+
+
+@pytest.mark.parametrize(
+    ("scale", "n"), [(1000, 1_000_000), (10**4, 1_000_000), (10**7, 1_000_000)]
+)
+def test_geometric_low_bits_follow_the_tilted_law(scale: int, n: int) -> None:
+    # G mod B is a geometric truncated to [0, B): P(r) ∝ e^{-r/scale}. This checks the fine
+    # structure (the low part of large-scale sampling) that coarse bins cannot see.
+    g = geometric(scale, n, source=SeededSource(f"low{scale}"))
+    block = 1 << max(5, math.floor(math.log2(scale / 16)))
+    r = g % block
+    edges = np.linspace(0, block, 9)
+    counts = np.histogram(r, bins=edges)[0]
+    w = np.exp(-np.arange(block) / scale)
+    probs = np.add.reduceat(w, edges[:-1].astype(int)) / w.sum()
+    assert stats.chisquare(counts, probs * n).pvalue > P_MIN

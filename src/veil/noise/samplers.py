@@ -82,8 +82,10 @@ class _Inverter:
         tail: Callable[[int, RandomSource], NDArray[np.int64]] | None,
     ) -> None:
         self.size = len(lo) - 1
-        self.lo = np.array(lo, dtype=np.int64)
-        self.hi = np.array(hi, dtype=np.int64)
+        # S decreases, so lo[m] may be raised to max(lo[m:]) and hi[m] lowered to min(hi[:m+1])
+        # (still valid bounds); monotone tables make the certain/possible sets prefixes.
+        self.lo = np.maximum.accumulate(np.array(lo, dtype=np.int64)[::-1])[::-1].copy()
+        self.hi = np.minimum.accumulate(np.array(hi, dtype=np.int64))
         # Decreasing sequences, reversed for searchsorted.
         self.lo_rev = self.lo[::-1].copy()
         self.hi_rev = self.hi[::-1].copy()
@@ -204,18 +206,19 @@ def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     return _Inverter(lo, hi, bits, guess, sbounds, tail)
 
 
-_SPLIT_BINS = 4096
+_SPLIT_BITS = 12  # log2 of the bins of the low part's acceptance table
 
 
 @lru_cache(maxsize=64)
 def _low_part_table(x: Fraction, m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """32-bit brackets of ``exp(-x·r)`` over bins ``r ∈ [b·w, (b+1)·w]``, ``w = 2^m/4096``.
+    """32-bit brackets of ``exp(-x·r)`` over bins ``r ∈ [b·w, (b+1)·w]`` of ``[0, 2^m)``.
 
     ``exp(-x·r)`` decreases in ``r``: the bin's bracket is (lower bound at its right end,
-    upper bound at its left end).
+    upper bound at its left end). ``min(2^m, 4096)`` bins of width ``w``.
     """
-    w = (1 << m) // _SPLIT_BINS
-    e_lo, e_hi = _exp_table(x * w, _SPLIT_BINS + 1)
+    nbins = 1 << min(m, _SPLIT_BITS)
+    w = (1 << m) // nbins
+    e_lo, e_hi = _exp_table(x * w, nbins + 1)
     shift = _PREC - 32
     lo = np.array([v >> shift for v in e_lo[1:]], dtype=np.int64)
     hi = np.array([-((-v) >> shift) for v in e_hi[:-1]], dtype=np.int64)
@@ -237,7 +240,7 @@ def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.i
         else:
             r = (draw_u64(source, k) >> np.uint64(64 - m)).astype(np.int64)
         u = draw_u32(source, k).astype(np.int64)
-        b = r >> (m - 12)
+        b = r >> (m - min(m, _SPLIT_BITS))
         accept = u < lo[b]
         undecided = np.flatnonzero(~accept & (u < hi[b]))
         for j in undecided:
