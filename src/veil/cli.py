@@ -27,6 +27,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from veil.accounting.budget import Budget, exact
+from veil.accounting.ledger import Alert
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
@@ -58,19 +59,18 @@ budget_app = typer.Typer(
 app.add_typer(budget_app, name="budget")
 
 
-class _AlertHandler(logging.Handler):
-    """Ledger alerts (a budget crossing 50 %, 80 %…) as one line on the current stderr."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        _stderr().print(f"warning: {record.getMessage()}", markup=False, style="yellow")
-
-
 @app.callback()
 def _setup() -> None:
     """Differential-privacy analytics: noisy aggregates with error bars and a budget."""
+    # Ledger alerts reach people through Ledger.on_alert (see _print_alert), not through
+    # Python's last-resort logging handler.
     logger = logging.getLogger("veil")
-    if not any(isinstance(h, _AlertHandler) for h in logger.handlers):
-        logger.addHandler(_AlertHandler(logging.WARNING))
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
+def _print_alert(alert: Alert) -> None:
+    _stderr().print(f"warning: {alert}", markup=False, style="yellow")
 
 
 class OutputFormat(StrEnum):
@@ -214,7 +214,7 @@ def format_cell(value: Any, bar: Any) -> str:
     b = float(bar)
     decimals = max(0, 1 - math.floor(math.log10(b)))
     if isinstance(value, int):
-        return f"{value:,} ± {b:,.{decimals}f}"
+        return f"{value:,} ± {b:,.{decimals if b < 1 else 0}f}"
     return f"{value:,.{decimals}f} ± {b:,.{decimals}f}"
 
 
@@ -483,7 +483,7 @@ class _Ask:
     def session(self) -> Session:
         """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query."""
         budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
-        return Session.local(
+        session = Session.local(
             self.tables,
             privacy_unit=self.privacy_unit,
             budget=budget,
@@ -493,6 +493,9 @@ class _Ask:
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,
         )
+        if self.ledger:
+            session.ledger.on_alert(_print_alert)
+        return session
 
 
 @app.command()
@@ -607,6 +610,7 @@ def demo(
         session = Session.local(
             {"visits": visits}, privacy_unit="patient_id", budget=budget, analyst="demo"
         )
+        session.ledger.on_alert(_print_alert)
         if people:
             console.rule("[bold]veil demo")
             console.print(
