@@ -211,3 +211,14 @@ def test_error_bar_rejects_a_bad_level() -> None:
 def test_values_too_large_for_the_grid_raise() -> None:
     with pytest.raises(InvalidArgumentError, match="too large for the noise grid"):
         mech.laplace(1e30, sensitivity=1e-6, epsilon=1)
+
+
+def test_values_beyond_float_range_on_the_grid_raise_a_user_error() -> None:
+    with pytest.raises(InvalidArgumentError, match="clamp the data to tighter bounds"):
+        mech.laplace(1e308, sensitivity=Fraction(1, 10**300), epsilon=1)
+
+
+def test_object_arrays_may_mix_numpy_and_python_numbers() -> None:
+    values = np.array([np.int64(3), Fraction(1, 2), np.float32(0.25)], dtype=object)
+    r = mech.laplace(values, sensitivity=1, epsilon=1, source=SeededSource(17))
+    assert r.value.shape == (3,)

@@ -157,11 +157,13 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
     kind = flat.dtype.kind
     if kind == "O":
         for v in flat:
-            if isinstance(v, bool) or not isinstance(v, int | float | Fraction | Decimal):
+            if isinstance(v, bool | np.bool_) or not isinstance(
+                v, int | float | Fraction | Decimal | np.integer | np.floating
+            ):
                 raise InvalidArgumentError(
                     f"values must be numbers, got {v!r} of type {type(v).__name__}"
                 )
-            if isinstance(v, float | Decimal) and not math.isfinite(v):
+            if isinstance(v, float | Decimal | np.floating) and not math.isfinite(v):
                 raise InvalidArgumentError(
                     f"values must be finite, got {v!r}; drop or impute missing values first"
                 )

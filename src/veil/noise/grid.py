@@ -59,6 +59,16 @@ def _round_fraction(v: Fraction, k: int) -> int:
     return _check_range(round(v / Fraction(2) ** k), k)
 
 
+def _as_fraction(v: object) -> Fraction:
+    if isinstance(v, np.integer):
+        return Fraction(int(v))
+    if isinstance(v, int | Fraction | Decimal):
+        return Fraction(v)
+    if isinstance(v, float | np.floating):
+        return Fraction(float(v))
+    raise InvalidArgumentError(f"cannot put {v!r} of type {type(v).__name__} on the noise grid")
+
+
 def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
     """Exact nearest multiple of ``2^k`` (ties to even), in grid units, as int64.
 
@@ -67,10 +77,17 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
     """
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
-        scaled = np.ldexp(arr.astype(np.float64, copy=False), -k)
+        with np.errstate(over="ignore"):  # an overflow becomes inf and is refused below
+            scaled = np.ldexp(arr.astype(np.float64, copy=False), -k)
         np.rint(scaled, out=scaled)
-        if scaled.size and float(np.max(np.abs(scaled))) >= _LIMIT:
-            _check_range(int(np.max(np.abs(scaled))), k)
+        top = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+        if not math.isfinite(top):
+            raise InvalidArgumentError(
+                f"values must be finite and below 2^61 steps of the noise grid 2^{k}, "
+                f"got {float(np.max(np.abs(arr)))!r}; clamp the data to tighter bounds"
+            )
+        if top >= _LIMIT:
+            _check_range(int(top), k)
         return scaled.astype(np.int64)
     if arr.dtype.kind in "iu":
         if arr.size and int(np.max(np.abs(arr.astype(np.float64)))) >= 1 << 62:
@@ -87,12 +104,7 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
         half = 1 << (k - 1)
         q += (r > half) | ((r == half) & (q & 1 == 1))
         return q
-    flat = [
-        _round_fraction(
-            Fraction(v) if isinstance(v, int | Fraction | Decimal) else Fraction(float(v)), k
-        )
-        for v in arr.ravel()
-    ]
+    flat = [_round_fraction(_as_fraction(v), k) for v in arr.ravel()]
     return np.array(flat, dtype=np.int64).reshape(arr.shape)
 
 
