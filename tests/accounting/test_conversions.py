@@ -115,3 +115,11 @@ def test_the_conversion_is_monotone_in_delta(rho: Fraction, deltas: tuple[float,
 def test_the_conversion_is_monotone_in_rho(a: Fraction, b: Fraction, delta: float) -> None:
     lo, hi = sorted((a, b))
     assert zcdp_to_approx(lo, delta).eps <= zcdp_to_approx(hi, delta).eps
+
+
+def test_a_tiny_rho_with_a_large_delta_is_zero_epsilon_and_still_valid() -> None:
+    rho, delta = Fraction(1, 10**5), Fraction(3, 10)
+    assert zcdp_to_approx(rho, delta) == Budget(epsilon=0, delta=delta)
+    # the Gaussian at ε = 0: δ = total variation = 2Φ(μ/2) − 1
+    mu = math.sqrt(2 * float(rho))
+    assert 2 * stats.norm.cdf(mu / 2) - 1 <= float(delta)

@@ -186,15 +186,15 @@ def optimal_composition(loss: Budget, k: int, *, delta_slack: Number) -> Budget:
                 hi = mid
             else:
                 lo = mid
-        result = round_up(hi)
+        result = Fraction(0) if hi == 0 else round_up(hi)
         ctx.prec = _PREC
         eps, dd = _dec(loss.eps), _dec(d)
         limit = dd * (1 - Decimal("1e-30"))
         for _ in range(3):
             if _kov_delta(eps, k, _dec(result)) <= limit:
                 break
-            result += Fraction(1, 10**12)
-        else:
+            result += Fraction(1, 10**12)  # pragma: no cover - beyond the 10⁻¹³ search tolerance
+        else:  # pragma: no cover - a failed check is a bug
             raise InternalError(f"optimal composition failed its check for {loss}, k={k}")
     return Budget(epsilon=min(result, loss.eps * k), delta=delta_total)
 

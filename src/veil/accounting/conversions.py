@@ -61,7 +61,7 @@ def _best_alpha(rho: float, log_inv_delta: float) -> Fraction:
     def f(t: float) -> float:
         try:
             return _cks_epsilon_float(1 + math.exp(t), rho, log_inv_delta)
-        except (OverflowError, ValueError):
+        except (OverflowError, ValueError):  # pragma: no cover - outside the searched range
             return math.inf
 
     best = min(range(len(ts)), key=lambda i: f(ts[i]))
@@ -118,15 +118,13 @@ def zcdp_to_approx(rho: Number, delta: Number) -> Budget:
 @functools.lru_cache(maxsize=4096)
 def _zcdp_to_approx(r: Fraction, d: Fraction) -> Budget:
     alpha = _best_alpha(float(r), math.log(1 / float(d)))
-    if alpha <= 1:
+    if alpha <= 1:  # pragma: no cover - the search stays above 1 + e⁻¹²
         alpha = Fraction(1) + Fraction(1, 10**6)
+    # a negative bound means (0, δ) holds: the implied δ only falls as ε grows
     eps = max(round_up(_cks_epsilon_exact(alpha, r, d)), Fraction(0))
-    if eps > 0:
-        with localcontext() as ctx:
-            ctx.prec = _PRECISION
-            implied = _cks_log_delta(alpha, r, eps)
-            if not implied <= _dec(d).ln():
-                raise InternalError(
-                    f"zCDP→(ε, δ) conversion failed its check for rho={r}, delta={d}"
-                )
+    with localcontext() as ctx:
+        ctx.prec = _PRECISION
+        implied = _cks_log_delta(alpha, r, eps)
+        if not implied <= _dec(d).ln():  # pragma: no cover - the check the rounding guarantees
+            raise InternalError(f"zCDP→(ε, δ) conversion failed its check for rho={r}, delta={d}")
     return Budget(epsilon=eps, delta=d)
