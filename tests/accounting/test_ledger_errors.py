@@ -184,13 +184,19 @@ def test_an_answer_that_is_not_json_leaves_the_reservation_open(ledger: Ledger) 
     with pytest.raises(InvalidArgumentError, match="JSON-serialisable"):
         r.commit({"v": object()})
     with pytest.raises(InvalidArgumentError, match="JSON-serialisable"):
-        r.commit({"v": math.nan})
+        r.commit({("a", "tuple"): 1})  # type: ignore[dict-item]
     with pytest.raises(InvalidArgumentError, match="must be a mapping"):
         r.commit([1, 2])  # type: ignore[arg-type]
     assert _state(ledger) == before
     assert r.status == "reserved"
-    r.commit({"v": 1})
+    r.commit({"v": 1, "empty_mean": math.nan})
     assert r.status == "committed"
+    found = ledger.cached_answer(
+        "alice", "people", fingerprint="q", data_version="", loss=Budget(epsilon=0.5)
+    )
+    assert found is not None
+    assert found["v"] == 1
+    assert math.isnan(found["empty_mean"])
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,7 @@ from veil.accounting.store import (
 )
 from veil.errors import (
     BudgetExhaustedError,
+    InternalError,
     InvalidArgumentError,
     LedgerError,
     ReservationStateError,
@@ -237,7 +238,7 @@ class Ledger:
                 # two processes creating the same grant: the loser retries as a top-up
                 if attempt or not isinstance(exc.__cause__, IntegrityError):
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise InternalError("grant retry fell through")  # pragma: no cover
 
     def _grant(
         self, analyst: str, dataset: str, budget: Budget, thresholds: list[Fraction] | None
@@ -418,10 +419,10 @@ class Ledger:
                     f"the answer to cache must be a mapping (a dict), got {type(answer).__name__}"
                 )
             try:
-                payload = json.dumps(dict(answer), sort_keys=True, allow_nan=False)
+                payload = json.dumps(dict(answer), sort_keys=True)
             except (TypeError, ValueError) as exc:
                 raise InvalidArgumentError(
-                    f"the answer to cache must be JSON-serialisable (no NaN): {exc}"
+                    f"the answer to cache must be JSON-serialisable: {exc}"
                 ) from exc
         now = records.now()
         with self._tx() as conn:
