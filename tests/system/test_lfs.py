@@ -1,9 +1,9 @@
 """End to end on the French Labour Force Survey sample (50 000 rows; row-level privacy, ε = 1).
 
 For each query: the pre-noise aggregates (the compiled SQL run on the session's engine) equal
-pandas' exact answers on the clamped data, and over 200 repetitions — each a fresh session with
-its own in-memory ledger, so no answer comes from the cache, and its own seeded randomness —
-released values fall inside their 95 % error bars at least 90 % of the time.
+pandas' exact answers on the clamped data, and over 200 repetitions — each a fresh session (a
+new registration of the data, so a new cache key: no answer comes from the cache) with its own
+seeded randomness — released values fall inside their 95 % error bars at least 90 % of the time.
 
 Documented thresholds. A 95 % bar covers with probability ≥ 0.95 (veil's bars for AVG/SUM are
 union bounds, so more); with 200 draws per cell, P(coverage < 0.90 | p = 0.95) ≈ 0.0015, and the
@@ -175,6 +175,8 @@ def test_mean_weekly_hours_by_sex_and_year_fall_inside_their_error_bars(
         assert {(row[0], row[1]) for row in r.rows} == set(truth.index)
         for row, bars in zip(r.rows, r.error_bars(LEVEL), strict=True):
             key = (row[0], row[1])
+            # one noisy count and one centred noisy sum serve all three: total / n == hours
+            assert row[3] / row[2] == pytest.approx(row[4], rel=1e-9)
             for j, col in enumerate(("n", "total", "hours"), start=2):
                 assert bars[j] is not None
                 cov.add(col, key, float(row[j]), float(truth.loc[key, col]), bars[j])
