@@ -8,14 +8,20 @@ charges) and ρ (of zCDP charges). What a grant accepts:
 - an (ε, δ) grant: pure and (ε, δ) charges add up in ε and δ. zCDP charges are summed as ρ and
   converted once, by Canonne–Kamath–Steinke, using all of the grant's δ that the other charges
   have not spent: the charges fit when ``Σε + ε_CKS(Σρ, δ − Σδ) ≤ ε`` (and ``Σδ < δ`` when
-  ρ > 0). For a fixed sequence this is Rényi composition (pure ε bounds every Rényi order by ε,
-  Mironov 2017) followed by the CKS conversion, and the (ε, δ) charges by the usual coupling
-  argument add their δ.
+  ρ > 0). Proof note, for charges whose parameters are fixed in advance: on each pair of
+  neighbours an (ε_i, δ_i) mechanism is a post-processing of randomized response (Kairouz, Oh &
+  Viswanath 2015, §2), which reveals with probability δ_i and is otherwise ε_i-DP; outside
+  those events (probability ≥ 1 − Σδ) every pure step has Rényi divergence ≤ ε_i at every order
+  and every zCDP step ≤ α·ρ_j, so the whole run is (α, Σε + α·Σρ)-RDP (Mironov 2017) and the
+  conversion of Canonne–Kamath–Steinke (2020, Prop. 12) at any α gives ε; the δ's add.
 - a ρ-zCDP grant: zCDP charges add ρ; pure ε charges count as ε²/2 (Bun–Steinke Prop. 1.4);
   (ε, δ) charges are refused (δ > 0 implies no zCDP guarantee).
 
-Charges are only ever added as sums, which stay valid when charges are chosen adaptively one by
-one (privacy filters: Rogers et al. 2016; Whitehouse et al. 2023 for zCDP).
+Charges are only ever added as sums. When each charge is chosen after seeing earlier answers,
+sums of one kind stay valid as privacy filters (Rogers et al. 2016 for ε and δ; Whitehouse et
+al. 2023 for ρ). Mixing zCDP with ε/δ charges in one (ε, δ) grant combines the two arguments;
+no single published filter theorem covers that mixture, so a deployment that wants only
+textbook guarantees keeps to one kind of charge per grant (a ρ grant for zCDP mechanisms).
 """
 
 from __future__ import annotations
