@@ -4,7 +4,7 @@ rounded toward more loss.
 The theorems used:
 
 - sequential (basic) composition: ε and δ add (Dwork et al. 2006); ρ adds for zCDP (Bun &
-  Steinke 2016, Lemma 2.3); pure ε counts as ρ = ε²/2 (ibid., Prop. 1.4);
+  Steinke 2016, Lemma 1.7); pure ε counts as ρ = ε²/2 (ibid., Prop. 1.4);
 - parallel composition over disjoint partitions of the privacy units: the maximum
   (McSherry 2009, Thm. 4);
 - advanced composition of k (ε_i, δ_i) mechanisms with slack δ':
