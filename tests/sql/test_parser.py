@@ -55,6 +55,7 @@ def built(query: Query) -> Plan:
 CASES: list[tuple[str, Callable[[], Query]]] = [
     ("SELECT COUNT(*) FROM people", lambda: q().count()),
     ("select count(*) as n from people", lambda: q().count("n")),
+    ("SELECT COUNT(1) AS n FROM people", lambda: q().count("n")),
     (
         "SELECT state, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY state",
         lambda: q().group_by("state").count("n").avg("income", "avg_income"),

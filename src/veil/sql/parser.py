@@ -567,8 +567,8 @@ class _Reader:
             return self.within_group(node)
         if isinstance(node, exp.Count):
             arg = node.this
-            if isinstance(arg, exp.Star) or arg is None:
-                return _Spec("count", None, None)
+            if isinstance(arg, exp.Star) or arg is None or _non_null_literal(arg):
+                return _Spec("count", None, None)  # COUNT(*), COUNT(1): every row
             if isinstance(arg, exp.Distinct):
                 return self.count_distinct(node, arg)
             return _Spec("count", self.argument(node, arg, "COUNT"), None)
@@ -765,6 +765,12 @@ def _parse_error(err: ParseError) -> tuple[str, Position | None]:
         pos = (line, max(1, col - len(highlight) + 1)) if "\n" not in highlight else (line, col)
     near = f" near {highlight!r}" if highlight else ""
     return f"cannot parse the query{near}: {description}", pos
+
+
+def _non_null_literal(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Literal) or (
+        isinstance(node, exp.Boolean) and node.this is not None
+    )
 
 
 def _unalias(node: exp.Expression) -> exp.Expression:
