@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 
 from veil.accounting import Budget
-from veil.cli import budget_json, parse_bounds, parse_number, parse_tables
+from veil.cli import parse_bounds, parse_number, parse_tables
+from veil.cli_output import budget_json
 from veil.errors import InvalidArgumentError
 
 

@@ -12,12 +12,10 @@ import csv
 import io
 import json
 import logging
-import math
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
@@ -28,6 +26,12 @@ from rich.table import Table
 
 from veil.accounting.budget import Budget, exact
 from veil.accounting.ledger import Alert
+from veil.cli_output import (
+    OutputFormat,
+    budget_json,
+    print_explanation,
+    print_result,
+)
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
@@ -35,8 +39,6 @@ from veil.errors import (
     UserError,
     VeilError,
 )
-from veil.release.explain import Explanation
-from veil.release.result import Result
 from veil.session import Session
 
 __all__ = ["app", "main"]
@@ -71,14 +73,6 @@ def _setup() -> None:
 
 def _print_alert(alert: Alert) -> None:
     _stderr().print(f"warning: {alert}", markup=False, style="yellow")
-
-
-class OutputFormat(StrEnum):
-    """How results are printed."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
 
 
 # ----------------------------------------------------------------------------- errors
@@ -162,213 +156,6 @@ def parse_number(value: str | None, name: str) -> Fraction | None:
 
 def _looks_float(text: str) -> bool:
     return "/" not in text and any(c in text for c in "eE") and not text.lower().startswith("inf")
-
-
-# ----------------------------------------------------------------------------- output
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-friendly version of a released value (NaN → null, Fractions → float)."""
-    if value is None:
-        return None
-    if isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, Fraction):
-        return float(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if hasattr(value, "item"):  # numpy scalar
-        return _plain(value.item())
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat())
-    return str(value)
-
-
-def budget_json(budget: Budget | None) -> dict[str, Any] | None:
-    """A Budget as JSON: floats for reading, exact fractions as strings for auditing."""
-    if budget is None:
-        return None
-    out: dict[str, Any] = {"kind": budget.kind}
-    if budget.kind == "zcdp":
-        out["rho"] = float(budget.rho or 0)
-        out["exact"] = {"rho": str(budget.rho)}
-    else:
-        out["epsilon"] = float(budget.epsilon or 0)
-        out["delta"] = float(budget.delta)
-        out["exact"] = {"epsilon": str(budget.epsilon), "delta": str(budget.delta)}
-    return out
-
-
-def format_cell(value: Any, bar: Any) -> str:
-    """A released value and its error bar for people, both rounded at the error bar's second
-    significant digit (``3,555 ± 189``, ``49.197 ± 0.041``)."""
-    value, bar = _plain(value), _plain(bar)
-    if value is None:
-        return "—"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if bar is None or not math.isfinite(float(bar)) or float(bar) <= 0:
-        if isinstance(value, int):
-            return f"{value:,}"
-        return f"{value:,.6g}" if abs(value) < 1e15 else f"{value:.6g}"
-    b = float(bar)
-    decimals = max(0, 1 - math.floor(math.log10(b)))
-    if isinstance(value, int):
-        return f"{value:,} ± {b:,.{decimals if b < 1 else 0}f}"
-    return f"{value:,.{decimals}f} ± {b:,.{decimals}f}"
-
-
-def render_table(
-    console: Console,
-    columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
-    error_bars: Sequence[Sequence[Any]],
-    *,
-    title: str | None = None,
-) -> None:
-    """Print released rows as a rich table, each noisy value with its 95 % ± half-width."""
-    table = Table(title=title)
-    for i, name in enumerate(columns):
-        numeric = any(isinstance(_plain(row[i]), int | float) for row in rows)
-        table.add_column(name, justify="right" if numeric else "left")
-    for row, bars in zip(rows, error_bars, strict=True):
-        table.add_row(*(format_cell(v, b) for v, b in zip(row, bars, strict=True)))
-    console.print(table)
-
-
-def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[str, Any]:
-    """The JSON object of a result: ``columns``, ``rows`` (list of lists in column order),
-    ``error_bars`` (same shape, 95 % half-widths, null where not applicable), ``cost`` and
-    what each part of the budget paid for."""
-    columns = [str(c) for c in result.columns]
-    rows = [[_plain(v) for v in row] for row in result.rows]
-    bars = [[_plain(b) for b in row] for row in result.error_bars(0.95)]
-    for row in bars:
-        if len(row) != len(columns):
-            raise InternalError(f"error bars have {len(row)} columns, the result {len(columns)}")
-    payload: dict[str, Any] = {
-        "columns": columns,
-        "rows": rows,
-        "error_bars": bars,
-        "error_bar_level": 0.95,
-        "cost": budget_json(result.cost),
-        "cached": result.cached,
-        "usage": [
-            {
-                "measurement": u.measurement,
-                "mechanism": u.mechanism,
-                "loss": budget_json(u.loss),
-                "sensitivity": u.sensitivity,
-                "noise": u.noise,
-                "used_by": list(u.used_by),
-            }
-            for u in result.usage
-        ],
-        "notes": list(result.notes),
-        "fingerprint": result.fingerprint,
-    }
-    if remaining is not None:
-        payload["remaining"] = budget_json(remaining)
-    return payload
-
-
-def print_result(
-    result: Result,
-    fmt: OutputFormat,
-    *,
-    remaining: Budget | None = None,
-    title: str | None = None,
-    console: Console | None = None,
-) -> None:
-    """Print a result: a rich table with ± error bars, or one JSON object, or CSV."""
-    payload = result_payload(result, remaining=remaining)
-    if fmt is OutputFormat.json:
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        return
-    if fmt is OutputFormat.csv:
-        sys.stdout.write(_csv(payload))
-        return
-    out = console or Console(highlight=False)
-    parts = [f"cost {result.cost}" + (" (cached answer: nothing spent)" if result.cached else "")]
-    if remaining is not None:
-        parts.append(f"remaining {remaining}")
-    parts.append("± 95 % error bars")
-    if any(t == "real" for t in result.types) and any(
-        all(b[i] is None for b in payload["error_bars"]) and result.types[i] == "real"
-        for i in range(len(result.columns))
-    ):
-        parts.append("quantiles carry no error bar (exponential mechanism)")
-    render_table(out, payload["columns"], payload["rows"], payload["error_bars"], title=title)
-    out.print("; ".join(parts), style="dim", markup=False)
-    for note in result.notes:
-        out.print(f"note: {note}", style="dim", markup=False)
-
-
-def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
-    """Print what a query would do and cost (nothing read, nothing charged)."""
-    if fmt is not OutputFormat.table:
-        payload = {
-            "plan": explanation.canonical,
-            "sql": explanation.sql,
-            "quantile_sql": list(explanation.quantile_sql),
-            "cost": budget_json(explanation.cost),
-            "contribution": explanation.contribution,
-            "usage": [
-                {
-                    "measurement": u.measurement,
-                    "mechanism": u.mechanism,
-                    "loss": budget_json(u.loss),
-                    "sensitivity": u.sensitivity,
-                    "noise": u.noise,
-                    "used_by": list(u.used_by),
-                }
-                for u in explanation.usage
-            ],
-            "expected_error_bars": dict(explanation.errors),
-        }
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        return
-    console = Console(highlight=False)
-    console.print(
-        f"[bold]cost[/bold] {explanation.cost}  (a dry run: nothing read, nothing charged)"
-    )
-    console.print(f"[bold]contribution bounding[/bold] {explanation.contribution}", markup=True)
-    usage = Table(title="budget use", title_justify="left")
-    for name in ("measurement", "mechanism", "loss", "sensitivity", "noise", "used by"):
-        usage.add_column(name)
-    for u in explanation.usage:
-        usage.add_row(
-            u.measurement,
-            u.mechanism,
-            str(u.loss),
-            u.sensitivity,
-            u.noise,
-            ", ".join(u.used_by) or "—",
-        )
-    console.print(usage)
-    errors = Table(title="expected 95 % error bars", title_justify="left")
-    errors.add_column("column")
-    errors.add_column("error bar")
-    for column, text in explanation.errors.items():
-        errors.add_row(column, text)
-    console.print(errors)
-    console.print("[bold]SQL sent to the engine[/bold]")
-    for text in (explanation.sql, *explanation.quantile_sql):
-        console.print(Syntax(text, "sql", word_wrap=True))
-
-
-def _csv(payload: Mapping[str, Any]) -> str:
-    """Value columns, then one ``<column>_error95`` column for each column with error bars."""
-    columns: list[str] = payload["columns"]
-    rows: list[list[Any]] = payload["rows"]
-    bars: list[list[Any]] = payload["error_bars"]
-    with_bars = [i for i in range(len(columns)) if any(b[i] is not None for b in bars)]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*columns, *(f"{columns[i]}_error95" for i in with_bars)])
-    for row, bar in zip(rows, bars, strict=True):
-        writer.writerow(["" if v is None else v for v in row] + [bar[i] for i in with_bars])
-    return buf.getvalue()
 
 
 @contextmanager
