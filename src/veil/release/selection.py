@@ -42,13 +42,18 @@ def laplace_threshold(scale: Fraction, *, groups: int, rows: int, delta: Fractio
     """The smallest integer τ with ``groups · P[Z ≥ τ − rows] ≤ delta`` for discrete Laplace Z.
 
     Contract: precondition scale > 0, groups, rows ≥ 1, 0 < δ < 1. Postcondition: with
-    t = τ − rows, groups·α^t/(1+α) ≤ δ. Computed conservatively: t = ⌈scale·ln(groups/δ)⌉ + 1
-    satisfies groups·α^t ≤ δ·α < δ(1+α) (dropping the 1/(1+α) factor and adding one step
-    absorbs any floating-point error in the logarithm), so τ errs toward more privacy.
+    t = τ − rows ≥ 1, groups·α^t/(1+α) ≤ δ·(1 − 10⁻⁹), checked in floating point whose
+    relative error (< 10⁻¹²) the 10⁻⁹ margin absorbs, so τ never errs toward less privacy.
     """
     _check(groups, rows, delta)
-    t = math.ceil(float(scale) * (math.log(groups) - math.log(float(delta)))) + 1
-    return rows + max(t, 1)
+    alpha = math.exp(-1 / float(scale))
+    target = float(delta) * (1 - 1e-9)
+    t = max(1, math.ceil(float(scale) * (math.log(groups / target) - math.log1p(alpha))) - 1)
+    while groups * laplace_tail(scale, t) > target:
+        t += 1
+    while t > 1 and groups * laplace_tail(scale, t - 1) <= target:
+        t -= 1
+    return rows + t
 
 
 def gaussian_tail_bound(sigma2: Fraction, t: int) -> float:
@@ -58,13 +63,15 @@ def gaussian_tail_bound(sigma2: Fraction, t: int) -> float:
 
 
 def gaussian_threshold(sigma2: Fraction, *, groups: int, rows: int, delta: Fraction) -> int:
-    """The smallest integer τ (up to one conservative step) with
-    ``groups · exp(−(τ − rows)²/(2σ²)) ≤ δ``, which bounds groups · P[Z ≥ τ − rows].
-
-    Contract: as :func:`laplace_threshold`, for the discrete Gaussian; t = ⌈sqrt(2σ² ·
-    ln(groups/δ))⌉ + 1.
+    """The smallest integer τ with ``groups · exp(−(τ − rows)²/(2σ²)) ≤ δ·(1 − 10⁻⁹)``, which
+    bounds groups · P[Z ≥ τ − rows] for the discrete Gaussian Z (see
+    :func:`gaussian_tail_bound`). Contract as :func:`laplace_threshold`.
     """
     _check(groups, rows, delta)
-    log_ratio = math.log(groups) - math.log(float(delta))
-    t = math.ceil(math.sqrt(2 * float(sigma2) * max(log_ratio, 0.0))) + 1
-    return rows + max(t, 1)
+    target = float(delta) * (1 - 1e-9)
+    t = max(1, math.ceil(math.sqrt(2 * float(sigma2) * max(math.log(groups / target), 0.0))))
+    while groups * gaussian_tail_bound(sigma2, t) > target:
+        t += 1
+    while t > 1 and groups * gaussian_tail_bound(sigma2, t - 1) <= target:
+        t -= 1
+    return rows + t
