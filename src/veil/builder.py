@@ -68,6 +68,7 @@ __all__ = [
     "check_released_expression",
     "check_row_expression",
     "default_alias",
+    "domains_from_predicate",
     "fields_from_arrow",
     "parse_expression",
     "position",
@@ -578,7 +579,9 @@ class Query:
         """The plan chain of this query.
 
         ``bounds`` may name any columns; only those read by an aggregate that clamps enter the
-        plan. ``domains`` gives public key sets for grouped columns declared without one.
+        plan. ``domains`` gives public key sets for grouped columns declared without one; a
+        grouped column that the WHERE condition restricts to listed values (``col IN ('a',
+        'b')`` or ``col = 'a'``, as a top-level AND term) has those values as its public domain.
         """
         node: Plan = Scan(self.table, self.columns)
         if self.predicate is not None:
@@ -589,7 +592,10 @@ class Query:
         aggregates = self.aggregates
         node = Aggregate(
             node,
-            keys=_with_domains(self.keys, domains or {}),
+            keys=_with_domains(
+                self.keys,
+                {**domains_from_predicate(self.predicate, self.columns), **(domains or {})},
+            ),
             aggregates=aggregates,
             privacy_unit=unit,
             contribution=contribution or Contribution(),
@@ -652,6 +658,68 @@ def _bounds_entry(column: object, value: object) -> ColumnBounds:
             f"e.g. bounds={{{column!r}: (0, 100)}}"
         )
     return ColumnBounds(column, value[0], value[1])
+
+
+def domains_from_predicate(
+    predicate: exp.Expression | None, columns: Sequence[Field]
+) -> dict[str, tuple[KeyValue, ...]]:
+    """Public key sets a row condition declares: ``col IN (literals)`` or ``col = literal``
+    as a term of the top-level AND. Only rows with these keys pass the condition, so releasing
+    every listed key (empty ones included) reveals nothing about the data.
+
+    >>> fields = [Field("state", "string"), Field("age", "integer")]
+    >>> domains_from_predicate(parse_expression("state IN ('CA', 'NY') AND age > 3", "p"), fields)
+    {'state': ('CA', 'NY')}
+    """
+    if predicate is None:
+        return {}
+    types = {f.name: f.type for f in columns}
+    found: dict[str, tuple[KeyValue, ...]] = {}
+    for term in _and_terms(predicate):
+        column: exp.Expression | None = None
+        literals: list[exp.Expression] = []
+        if isinstance(term, exp.In) and not term.args.get("query"):
+            column, literals = term.this, list(term.expressions)
+        elif isinstance(term, exp.EQ):
+            column, literals = term.this, [term.expression]
+            if not isinstance(column, exp.Column):
+                column, literals = term.expression, [term.this]
+        if not isinstance(column, exp.Column) or column.name not in types or not literals:
+            continue
+        values = [_key_literal(v, types[column.name]) for v in literals]
+        if any(v is None for v in values):
+            continue
+        domain = tuple(dict.fromkeys(values))
+        if column.name in found:  # two restrictions on one column: keep the common keys
+            domain = tuple(v for v in found[column.name] if v in domain)
+            if not domain:
+                continue
+        found[column.name] = domain
+    return found
+
+
+def _and_terms(node: exp.Expression) -> Iterable[exp.Expression]:
+    inner = node.unnest() if isinstance(node, exp.Paren) else node
+    if isinstance(inner, exp.And):
+        yield from _and_terms(inner.this)
+        yield from _and_terms(inner.expression)
+    else:
+        yield inner
+
+
+def _key_literal(node: exp.Expression, column_type: ColumnType) -> KeyValue:
+    """The key value of a literal compared with a column of ``column_type`` (None: not a
+    literal of that type, so no domain is inferred)."""
+    if isinstance(node, exp.Literal) and node.is_string:
+        return str(node.this) if column_type == "string" else None
+    if isinstance(node, exp.Literal) and column_type in ("integer", "real"):
+        text = str(node.this)
+        if column_type == "integer":
+            return int(text) if text.lstrip("-").isdigit() else None
+        return float(text)
+    if isinstance(node, exp.Boolean) and column_type == "boolean":
+        return bool(node.this)
+    return None
 
 
 def _with_domains(

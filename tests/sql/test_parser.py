@@ -300,3 +300,65 @@ def test_where_predicates_are_stored_as_sqlglot_trees_with_quoted_columns() -> N
     predicate = plan.child.predicate
     assert isinstance(predicate, exp.GT)
     assert predicate.sql(dialect="duckdb") == '"age" > 1'
+
+
+# ── public domains declared by the WHERE condition ──────────────────────────────────────────
+
+
+def keys_of(text: str) -> tuple[GroupKey, ...]:
+    plan = sql_plan(text)
+    while not isinstance(plan, Aggregate):
+        plan = plan.children[0]
+    return plan.keys
+
+
+def test_a_where_in_list_declares_the_public_domain_of_a_grouped_column() -> None:
+    keys = keys_of(
+        "SELECT state, COUNT(*) FROM people WHERE state IN ('CA', 'NY', 'WA') AND age > 3 "
+        "GROUP BY state"
+    )
+    assert keys == (GroupKey("state", domain=("CA", "NY", "WA")),)
+
+
+def test_an_equality_declares_a_one_key_domain_and_two_restrictions_intersect() -> None:
+    assert keys_of("SELECT sex, COUNT(*) FROM people WHERE 'F' = sex GROUP BY sex") == (
+        GroupKey("sex", domain=("F",)),
+    )
+    assert keys_of(
+        "SELECT age, COUNT(*) FROM people WHERE age IN (30, 40, 50) AND (age IN (40, 50, 60)) "
+        "GROUP BY age"
+    ) == (GroupKey("age", domain=(40, 50)),)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "state IN ('CA', 'NY') OR age > 3",  # not a top-level AND term
+        "NOT state IN ('CA', 'NY')",
+        "state IN ('CA', NULL)",
+        "state <> 'CA'",
+        "age IN (1.5, 2)",  # not integer literals for an integer column
+        "age IN ('1', '2')",  # strings for an integer column
+        "sex IN ('F')",  # sex is not grouped
+    ],
+)
+def test_other_conditions_declare_no_domain(where: str) -> None:
+    keys = keys_of(f"SELECT state, age, COUNT(*) FROM people WHERE {where} GROUP BY state, age")
+    assert all(not k.is_public for k in keys)
+
+
+def test_the_builder_infers_the_same_domain_from_where() -> None:
+    text = "SELECT state, COUNT(*) AS n FROM people WHERE state IN ('CA', 'NY') GROUP BY state"
+    query = q().where("state IN ('CA', 'NY')").group_by("state").count("n")
+    assert sql_plan(text) == built(query)
+    assert keys_of(text)[0].domain == ("CA", "NY")
+
+
+def test_an_explicit_session_domain_wins_over_the_where_list() -> None:
+    plan = parse(
+        "SELECT state, COUNT(*) FROM people WHERE state IN ('CA', 'NY') GROUP BY state",
+        TABLES,
+        domains={"state": ["CA", "NY", "TX"]},
+    )
+    assert isinstance(plan, Aggregate)
+    assert plan.keys[0].domain == ("CA", "NY", "TX")
