@@ -676,8 +676,8 @@ def domains_from_predicate(
     types = {f.name: f.type for f in columns}
     found: dict[str, tuple[KeyValue, ...]] = {}
     for term in _and_terms(predicate):
-        column: exp.Expression | None = None
-        literals: list[exp.Expression] = []
+        column: exp.Expr | None = None
+        literals: list[exp.Expr] = []
         if isinstance(term, exp.In) and not term.args.get("query"):
             column, literals = term.this, list(term.expressions)
         elif isinstance(term, exp.EQ):
@@ -698,7 +698,7 @@ def domains_from_predicate(
     return found
 
 
-def _and_terms(node: exp.Expression) -> Iterable[exp.Expression]:
+def _and_terms(node: exp.Expr) -> Iterable[exp.Expr]:
     inner = node.unnest() if isinstance(node, exp.Paren) else node
     if isinstance(inner, exp.And):
         yield from _and_terms(inner.this)
@@ -707,7 +707,7 @@ def _and_terms(node: exp.Expression) -> Iterable[exp.Expression]:
         yield inner
 
 
-def _key_literal(node: exp.Expression, column_type: ColumnType) -> KeyValue:
+def _key_literal(node: exp.Expr, column_type: ColumnType) -> KeyValue:
     """The key value of a literal compared with a column of ``column_type`` (None: not a
     literal of that type, so no domain is inferred)."""
     if isinstance(node, exp.Literal) and node.is_string:
