@@ -33,7 +33,12 @@ def with_search_path(url: str, schema: str) -> str:
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A PostgreSQL ledger URL whose tables live in a fresh schema, dropped after the test."""
-    psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is needed for PostgreSQL tests")
+    try:
+        import psycopg
+    except ImportError:
+        if postgres_required():
+            pytest.fail("VEIL_REQUIRE_POSTGRES is set but psycopg 3 is not installed")
+        pytest.skip("SKIPPING PostgreSQL ledger test: psycopg 3 is not installed (veil[postgres])")
     try:
         admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
     except psycopg.OperationalError as exc:
