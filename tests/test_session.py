@@ -249,3 +249,31 @@ def test_a_closed_session_refuses_queries() -> None:
     s.close()
     with pytest.raises(veil.SessionStateError, match="closed"):
         s.sql(Q, epsilon=1, bounds=BOUNDS)
+
+
+def test_consistent_counts_add_up_to_the_noisy_total() -> None:
+    s, _ = fake_session()
+    r = s.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=1, consistent=True)
+    assert all(isinstance(row[1], int) and row[1] >= 0 for row in r.rows)
+    plain = s.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon=1)
+    assert not plain.cached  # a different post-processing is a different answer
+
+
+def test_many_groups_per_unit_with_delta_use_gaussian_noise_end_to_end() -> None:
+    s, _ = fake_session()
+    s.domains.clear()
+    r = s.sql(Q, epsilon=1, delta="1e-6", bounds=BOUNDS, max_groups=40)
+    assert {u.mechanism for u in r.usage if u.measurement != "partition selection"} == {
+        "discrete_gaussian"
+    }
+    assert r.cost.delta == pytest.approx(1e-6)
+    assert r.cost.eps <= 1
+    assert all(bar[1] is not None for bar in r.error_bars())
+
+
+def test_explain_outlines_the_plan_and_the_budget_use() -> None:
+    s, _ = fake_session()
+    text = str(s.explain(Q + " HAVING n > 3 ORDER BY n DESC", epsilon=1, bounds=BOUNDS))
+    assert "Aggregate by state (public): n = COUNT(*); total = SUM(income)" in text
+    assert "Sort n DESC (released values)" in text
+    assert "sum(income): discrete_laplace" in text

@@ -16,6 +16,7 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -52,6 +53,7 @@ from veil.plan.nodes import (
 )
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, system_source
+from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.explain import Explanation, describe_usage, expected_errors
 from veil.release.post import Rows, post_process
@@ -338,13 +340,15 @@ class Session:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
+        consistent: bool = False,
         source: RandomSource | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
         ``epsilon`` (and ``delta``, needed when group keys are not public; by default the
         grant's δ in proportion to ε) is the query's cost; ``bounds``, ``domains``,
-        ``max_groups`` and ``max_rows_per_group`` override the session's for this query.
+        ``max_groups`` and ``max_rows_per_group`` override the session's for this query;
+        ``consistent=True`` makes released group counts add up to their noisy total.
         """
         plan = self.plan(text, bounds=bounds, domains=domains)
         return self.run(
@@ -354,6 +358,7 @@ class Session:
             bounds=bounds,
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
+            consistent=consistent,
             source=source,
         )
 
@@ -366,6 +371,7 @@ class Session:
         bounds: BoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        consistent: bool = False,
         source: RandomSource | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol)."""
@@ -376,6 +382,8 @@ class Session:
             raise InternalError("the compiled aggregation has no charged loss")
         loss = agg.budget
         fp = fingerprint(compiled)
+        if consistent:  # a different post-processing is a different cached answer
+            fp = hashlib.sha256(f"{fp}|consistent".encode()).hexdigest()
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
@@ -398,7 +406,7 @@ class Session:
             reservation.refund()
             raise
         # noise is drawn from here on: the charge stays even if something fails below
-        result = _release(compiled, agg, exact, counts, src, fp)
+        result = _release(compiled, agg, exact, counts, src, fp, consistent)
         reservation.commit(result.to_json())
         return result
 
@@ -521,8 +529,12 @@ def _release(
     counts: Mapping[str, dict[Key, dict[int, int]]],
     source: RandomSource,
     fp: str,
+    consistent: bool = False,
 ) -> Result:
-    """Noise, selection, estimators, post-processing: from exact statistics to a Result."""
+    """Noise, selection, estimators, post-processing: from exact statistics to a Result.
+
+    ``consistent``: released counts are projected to non-negative integers that add up to the
+    noisy grand total (``veil.release.consistency``) instead of being clamped one by one."""
     # every public key is released; unknown keys in an order that depends on the keys alone
     keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
     names = [m.name for m in agg.measurements if m.statistic != "quantile"]
@@ -547,11 +559,19 @@ def _release(
             noisy[k][m.name] = choose_quantile(m, vector, source=source)
     models = column_models(agg)
     noise_by_name = noise_models(agg)
+    table = [[estimate(c, noisy[k], noise_by_name) for c in models] for k in keys]
+    if consistent:
+        for j, c in enumerate(models):
+            if c.function in ("count", "count_distinct"):
+                raw = [
+                    noisy[k][(c.count if c.function == "count" else c.units) or ""] for k in keys
+                ]
+                for row, value in zip(table, consistent_counts(raw), strict=True):
+                    row[j] = value
     released: Rows = []
     stats_rows: list[dict[str, int]] = []
     for i, k in enumerate(keys):
-        values = [estimate(c, noisy[k], noise_by_name) for c in models]
-        released.append((i, (*_label(agg, k), *values)))
+        released.append((i, (*_label(agg, k), *table[i])))
         stats_rows.append(noisy[k])
     schema = agg.schema()
     columns, rows = post_process(plan, [f.name for f in schema], released)

@@ -3,7 +3,6 @@ expected error bars."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -11,11 +10,22 @@ from fractions import Fraction
 from veil.accounting.budget import Budget
 from veil.compile.sensitivity import effective_groups, rows_per_group
 from veil.plan.canonical import canonical
-from veil.plan.nodes import Aggregate, Measurement, Plan
+from veil.plan.nodes import (
+    Aggregate,
+    Filter,
+    Having,
+    Limit,
+    Measurement,
+    Plan,
+    Project,
+    Scan,
+    Sort,
+)
+from veil.plan.visitor import PlanVisitor
 from veil.release.estimators import column_models, noise_models
 from veil.release.result import Usage
 
-__all__ = ["Explanation", "describe_usage", "expected_errors"]
+__all__ = ["Explanation", "describe_usage", "expected_errors", "plan_tree"]
 
 
 def _g(x: Fraction | float) -> str:
@@ -115,6 +125,58 @@ def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
     return out
 
 
+class _Tree(PlanVisitor[list[str]]):
+    """One line per node, root first, children indented."""
+
+    def _under(self, head: str, child: Plan) -> list[str]:
+        return [head, *("  " + line for line in self.visit(child))]
+
+    def visit_scan(self, node: Scan) -> list[str]:
+        return [f"Scan {node.table} ({', '.join(f.name for f in node.columns)})"]
+
+    def visit_filter(self, node: Filter) -> list[str]:
+        return self._under(f"Filter {node.predicate.sql()}", node.child)
+
+    def visit_aggregate(self, node: Aggregate) -> list[str]:
+        keys = []
+        for k in node.keys:
+            kind = (
+                "bins" if k.edges is not None else "public" if k.domain is not None else "unknown"
+            )
+            keys.append(f"{k.alias} ({kind})")
+        calls = []
+        for a in node.aggregates:
+            arg = a.column or "*"
+            if a.function == "quantile":
+                arg = f"{arg}, {a.q}"
+            weight = f" weight {a.weight}" if a.weight is not None else ""
+            calls.append(f"{a.alias} = {a.function.upper()}({arg}){weight}")
+        bounds = ", ".join(f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]" for b in node.bounds)
+        head = f"Aggregate by {', '.join(keys) or '(no groups)'}: {'; '.join(calls)}"
+        if bounds:
+            head += f" | clamp {bounds}"
+        return self._under(head, node.child)
+
+    def visit_having(self, node: Having) -> list[str]:
+        return self._under(f"Having {node.predicate.sql()} (released values)", node.child)
+
+    def visit_sort(self, node: Sort) -> list[str]:
+        keys = ", ".join(f"{k.column}{' DESC' if k.descending else ''}" for k in node.keys)
+        return self._under(f"Sort {keys} (released values)", node.child)
+
+    def visit_limit(self, node: Limit) -> list[str]:
+        off = f" offset {node.offset}" if node.offset else ""
+        return self._under(f"Limit {node.count}{off}", node.child)
+
+    def visit_project(self, node: Project) -> list[str]:
+        return self._under(f"Project {', '.join(node.columns)}", node.child)
+
+
+def plan_tree(plan: Plan) -> str:
+    """A readable outline of ``plan`` (one node per line)."""
+    return "\n".join(_Tree().visit(plan))
+
+
 @dataclass(frozen=True)
 class Explanation:
     """The dry run of a query: nothing was read, nothing charged."""
@@ -132,7 +194,7 @@ class Explanation:
         return canonical(self.plan)
 
     def __str__(self) -> str:
-        lines = ["plan:", json.dumps(canonical(self.plan)["root"], indent=1)[:4000], ""]
+        lines = ["plan:", *("  " + line for line in plan_tree(self.plan).splitlines())]
         lines.append(f"contribution bounding: {self.contribution}")
         lines.append(f"cost: {self.cost}")
         lines.append("budget use:")
