@@ -248,3 +248,26 @@ def test_explain_as_a_table_shows_the_sql_and_the_budget_use(people: Path) -> No
     assert "SQL sent to the engine" in out
     assert "budget use" in out
     assert "discrete" in out
+
+
+def test_the_query_can_come_from_standard_input(people: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["query", "-", "--table", f"people={people}", "-e", "1", "-u", "user_id", "-f", "json"],
+        input="SELECT state, COUNT(*) AS n\nFROM people\nWHERE state IN ('CA', 'NY')\n"
+        "GROUP BY state ORDER BY state",
+    )
+    assert result.exit_code == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert [row[0] for row in payload["rows"]] == ["CA", "NY"]
+
+
+def test_errors_in_a_multi_line_query_from_stdin_point_at_the_line(people: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["query", "-", "--table", f"people={people}", "-e", "1"],
+        input="SELECT state,\n       age\nFROM people\nGROUP BY state",
+    )
+    assert result.exit_code == 2
+    assert "column 'age' is neither grouped nor aggregated" in result.stderr
+    assert "(at line 2, column 8)" in result.stderr

@@ -9,6 +9,8 @@ else is reported as a bug (exit code 1), without a traceback.
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import io
 import json
 import logging
@@ -217,7 +219,23 @@ MaxRowsOpt = Annotated[
     int | None,
     typer.Option("--max-rows-per-group", help="Rows one unit may contribute per group (L∞)."),
 ]
-SqlArg = Annotated[str, typer.Argument(help="The SQL query (veil's DP subset, see the README).")]
+SqlArg = Annotated[
+    str, typer.Argument(help="The SQL query (veil's DP subset, see the README); - reads stdin.")
+]
+
+
+def _sql_text(sql: str) -> str:
+    """The query text: the argument, or standard input when it is ``-``."""
+    return sys.stdin.read() if sql.strip() == "-" else sql
+
+
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="duckdb (embedded) or spark (the SparkSession spark-submit or SPARK_REMOTE sets up).",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -234,6 +252,7 @@ class _Ask:
     dataset: str | None
     max_groups: int | None
     max_rows_per_group: int | None
+    engine: str = "duckdb"
 
     @staticmethod
     def parse(
@@ -270,7 +289,17 @@ class _Ask:
     def session(self) -> Session:
         """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query."""
         budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
-        session = Session.local(
+        if self.engine not in ("duckdb", "spark"):
+            raise InvalidArgumentError(f"--engine must be duckdb or spark, got {self.engine!r}")
+        if self.engine == "spark":
+            from veil.engines.spark import default_spark_session
+
+            build: Callable[..., Session] = functools.partial(
+                Session.spark, default_spark_session()
+            )
+        else:
+            build = Session.local
+        session = build(
             self.tables,
             privacy_unit=self.privacy_unit,
             budget=budget,
@@ -299,6 +328,7 @@ def query(
     max_groups: MaxGroupsOpt = None,
     max_rows_per_group: MaxRowsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
+    engine: EngineOpt = "duckdb",
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -315,10 +345,12 @@ def query(
             max_groups,
             max_rows_per_group,
         )
-        session = ask.session()
+        session = dataclasses.replace(ask, engine=engine).session()
         try:
             with scanning("scanning the private table…"):
-                result = session.sql(sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds)
+                result = session.sql(
+                    _sql_text(sql), epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
+                )
             remaining = session.remaining() if ask.ledger else None
             print_result(result, fmt, remaining=remaining)
         finally:
@@ -342,6 +374,7 @@ def explain(
     max_groups: MaxGroupsOpt = None,
     max_rows_per_group: MaxRowsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
+    engine: EngineOpt = "duckdb",
 ) -> None:
     """Show the plan, the SQL, sensitivities, noise, cost and expected error bars — without
     reading private data or charging anything."""
@@ -359,10 +392,10 @@ def explain(
             max_groups,
             max_rows_per_group,
         )
-        session = ask.session()
+        session = dataclasses.replace(ask, engine=engine).session()
         try:
             explanation = session.explain(
-                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
+                _sql_text(sql), epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
             )
         finally:
             session.close()
