@@ -376,8 +376,7 @@ def explain(
     fmt: FormatOpt = OutputFormat.table,
     engine: EngineOpt = "duckdb",
 ) -> None:
-    """Show the plan, the SQL, sensitivities, noise, cost and expected error bars — without
-    reading private data or charging anything."""
+    """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 
     def go() -> None:
         ask = _Ask.parse(
