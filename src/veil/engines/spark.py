@@ -40,7 +40,7 @@ from veil.errors import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkEngine", "is_spark_dataframe", "require_pyspark"]
+__all__ = ["SparkEngine", "default_spark_session", "is_spark_dataframe", "require_pyspark"]
 
 INSTALL_HINT = "pip install 'veil[spark]'"
 
@@ -68,6 +68,14 @@ def require_pyspark() -> ModuleType:
             f"running veil on Apache Spark needs pyspark, which is not installed ({exc}); "
             f"install it with: {INSTALL_HINT}"
         ) from exc
+
+
+def default_spark_session() -> SparkSession:
+    """``SparkSession.builder.getOrCreate()``: the session ``spark-submit`` configured, a Spark
+    Connect session when ``SPARK_REMOTE`` is set (``sc://host:15002``), else ``local[*]``."""
+    sql = require_pyspark()
+    session: SparkSession = sql.SparkSession.builder.appName("veil").getOrCreate()
+    return session
 
 
 def is_spark_dataframe(obj: object) -> bool:
