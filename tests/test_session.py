@@ -277,3 +277,32 @@ def test_explain_outlines_the_plan_and_the_budget_use() -> None:
     assert "Aggregate by state (public): n = COUNT(*); total = SUM(income)" in text
     assert "Sort n DESC (released values)" in text
     assert "sum(income): discrete_laplace" in text
+
+
+def test_an_empty_table_gives_noisy_zeros_for_public_keys() -> None:
+    empty = people().slice(0, 0)
+    s, _ = fake_session(FakeEngine({"people": empty}))
+    r = s.sql("SELECT COUNT(*) AS n, SUM(income) AS s FROM people", epsilon=1, bounds=BOUNDS)
+    assert len(r.rows) == 1
+    assert r.rows[0][0] >= 0
+
+
+def test_date_keys_are_released_as_iso_strings_and_cached() -> None:
+    import datetime
+
+    t = pa.table(
+        {
+            "user_id": [1, 2, 3],
+            "state": ["CA"] * 3,
+            "age": [1, 2, 3],
+            "income": [1.0, 2.0, 3.0],
+            "day": [datetime.date(2024, 1, d) for d in (1, 2, 2)],
+        }
+    )
+    s, _ = fake_session(FakeEngine({"people": t}), budget=veil.Budget(epsilon=100))
+    s.domains["day"] = ("2024-01-01", "2024-01-02")
+    q = "SELECT day, COUNT(*) AS n FROM people GROUP BY day"
+    r = s.sql(q, epsilon=20)
+    assert [row[0] for row in r.rows] == ["2024-01-01", "2024-01-02"]
+    assert [row[1] for row in r.rows] == [1, 2]  # ε = 20: the noise is almost surely 0
+    assert s.sql(q, epsilon=20).cached

@@ -16,6 +16,7 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -84,12 +85,28 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
     return out
 
 
-def _plain(v: Any) -> Any:
+def _integer(v: Any) -> int:
+    """An exact statistic from the engine as an int (a SUM over no rows is NULL: 0)."""
+    if v is None:
+        return 0
     if isinstance(v, Decimal):
         if v != v.to_integral_value():
             raise InternalError(f"an exact integer statistic came back as {v}")
         return int(v)
-    return v
+    if isinstance(v, int):
+        return v
+    raise InternalError(f"an exact integer statistic came back as {v!r}")
+
+
+def _json_key(v: Any) -> KeyValue:
+    """A group key as a JSON-friendly value (dates and times as ISO strings)."""
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, datetime.date | datetime.time):
+        return v.isoformat()
+    return str(v)
 
 
 class Session:
@@ -472,8 +489,8 @@ def _exact_stats(
     out: dict[Key, dict[str, int]] = {}
     by_name = {m.name: m for m in agg.measurements}
     for i in range(table.num_rows):
-        key = tuple(data[k][i] for k in keys)
-        stats = {name: int(_plain(data[col][i])) for name, col in columns.items()}
+        key = tuple(_json_key(data[k][i]) for k in keys)
+        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
         rows = int(data[COUNT_COLUMN][i])
         for name, value in stats.items():
             m = by_name[name]
@@ -489,7 +506,7 @@ def _bucket_counts(table: pa.Table, keys: Sequence[str]) -> dict[Key, dict[int, 
     data = table.to_pydict()
     out: dict[Key, dict[int, int]] = {}
     for i in range(table.num_rows):
-        key = tuple(data[k][i] for k in keys)
+        key = tuple(_json_key(data[k][i]) for k in keys)
         out.setdefault(key, {})[int(data[BUCKET_COLUMN][i])] = int(data[BUCKET_COUNT_COLUMN][i])
     return out
 
@@ -500,7 +517,7 @@ def _label(agg: Aggregate, key: Key) -> Key:
         if k.edges is not None and v is not None:
             out.append(k.labels()[int(v)])
         else:
-            out.append(v)
+            out.append(_json_key(v))
     return tuple(out)
 
 
