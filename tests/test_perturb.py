@@ -207,3 +207,20 @@ def test_a_perturbation_refused_for_its_schema_charges_nothing() -> None:
             table, epsilon=1, bounds={"s": (0, 1)}, ledger=ledger, analyst="alice", dataset="people"
         )
     assert ledger.remaining("alice", "people") == veil.Budget(epsilon=1)
+
+
+def test_a_row_level_session_is_charged_for_a_perturbation() -> None:
+    table = pa.table({"x": np.zeros(100)})
+    session = veil.Session.local({"t": table}, budget=veil.Budget(epsilon=1), analyst="bob")
+    perturb(table, epsilon=0.25, bounds={"x": (0, 1)}, session=session, source=SeededSource(8))
+    assert session.remaining() == veil.Budget(epsilon=0.75)
+
+
+def test_a_session_with_a_privacy_unit_is_refused_because_perturb_protects_records() -> None:
+    table = pa.table({"user_id": [1, 1], "x": [0.0, 1.0]})
+    session = veil.Session.local(
+        {"t": table}, privacy_unit="user_id", budget=veil.Budget(epsilon=1)
+    )
+    with pytest.raises(InvalidArgumentError, match=r"protects each record on its own"):
+        perturb(table, epsilon=0.5, bounds={"x": (0, 1)}, session=session)
+    assert session.remaining() == veil.Budget(epsilon=1)

@@ -68,6 +68,13 @@ class _Reservation(Protocol):
     def commit(self, answer: Mapping[str, Any] | None = None) -> None: ...
 
 
+class _SessionLike(Protocol):
+    ledger: Any
+    analyst: str
+    dataset: str
+    privacy_unit: str | None
+
+
 class _Ledger(Protocol):
     def reserve(
         self,
@@ -123,9 +130,14 @@ def perturb(
     ledger: _Ledger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
+    session: _SessionLike | None = None,
     source: RandomSource | None = None,
 ) -> Perturbation:
     """Perturb every record's chosen columns with local DP; charge ``epsilon`` once.
+
+    Charge it to ``ledger`` for (``analyst``, ``dataset``), or to a :class:`veil.Session`'s
+    ledger, analyst and dataset with ``session=``; without either nothing is charged and the
+    caller accounts for ``result.loss`` (like :mod:`veil.mechanisms`).
 
     Contract:
 
@@ -143,6 +155,16 @@ def perturb(
     """
     specs = _column_specs(epsilon, bounds or {}, categories or {})
     loss = Budget(epsilon=exact(epsilon, "epsilon"))
+    if session is not None:
+        if ledger is not None:
+            raise InvalidArgumentError("pass either session= or ledger=, not both")
+        if session.privacy_unit is not None:
+            raise InvalidArgumentError(
+                f"this session protects all rows of a {session.privacy_unit!r} together, but "
+                "perturb protects each record on its own (a unit with m rows would lose m·ε); "
+                "use a row-level session (privacy_unit=None) on a table with one row per unit"
+            )
+        ledger, analyst, dataset = session.ledger, session.analyst, session.dataset
     if ledger is not None and (not analyst or not dataset):
         raise InvalidArgumentError(
             "charging a perturbation needs the analyst and the dataset: "
