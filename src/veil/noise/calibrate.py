@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -86,6 +87,7 @@ def _continuous_sigma(sens: float, eps: float, dlt: float) -> float:
     return hi
 
 
+@lru_cache(maxsize=256)
 def sigma2_for_approx_dp(
     sensitivity: Fraction, epsilon: Fraction, delta: Fraction, dimension: int
 ) -> Fraction:
