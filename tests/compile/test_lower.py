@@ -132,3 +132,29 @@ def test_lowering_an_uncompiled_plan_is_an_internal_error() -> None:
 def test_unknown_dialect_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="no SQL dialect 'oracle'"):
         dialect("oracle")
+
+
+def test_count_of_a_string_column_only_drops_nulls_and_casts_nothing() -> None:
+    agg = compiled(aggregates=(AggregateCall("n", "count", "state"),))
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
+    assert 'NOT "state" IS NULL' in sql
+    assert "ISNAN" not in sql
+    assert "CAST" not in sql
+
+
+def test_integer_columns_need_no_nan_check() -> None:
+    agg = compiled(aggregates=(AggregateCall("m", "avg", "age"),))
+    agg = aggregate_of(
+        apply_rules(
+            Aggregate(
+                PEOPLE,
+                keys=(),
+                aggregates=(AggregateCall("m", "avg", "age"),),
+                bounds=(ColumnBounds("age", 0, 100),),
+            ),
+            Context(budget=Budget(epsilon=1)),
+        )
+    )
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
+    assert 'NOT "age" IS NULL' in sql
+    assert "ISNAN" not in sql

@@ -131,13 +131,13 @@ class _Lowering:
         self.d = dialect
         self.salt = salt
         self.keys = tuple(f"__k{i}" for i in range(len(agg.keys)))
-        cols: list[str] = []
+        read: list[str] = []  # every column an aggregate reads (the NULL rule applies to them)
         for a in agg.aggregates:
-            if a.column is not None and a.function != "count_distinct" and a.column not in cols:
-                cols.append(a.column)
-        for m in agg.measurements:
-            if m.column is not None and m.column not in cols:
-                cols.append(m.column)
+            if a.column is not None and a.function != "count_distinct" and a.column not in read:
+                read.append(a.column)
+        self.read = tuple(read)
+        # the columns whose values are aggregated (carried through bounding as doubles)
+        cols = [c for c in read if any(m.column == c for m in agg.measurements)]
         self.columns = tuple(cols)
         self.x = {c: f"__x{i}" for i, c in enumerate(cols)}
 
@@ -156,9 +156,12 @@ class _Lowering:
         for c in self.columns:
             x = self._cast(_col(c), self.d.real_type)
             select.append(exp.alias_(x, self.x[c], quoted=True))
+        for c in self.read:
             # NULL rule: a row whose aggregated value is NULL or NaN leaves the aggregation
             where.append(exp.Not(this=exp.Is(this=_col(c), expression=exp.Null())))
-            where.append(exp.Not(this=exp.func("ISNAN", x.copy())))
+            if self.agg.child.field(c).type == "real":
+                x = self._cast(_col(c), self.d.real_type)
+                where.append(exp.Not(this=exp.func("ISNAN", x)))
         q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
         cond = _and(where)
         return q.where(cond) if cond is not None else q
