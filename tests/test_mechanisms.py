@@ -222,3 +222,9 @@ def test_object_arrays_may_mix_numpy_and_python_numbers() -> None:
     values = np.array([np.int64(3), Fraction(1, 2), np.float32(0.25)], dtype=object)
     r = mech.laplace(values, sensitivity=1, epsilon=1, source=SeededSource(17))
     assert r.value.shape == (3,)
+
+
+@pytest.mark.parametrize("value", [2**70, 2**62, 1e19])
+def test_discrete_mechanisms_refuse_integers_that_could_overflow(value: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="magnitude below 2\\^61"):
+        mech.discrete_laplace(value, sensitivity=1, epsilon=1)

@@ -187,16 +187,24 @@ def _shape_out(flat: NDArray[Any], shape: tuple[int, ...], scalar: bool) -> Any:
     return flat[0].item() if scalar else flat.reshape(shape)
 
 
+_INT_LIMIT = 1 << 61  # |value| and |noise| below this: their int64 sum cannot overflow
+
+
 def _integers(flat: NDArray[Any], name: str) -> NDArray[np.int64]:
+    """Integer values as int64, each of magnitude below 2^61."""
     kind = flat.dtype.kind
-    if kind in "iu":
-        return flat.astype(np.int64)
-    if kind == "f":
-        if not np.all(flat == np.rint(flat)) or np.max(np.abs(flat)) >= 2.0**53:
+    if kind == "f" and not np.all(flat == np.rint(flat)):
+        raise InvalidArgumentError(
+            f"{name} adds integer noise and needs integer values (got e.g. "
+            f"{float(flat[flat != np.rint(flat)][0])}); "
+            "use veil.mechanisms.laplace / gaussian for real values"
+        )
+    if kind in "iuf":
+        top = float(np.max(np.abs(flat.astype(np.float64))))
+        if top >= _INT_LIMIT:
             raise InvalidArgumentError(
-                f"{name} adds integer noise and needs integer values (got e.g. "
-                f"{flat[flat != np.rint(flat)][:1].tolist() or 'values ≥ 2^53'}); "
-                "use veil.mechanisms.laplace / gaussian for real values"
+                f"{name} supports integers of magnitude below 2^61, got {top:.6g}; "
+                "clamp the data to tighter bounds"
             )
         return flat.astype(np.int64)
     out = []
@@ -206,8 +214,20 @@ def _integers(flat: NDArray[Any], name: str) -> NDArray[np.int64]:
             raise InvalidArgumentError(
                 f"{name} needs integer values, got {v!r}; use laplace / gaussian for real values"
             )
+        if abs(f) >= _INT_LIMIT:
+            raise InvalidArgumentError(
+                f"{name} supports integers of magnitude below 2^61, got {v!r}; "
+                "clamp the data to tighter bounds"
+            )
         out.append(int(f))
     return np.array(out, dtype=np.int64)
+
+
+def _add_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``values + noise`` with both below 2^61 in magnitude, so int64 cannot wrap."""
+    if noise.size and int(np.max(np.abs(noise))) >= _INT_LIMIT:
+        raise InternalError("a noise sample reached 2^61 (probability below e^-8192)")
+    return values + noise
 
 
 def _ceil_sqrt(n: int) -> int:
@@ -237,7 +257,7 @@ def laplace(
     step = Fraction(2) ** k
     units = to_grid(flat, k)
     scale_units = (sens / step + d) / eps
-    noisy = units + samplers.discrete_laplace(scale_units, d, source=source)
+    noisy = _add_noise(units, samplers.discrete_laplace(scale_units, d, source=source))
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="laplace",
@@ -262,7 +282,7 @@ def discrete_laplace(
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_laplace")
     scale = sens / eps
-    noisy = ints + samplers.discrete_laplace(scale, ints.size, source=source)
+    noisy = _add_noise(ints, samplers.discrete_laplace(scale, ints.size, source=source))
     return Release(
         value=_shape_out(noisy, shape, scalar),
         mechanism="discrete_laplace",
@@ -351,7 +371,7 @@ def gaussian(
     sens_units = sens / step + _ceil_sqrt(d)
     sigma2, loss = _gaussian_loss(sens_units, d, rho, epsilon, delta)
     units = to_grid(flat, k)
-    noisy = units + samplers.discrete_gaussian(sigma2, d, source=source)
+    noisy = _add_noise(units, samplers.discrete_gaussian(sigma2, d, source=source))
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="gaussian",
@@ -381,7 +401,7 @@ def discrete_gaussian(
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_gaussian")
     sigma2, loss = _gaussian_loss(sens, ints.size, rho, epsilon, delta)
-    noisy = ints + samplers.discrete_gaussian(sigma2, ints.size, source=source)
+    noisy = _add_noise(ints, samplers.discrete_gaussian(sigma2, ints.size, source=source))
     return Release(
         value=_shape_out(noisy, shape, scalar),
         mechanism="discrete_gaussian",
