@@ -196,3 +196,30 @@ def test_a_process_killed_while_holding_a_reservation_leaves_a_consistent_postgr
     pg_url: str,
 ) -> None:
     _kill_mid_flight(pg_url)
+
+
+def _use_inherited(ledger: Ledger, out: Connection) -> None:
+    try:
+        ledger.reserve("alice", "people", Budget(epsilon=0.25), fingerprint="child").commit()
+        out.send("ok")
+    except Exception as exc:  # reported to the parent
+        out.send(repr(exc))
+
+
+@pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
+def test_a_ledger_opened_before_a_fork_works_in_parent_and_child(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    url: str = request.getfixturevalue("sqlite_url" if storage == "sqlite" else "pg_url")
+    with Ledger(url) as ledger:
+        ledger.grant("alice", "people", Budget(epsilon=1))
+        ledger.reserve("alice", "people", Budget(epsilon=0.25), fingerprint="parent").commit()
+        recv, send = _fork.Pipe(duplex=False)
+        child = _fork.Process(target=_use_inherited, args=(ledger, send))
+        start_forked(child)
+        assert recv.recv() == "ok"
+        child.join(timeout=60)
+        assert child.exitcode == 0
+        ledger.reserve("alice", "people", Budget(epsilon=0.25), fingerprint="parent2").commit()
+        assert ledger.remaining("alice", "people") == Budget(epsilon=0.25)
+        assert ledger.check("alice", "people").epsilon == Fraction(3, 4)

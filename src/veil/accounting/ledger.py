@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
@@ -155,6 +156,16 @@ class Ledger:
         except SQLAlchemyError as exc:
             self._engine.dispose()
             raise LedgerError(f"cannot open the ledger at {self.url}: {exc}") from exc
+        if not memory:
+            # a forked child must not reuse the parent's connections: it opens its own
+            engine = weakref.ref(self._engine)
+
+            def forget_parent_connections() -> None:
+                alive = engine()
+                if alive is not None:
+                    alive.dispose(close=False)
+
+            os.register_at_fork(after_in_child=forget_parent_connections)
 
     # -- plumbing -------------------------------------------------------------------------
 
