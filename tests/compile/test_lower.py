@@ -143,7 +143,6 @@ def test_count_of_a_string_column_only_drops_nulls_and_casts_nothing() -> None:
 
 
 def test_integer_columns_need_no_nan_check() -> None:
-    agg = compiled(aggregates=(AggregateCall("m", "avg", "age"),))
     agg = aggregate_of(
         apply_rules(
             Aggregate(
