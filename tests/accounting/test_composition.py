@@ -163,3 +163,12 @@ def test_optimal_composition_is_monotone_in_epsilon(a: Fraction, b: Fraction, k:
         optimal_composition(Budget(epsilon=lo), k, delta_slack=1e-6).eps
         <= optimal_composition(Budget(epsilon=hi), k, delta_slack=1e-6).eps
     )
+
+
+def test_past_the_optimal_limit_compose_falls_back_to_drv() -> None:
+    losses = [Budget(epsilon=0.01, delta=1e-9)] * (MAX_OPTIMAL_K + 1)
+    result = compose(losses, delta=1e-5)
+    assert result.method == "drv"
+    slack = Fraction(1, 10**5) - (MAX_OPTIMAL_K + 1) * Fraction(1, 10**9)
+    assert result.loss == advanced_composition(losses, delta_slack=slack)
+    assert result.loss.eps < (MAX_OPTIMAL_K + 1) * Fraction(1, 100)
