@@ -21,8 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import duckdb
-
 # fmt: off
 STATES = (  # the 50 US states, most common first
     "CA", "TX", "FL", "NY", "PA", "IL", "OH", "GA", "NC", "MI", "NJ", "VA", "WA", "AZ", "MA",
@@ -100,6 +98,8 @@ def ensure_table(rows: int, seed: int = 0, directory: Path | None = None) -> Pat
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    import duckdb  # here, so the table's constants import without DuckDB (e.g. OpenDP's venv)
+
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     con = duckdb.connect()
     try:
@@ -118,6 +118,8 @@ def main() -> None:
     args = parser.parse_args()
     start = time.perf_counter()
     path = ensure_table(args.rows, args.seed, args.dir)
+    import duckdb
+
     con = duckdb.connect()
     n, users, states = con.execute(
         f"SELECT count(*), count(DISTINCT user_id), count(DISTINCT state) FROM '{path}'"
