@@ -184,3 +184,20 @@ def test_data_version_changes_when_the_file_changes_and_only_then(
     assert engine.data_version("other") != first
     pq.write_table(pa.table({"x": [1, 2, 3, 4, 5, 6, 7]}), path)
     assert engine.data_version("t") != first
+
+
+def test_an_in_memory_dataframe_has_a_stable_data_version(spark: Any) -> None:
+    engine = _engine(spark, t=spark.createDataFrame([(1, "a"), (2, "b")], "x INT, y STRING"))
+    assert engine.data_version("t") == engine.data_version("t")
+
+
+def test_files_that_cannot_be_stat_ed_get_a_fresh_version_each_time(
+    spark: Any, people: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import veil.engines.spark as spark_engine
+
+    engine = _engine(spark, people=people)
+    monkeypatch.setattr(spark_engine, "_MAX_STATS", 0)  # as on Spark Connect / huge tables
+    first = engine.data_version("people")
+    assert first.startswith("uncached:")
+    assert engine.data_version("people") != first

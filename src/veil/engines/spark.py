@@ -20,6 +20,7 @@ import importlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +56,8 @@ _FILE_FORMATS = {
     ".orc": "orc",
 }
 _ENGINE_IDS = itertools.count()
+_VERSIONS = itertools.count()
+_MAX_STATS = 2_000  # input files stat-ed one by one for the data version
 # Spark's SQL configuration is per session; the ANSI switch in ``execute`` is guarded per process.
 _CONF_LOCK = threading.RLock()
 
@@ -184,25 +187,30 @@ class SparkEngine:
     def data_version(self, table: str) -> str:
         """A digest of the table's logical plan and of its input files' sizes and times.
 
-        Files on any Hadoop file system are stat-ed through the JVM when it is reachable
-        (classic Spark); on Spark Connect only the file names enter the digest. For a table
-        with no input files (an in-memory DataFrame) the plan itself holds the data.
+        Files on any Hadoop file system are stat-ed through the JVM (classic Spark). When they
+        cannot be (Spark Connect, or more than ``_MAX_STATS`` files), the version is a fresh
+        token on every call: no cached answer is ever served for data that may have changed —
+        the query is simply charged again. A table with no input files (an in-memory
+        DataFrame) holds its data in the plan, which the digest covers.
         """
         frame = self._frame(table)
-        digest = hashlib.sha256()
-        digest.update(str(frame.semanticHash()).encode())
         files = sorted(frame.inputFiles())
         stats = self._file_stats(files)
+        if stats is None:
+            return f"uncached:{os.getpid()}:{time.time_ns()}:{next(_VERSIONS)}"
+        digest = hashlib.sha256(str(frame.semanticHash()).encode())
         for path in files:
-            digest.update(f"\0{path}\0{stats.get(path, '')}".encode())
+            digest.update(f"\0{path}\0{stats[path]}".encode())
         return digest.hexdigest()[:32]
 
-    def _file_stats(self, files: list[str]) -> dict[str, str]:
-        jvm: Any = getattr(self._spark, "_jvm", None)
-        jsc: Any = getattr(getattr(self._spark, "sparkContext", None), "_jsc", None)
-        if jvm is None or jsc is None or not files:
+    def _file_stats(self, files: list[str]) -> dict[str, str] | None:
+        """``path → "size:mtime"``, or None when the files cannot be stat-ed cheaply."""
+        if not files:
             return {}
-        conf = jsc.hadoopConfiguration()
+        jvm: Any = getattr(self._spark, "_jvm", None)
+        if jvm is None or len(files) > _MAX_STATS:  # Spark Connect has no JVM gateway
+            return None
+        conf = self._spark.sparkContext._jsc.hadoopConfiguration()
         stats: dict[str, str] = {}
         for path in files:
             jpath = jvm.org.apache.hadoop.fs.Path(path)
