@@ -225,3 +225,9 @@ def test_default_aliases_read_like_column_names(
     function: Any, column: str | None, quantile: Fraction | None, name: str
 ) -> None:
     assert default_alias(function, column, quantile) == name
+
+
+@pytest.mark.parametrize("text", ["?[0-", "'unterminated"])
+def test_a_predicate_that_trips_the_sql_parser_is_a_user_error(text: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match=r"cannot (parse|read) where"):
+        q().where(text)

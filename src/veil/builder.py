@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ParseError, TokenError
 
 from veil.errors import InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan.nodes import (
@@ -386,6 +386,12 @@ def parse_expression(text: str, what: str) -> exp.Expression:
         pos = (int(line), int(col)) if isinstance(line, int) and isinstance(col, int) else None
         raise UnsupportedQueryError(
             f"cannot parse {what} {text!r}: {detail.get('description', err)}", position=pos
+        ) from None
+    except TokenError as err:
+        raise UnsupportedQueryError(f"cannot read {what} {text!r}: {err}") from None
+    except Exception as err:  # sqlglot itself trips on some malformed text
+        raise UnsupportedQueryError(
+            f"cannot parse {what} {text!r} ({type(err).__name__} in the SQL parser)"
         ) from None
     if isinstance(node, exp.Query) or not isinstance(node, exp.Expression):
         raise UnsupportedQueryError(

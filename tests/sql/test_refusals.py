@@ -404,3 +404,9 @@ def test_messages_never_leak_a_python_class_name() -> None:
         run("SELECT a FROM people WHERE")
     assert "<class" not in str(info.value)
     assert re.search(r"incomplete WHERE", str(info.value))
+
+
+@pytest.mark.parametrize("text", ["?[0-", "?[/", "SELECT ?[0- FROM people"])
+def test_text_that_trips_the_sql_parser_itself_is_a_user_error(text: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match="cannot parse the query"):
+        run(text)

@@ -262,6 +262,12 @@ class _Reader:
             raise self.refuse(*_parse_error(err)) from None
         except TokenError as err:
             raise self.refuse(f"cannot read the query: {err}", None) from None
+        except Exception as err:  # sqlglot itself trips on some malformed text
+            raise self.refuse(
+                f"cannot parse the query ({type(err).__name__} in the SQL parser); check the "
+                "syntax near brackets and operators",
+                None,
+            ) from None
         present = [s for s in statements if s is not None]
         if len(present) != 1:
             where = self.keyword({TokenType.SEMICOLON}) if len(present) > 1 else None
