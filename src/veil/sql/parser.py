@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import pyarrow as pa
 import sqlglot
-from sqlglot import Token, TokenType, exp
+from sqlglot import TokenType, exp
 from sqlglot.errors import ParseError, TokenError
 
 from veil.builder import (
@@ -45,8 +44,6 @@ from veil.builder import (
     check_row_expression,
     default_alias,
     fields_from_arrow,
-    offset_position,
-    position,
     resolve_column,
 )
 from veil.errors import SchemaError, UnsupportedQueryError
@@ -61,13 +58,13 @@ from veil.plan.nodes import (
     SortKey,
     as_fraction,
 )
+from veil.sql.positions import Locator, Position, parse_error
 
 __all__ = ["Schemas", "parse", "parse_query"]
 
 Schemas = Mapping[str, Sequence[Field] | pa.Schema]
 """The tables a query may read: name → columns (veil Fields or an Arrow schema)."""
 
-Position = tuple[int, int]
 
 _ALLOWED_CLAUSES = frozenset(
     {"expressions", "from_", "from", "where", "group", "having", "order", "limit", "offset"}
@@ -159,68 +156,12 @@ class _Reader:
         self.text = text
         self.tables = tables
         self.privacy_unit = privacy_unit
-        self._tokens: list[Token] | None = None
+        self.at = Locator(text)
         self.table = ""
         self.columns: tuple[Field, ...] = ()
 
-    # positions -------------------------------------------------------------------------------
-
-    def tokens(self) -> list[Token]:
-        if self._tokens is None:
-            self._tokens = sqlglot.Dialect.get_or_raise(DIALECT).tokenize(self.text)
-        return self._tokens
-
-    def pos(self, node: exp.Expression | None) -> Position | None:
-        if node is None:
-            return None
-        if isinstance(node, exp.AggFunc) and not (node.meta and "start" in node.meta):
-            return self.function_name(node) or position(node, self.text)
-        return position(node, self.text)
-
-    def function_name(self, node: exp.AggFunc) -> Position | None:
-        """Where a function call's name is, when sqlglot kept no position for it."""
-        begin = self.start(node)
-        if begin is None:
-            return None
-        before = [t for t in self.tokens() if t.start < begin]
-        for i in range(len(before) - 1, 0, -1):
-            if before[i].token_type == TokenType.L_PAREN:
-                return offset_position(self.text, before[i - 1].start)
-        return None
-
-    def keyword(
-        self, kinds: set[TokenType], *, before: int | None = None, after: int = -1
-    ) -> Position | None:
-        """Position of the last token of ``kinds`` before offset ``before`` (else the first
-        after ``after``)."""
-        found = [
-            t
-            for t in self.tokens()
-            if t.token_type in kinds and t.start > after and (before is None or t.start < before)
-        ]
-        if not found:
-            return None
-        tok = found[-1] if before is not None else found[0]
-        return offset_position(self.text, tok.start)
-
-    def start(self, node: exp.Expr) -> int | None:
-        starts = [n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta]
-        return min(starts) if starts else None
-
-    def name_of(self, node: exp.Expression) -> str:
-        """The function name as the query spells it (``VAR_POP``, not sqlglot's name)."""
-        meta = node.meta if node.meta else {}
-        start, end = meta.get("start"), meta.get("end")
-        if isinstance(start, int) and isinstance(end, int):
-            return self.text[start : end + 1].upper()
-        if isinstance(node, exp.Anonymous):
-            return node.name.upper()
-        if isinstance(node, exp.Func):
-            return node.sql_name()
-        return node.key.upper()
-
     def refuse(self, message: str, at: exp.Expression | Position | None) -> UnsupportedQueryError:
-        pos = at if isinstance(at, tuple) or at is None else self.pos(at)
+        pos = at if isinstance(at, tuple) or at is None else self.at.pos(at)
         return UnsupportedQueryError(message, position=pos)
 
     # statement -------------------------------------------------------------------------------
@@ -259,7 +200,7 @@ class _Reader:
                 self.text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE
             )
         except ParseError as err:
-            raise self.refuse(*_parse_error(err)) from None
+            raise self.refuse(*parse_error(err)) from None
         except TokenError as err:
             raise self.refuse(f"cannot read the query: {err}", None) from None
         except Exception as err:  # sqlglot itself trips on some malformed text
@@ -270,7 +211,7 @@ class _Reader:
             ) from None
         present = [s for s in statements if s is not None]
         if len(present) != 1:
-            where = self.keyword({TokenType.SEMICOLON}) if len(present) > 1 else None
+            where = self.at.keyword({TokenType.SEMICOLON}) if len(present) > 1 else None
             raise self.refuse(f"give exactly one SELECT statement (found {len(present)})", where)
         stmt = present[0]
         if isinstance(stmt, exp.SetOperation):
@@ -278,7 +219,7 @@ class _Reader:
             raise self.refuse(
                 f"{kind} is not supported: veil answers one SELECT over one table; run the "
                 "queries separately",
-                self.keyword({TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}),
+                self.at.keyword({TokenType.UNION, TokenType.INTERSECT, TokenType.EXCEPT}),
             )
         if not isinstance(stmt, exp.Select):
             raise self.refuse(f"only SELECT queries are supported, not {stmt.key.upper()}", (1, 1))
@@ -293,19 +234,19 @@ class _Reader:
                 value if isinstance(value, exp.Expression) else None
             )
             if name == "with_":
-                at = self.keyword({TokenType.WITH})
+                at = self.at.keyword({TokenType.WITH})
                 raise self.refuse(f"{label} are not supported; query the table directly", at)
             if name == "joins":
                 first = value[0]
-                begin = self.start(first)
-                at = self.keyword({TokenType.JOIN, TokenType.COMMA}, before=begin) or self.pos(
-                    first
-                )
+                begin = self.at.start(first)
+                at = self.at.keyword(
+                    {TokenType.JOIN, TokenType.COMMA}, before=begin
+                ) or self.at.pos(first)
                 raise self.refuse(
                     "joins are not supported: veil answers queries over one table", at
                 )
             if name == "distinct":
-                at = self.keyword({TokenType.DISTINCT})
+                at = self.at.keyword({TokenType.DISTINCT})
                 raise self.refuse(
                     "SELECT DISTINCT is not supported; use GROUP BY to list released keys", at
                 )
@@ -319,11 +260,11 @@ class _Reader:
             if node is select:
                 continue
             if isinstance(node, exp.Subquery | exp.Select | exp.SetOperation):
-                begin = self.start(node)
-                at = self.keyword({TokenType.SELECT}, before=begin) if begin else None
+                begin = self.at.start(node)
+                at = self.at.keyword({TokenType.SELECT}, before=begin) if begin else None
                 raise self.refuse(
                     "sub-queries are not supported: veil answers one SELECT over one table",
-                    at or self.pos(node),
+                    at or self.at.pos(node),
                 )
             if isinstance(node, exp.Window):
                 raise self.refuse(
@@ -352,7 +293,7 @@ class _Reader:
         if len(match) != 1:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            pos = self.pos(table)
+            pos = self.at.pos(table)
             where = f" (at line {pos[0]}, column {pos[1]})" if pos else ""
             raise SchemaError(
                 f"unknown table {name!r}{hint} (tables: {', '.join(known) or 'none'}){where}"
@@ -373,7 +314,7 @@ class _Reader:
 
     def column(self, node: exp.Column) -> str:
         """The table column a column reference names (qualifier checked)."""
-        pos = self.pos(node)
+        pos = self.at.pos(node)
         if node.table and node.table.lower() not in {q.lower() for q in self.qualifiers}:
             where = f" (at line {pos[0]}, column {pos[1]})" if pos else ""
             raise SchemaError(
@@ -398,7 +339,7 @@ class _Reader:
                 raise self.refuse(
                     f"GROUP BY {extra.upper().replace('_', ' ')} is not supported; list the "
                     "columns",
-                    self.keyword({TokenType.GROUP_BY}),
+                    self.at.keyword({TokenType.GROUP_BY}),
                 )
         items = [(_unalias(e), e) for e in select.expressions]
         aliases = {
@@ -522,10 +463,10 @@ class _Reader:
         """Type and privacy-unit checks that the plan also makes, here with a position."""
         if spec.column is None or spec.function in ("count", "count_distinct"):
             return
-        pos = self.pos(node)
+        pos = self.at.pos(node)
         if self.privacy_unit is not None and spec.column.lower() == self.privacy_unit.lower():
             raise self.refuse(
-                f"{self.name_of(node)} of the privacy unit {spec.column!r} is not supported; "
+                f"{self.at.name_of(node)} of the privacy unit {spec.column!r} is not supported; "
                 "count units with COUNT(DISTINCT …)",
                 pos,
             )
@@ -533,7 +474,7 @@ class _Reader:
         if ctype not in ("integer", "real"):
             where = f" (at line {pos[0]}, column {pos[1]})" if pos else ""
             raise SchemaError(
-                f"{self.name_of(node)}({spec.column}) needs a numeric column, but "
+                f"{self.at.name_of(node)}({spec.column}) needs a numeric column, but "
                 f"{spec.column!r} is {ctype}; aggregate a numeric column, or COUNT(*) per "
                 f"{spec.column}{where}"
             )
@@ -580,7 +521,7 @@ class _Reader:
             return _Spec("count", self.argument(node, arg, "COUNT"), None)
         if type(node) in _SIMPLE_AGGREGATES:
             function = _SIMPLE_AGGREGATES[type(node)]
-            return _Spec(function, self.argument(node, node.this, self.name_of(node)), None)
+            return _Spec(function, self.argument(node, node.this, self.at.name_of(node)), None)
         if isinstance(node, exp.Median):
             return _Spec("quantile", self.argument(node, node.this, "MEDIAN"), Fraction(1, 2))
         if isinstance(node, exp.PercentileCont | exp.Quantile) and not isinstance(
@@ -592,7 +533,7 @@ class _Reader:
         if isinstance(node, exp.VariancePop | exp.StddevPop):
             sample = "VARIANCE" if isinstance(node, exp.VariancePop) else "STDDEV"
             raise self.refuse(
-                f"{self.name_of(node)} (population) is not supported; use {sample} (the sample "
+                f"{self.at.name_of(node)} (population) is not supported; use {sample} (the sample "
                 "estimator; the two differ by a factor (n−1)/n)",
                 node,
             )
@@ -602,7 +543,7 @@ class _Reader:
                 "PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col)",
                 node,
             )
-        name = self.name_of(node)
+        name = self.at.name_of(node)
         raise self.refuse(f"aggregate {name} is not supported; use {SUPPORTED_AGGREGATES}", node)
 
     def argument(self, call: exp.Expression, arg: exp.Expression | None, name: str) -> str:
@@ -755,22 +696,6 @@ class _Reader:
                 f"{clause} takes a whole number, got {node.sql() if node else 'nothing'}", node
             )
         return int(node.this)
-
-
-def _parse_error(err: ParseError) -> tuple[str, Position | None]:
-    """A readable message and the start position of the token sqlglot stopped at."""
-    detail = err.errors[0] if err.errors else {}
-    description = str(detail.get("description") or err).split("\n")[0]
-    missing = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>", description)
-    if missing:
-        description = f"incomplete {missing.group(1).upper()}"
-    highlight = str(detail.get("highlight") or "")
-    line, col = detail.get("line"), detail.get("col")
-    pos = None
-    if isinstance(line, int) and isinstance(col, int):
-        pos = (line, max(1, col - len(highlight) + 1)) if "\n" not in highlight else (line, col)
-    near = f" near {highlight!r}" if highlight else ""
-    return f"cannot parse the query{near}: {description}", pos
 
 
 def _non_null_literal(node: exp.Expression) -> bool:
