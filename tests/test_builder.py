@@ -231,3 +231,22 @@ def test_default_aliases_read_like_column_names(
 def test_a_predicate_that_trips_the_sql_parser_is_a_user_error(text: str) -> None:
     with pytest.raises(UnsupportedQueryError, match=r"cannot (parse|read) where"):
         q().where(text)
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    [
+        "date_trunc('month', d) = DATE '2020-01-01'",
+        "regexp_matches(name, 'a.*')",
+        "d > current_date - INTERVAL 30 DAY",
+        "nullif(age, 0) > 1 AND quarter(d) = 1 AND dayofweek(d) = 1",
+        "left(name, 2) = 'ab' AND replace(name, 'a', 'b') = 'x'",
+        "strftime(d, '%Y') = '2020' AND year(d) = 2020 AND month(d) = 1",
+        "CASE WHEN age > 3 THEN TRUE ELSE FALSE END",
+    ],
+)
+def test_common_row_functions_are_allowed_in_where(predicate: str) -> None:
+    table = Query.over(
+        "t", [Field("age", "integer"), Field("name", "string"), Field("d", "temporal")]
+    )
+    assert table.where(predicate).predicate is not None

@@ -249,8 +249,30 @@ _ROW_ONLY: tuple[type[exp.Expression], ...] = (
     exp.Greatest,
     exp.Least,
     exp.StartsWith,
+    exp.RegexpLike,
+    exp.Nullif,
+    exp.StrPosition,
+    exp.Replace,
+    exp.Left,
+    exp.Right,
+    exp.Sign,
+    exp.Log,
+    exp.Quarter,
+    exp.Week,
+    exp.DayOfWeek,
+    exp.Hour,
+    exp.Minute,
+    exp.Date,
+    exp.DateTrunc,
+    exp.TimestampTrunc,
+    exp.TimeToStr,
+    exp.DateAdd,
+    exp.DateSub,
+    exp.Interval,
+    exp.CurrentDate,
 )
-"""Scalar functions allowed on row values (WHERE) besides :data:`_LOGIC`."""
+"""Scalar functions allowed on row values (WHERE) besides :data:`_LOGIC`: deterministic,
+row-local, reading nothing but the row."""
 
 
 def _describe(node: exp.Expr, text: str) -> str:
