@@ -150,3 +150,20 @@ def test_a_zcdp_grant_is_shown_in_rho(ledger_url: str) -> None:
     )
     assert code == 0
     assert "ρ=0.5" in out
+
+
+def test_export_dumps_the_whole_ledger_for_an_audit(ledger_url: str) -> None:
+    with veil.Ledger(ledger_url) as ledger:
+        ledger.grant("alice", "people", veil.Budget(epsilon=1))
+        ledger.reserve("alice", "people", veil.Budget(epsilon=0.25), fingerprint="abc").commit()
+    code, out, _ = invoke("budget", "export", "--ledger", ledger_url)
+    assert code == 0
+    dump = json.loads(out)
+    assert [b["analyst"] for b in dump["budgets"]] == ["alice"]
+    assert [e["event"] for e in dump["events"]][:2] == ["grant", "charge"]
+    code, out, _ = invoke("budget", "export", "--ledger", ledger_url, "-f", "csv")
+    assert code == 0
+    assert out.splitlines()[0].startswith("id,at,analyst,dataset,event")
+    code, _, err = invoke("budget", "export", "--ledger", ledger_url, "-f", "table")
+    assert code == 2
+    assert "export writes json or csv" in err

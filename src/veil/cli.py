@@ -603,6 +603,25 @@ def budget_grant(
     _run(go)
 
 
+@budget_app.command("export")
+def budget_export(
+    ledger: RequiredLedgerOpt,
+    fmt: Annotated[
+        OutputFormat, typer.Option("--format", "-f", help="json (everything) or csv (events).")
+    ] = OutputFormat.json,
+) -> None:
+    """Dump the ledger for an audit: budgets, every event, alerts and cached answers."""
+
+    def go() -> None:
+        if fmt is OutputFormat.table:
+            raise InvalidArgumentError("export writes json or csv; pass --format json or csv")
+        with _open_ledger(ledger) as led:
+            text = led.export_csv() if fmt is OutputFormat.csv else led.export_json()
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+    _run(go)
+
+
 @budget_app.command("history")
 def budget_history(
     ledger: RequiredLedgerOpt,
