@@ -250,3 +250,10 @@ def test_common_row_functions_are_allowed_in_where(predicate: str) -> None:
         "t", [Field("age", "integer"), Field("name", "string"), Field("d", "temporal")]
     )
     assert table.where(predicate).predicate is not None
+
+
+def test_group_by_keys_declares_a_public_domain_like_a_where_in_list() -> None:
+    from_keys = q().group_by_keys("state", ["CA", "NY"]).count("n").plan()
+    assert isinstance(from_keys, Aggregate)
+    assert from_keys.keys == (GroupKey("state", domain=("CA", "NY")),)
+    assert from_keys.public_keys

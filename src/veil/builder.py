@@ -491,6 +491,18 @@ class Query:
                 )
         return replace(self, keys=tuple(out))
 
+    def bin(self, column: str, *edges: Any, alias: str | None = None) -> Query:
+        """Group by histogram bins ``[e0, e1), …, [e_{n-1}, en]`` of ``column`` — SQL's
+        ``GROUP BY BIN(column, e0, …, en)``; every bin is released, empty ones included."""
+        return self.group_by(GroupKey(column, edges=tuple(edges), alias=alias or ""))
+
+    def group_by_keys(
+        self, column: str, keys: Iterable[KeyValue], alias: str | None = None
+    ) -> Query:
+        """Group by ``column`` over the public list ``keys``: every key is released (empty ones
+        included) and rows with other keys are dropped; no δ is spent on partition selection."""
+        return self.group_by(GroupKey(column, domain=tuple(keys), alias=alias or ""))
+
     # aggregates ------------------------------------------------------------------------------
 
     def agg(

@@ -114,6 +114,10 @@ CASES: list[tuple[str, Callable[[], Query]]] = [
         lambda: q().group_by(GroupKey("age", edges=(0, 18, 65, 120), alias="band")).count("n"),
     ),
     (
+        "SELECT BIN(age, 0, 18, 65, 120) AS band, COUNT(*) AS n FROM people GROUP BY 1",
+        lambda: q().bin("age", 0, 18, 65, 120, alias="band").count("n"),
+    ),
+    (
         "SELECT BIN(age, 0, 18, 65, 120), COUNT(*) FROM people GROUP BY BIN(age, 0, 18, 65, 120)",
         lambda: q().group_by(GroupKey("age", edges=(0, 18, 65, 120))).count(),
     ),
