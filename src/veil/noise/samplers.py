@@ -44,7 +44,6 @@ _BIG_TABLE = 1 << 16  # a larger direct table, built only for batches big enough
 _PREC = 128  # fixed-point bits used to build tables
 _INT64_MAX = (1 << 63) - 1
 
-Guess = Callable[[NDArray[np.float32]], NDArray[np.float32]]
 SBounds = Callable[[int, int], tuple[int, int]]  # (m, prec) -> bounds of 2^prec·S(m)
 
 
@@ -77,7 +76,7 @@ class _Inverter:
         lo: list[int],
         hi: list[int],
         bits: int,
-        guess: Guess,
+        guess: tuple[float, float],
         sbounds: SBounds,
         tail: Callable[[int, RandomSource], NDArray[np.int64]] | None,
     ) -> None:
@@ -89,20 +88,27 @@ class _Inverter:
         # Decreasing sequences, reversed for searchsorted.
         self.lo_rev = self.lo[::-1].copy()
         self.hi_rev = self.hi[::-1].copy()
-        self.bits, self.guess, self.sbounds, self.tail = bits, guess, sbounds, tail
+        self.hi_next = np.append(self.hi[1:], 0)  # hi_next[m] = hi[m + 1]
+        # the float guess of X is (c − ln W)/x = (c + bits·ln 2 − ln(v + 1/2))·inv_x
+        self.guess_c = np.float32(guess[0] + bits * math.log(2.0))
+        self.guess_inv_x = np.float32(guess[1])
+        self.bits, self.sbounds, self.tail = bits, sbounds, tail
 
-    def invert(self, v: NDArray[np.int64], source: RandomSource) -> NDArray[np.int64]:
+    def invert(
+        self, v: NDArray[np.uint32] | NDArray[np.int64], source: RandomSource
+    ) -> NDArray[np.int64]:
         """``X`` for uniform ``bits``-bit words ``v``: exactly ``max{m : W < S(m)}``."""
         size = self.size
-        wf = v.astype(np.float32)
-        wf += np.float32(0.5)
-        wf *= np.float32(2.0**-self.bits)
-        g = self.guess(wf)  # finite: 0 < W ≤ 1 and the guesses are finite multiples of log W
+        g = v.astype(np.float32)
+        g += np.float32(0.5)
+        np.log(g, out=g)
+        np.subtract(self.guess_c, g, out=g)
+        g *= self.guess_inv_x  # finite: 0 < W < 1, so the guess is a finite multiple of −ln W
         np.clip(g, 0, size - 1, out=g)
         m = g.astype(np.int64)
         # certain: W < S(m) (v+1 ≤ lo[m]) and W ≥ S(m+1) (v ≥ hi[m+1])
         ok = v < self.lo[m]
-        ok &= v >= self.hi[m + 1]
+        ok &= v >= self.hi_next[m]
         if ok.all():
             return m
         bad = np.flatnonzero(~ok)
@@ -190,12 +196,7 @@ def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     shift = _PREC - bits
     lo = [a >> shift for a in e_lo]
     hi = [-((-b) >> shift) for b in e_hi]
-    inv_x = np.float32(1.0 / float(x)) if x < 2**100 else np.float32(0.0)
-
-    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
-        np.log(w, out=w)
-        w *= -inv_x
-        return w
+    inv_x = 1.0 / float(x) if x < 2**100 else 0.0  # G ≈ −ln(W)/x
 
     def sbounds(m: int, prec: int) -> tuple[int, int]:
         return exp_neg_bounds(x * m, prec)
@@ -203,7 +204,7 @@ def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     def tail(n: int, source: RandomSource) -> NDArray[np.int64]:
         return _geometric(x, n, source)
 
-    return _Inverter(lo, hi, bits, guess, sbounds, tail)
+    return _Inverter(lo, hi, bits, (0.0, inv_x), sbounds, tail)
 
 
 _SPLIT_BITS = 12  # log2 of the bins of the low part's acceptance table
@@ -239,7 +240,7 @@ def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.i
             r >>= 32 - m
         else:
             r = (draw_u64(source, k) >> np.uint64(64 - m)).astype(np.int64)
-        u = draw_u32(source, k).astype(np.int64)
+        u = draw_u32(source, k)
         b = r >> (m - min(m, _SPLIT_BITS))
         accept = u < lo[b]
         undecided = np.flatnonzero(~accept & (u < hi[b]))
@@ -262,7 +263,7 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
         return np.zeros(0, dtype=np.int64)
     size = _direct_size(x, n)
     if size is not None:
-        return _geometric_direct(x, size).invert(draw_u32(source, n).astype(np.int64), source)
+        return _geometric_direct(x, size).invert(draw_u32(source, n), source)
     m = math.floor(math.log2(1 / (16 * x)))
     while x * (1 << m) > Fraction(1, 16):
         m -= 1
@@ -308,14 +309,8 @@ def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
         lo.append(a)
         hi.append(b)
     xf = float(x)
-    const = math.log(2.0) - math.log1p(math.exp(-xf))  # ln(2/(1+p))
-    inv_x = np.float32(1.0 / xf) if xf < 1e30 else np.float32(0.0)
-
-    def guess(w: NDArray[np.float32]) -> NDArray[np.float32]:
-        np.log(w, out=w)
-        np.subtract(np.float32(const), w, out=w)
-        w *= inv_x
-        return w
+    const = math.log(2.0) - math.log1p(math.exp(-xf))  # |X| ≈ (ln(2/(1+p)) − ln W)/x
+    inv_x = 1.0 / xf if xf < 1e30 else 0.0
 
     def sbounds(m: int, prec: int) -> tuple[int, int]:
         if m == 0:
@@ -328,7 +323,7 @@ def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     def tail(n: int, source: RandomSource) -> NDArray[np.int64]:
         return _geometric(x, n, source)  # |X| - T | |X| ≥ T is geometric (T ≥ 1)
 
-    return _Inverter(lo, hi, bits, guess, sbounds, tail)
+    return _Inverter(lo, hi, bits, (const, inv_x), sbounds, tail)
 
 
 def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
@@ -336,14 +331,10 @@ def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.i
         return np.zeros(0, dtype=np.int64)
     size = _direct_size(x, n)
     if size is not None:
-        u = draw_u32(source, n).astype(np.int64)
-        sign = u & 1
-        u >>= 1
-        mag = _laplace_magnitude(x, size).invert(u, source)
-        # sign bit is independent of the magnitude word; P(+m) = P(-m) for m ≥ 1
-        sign *= -2
-        sign += 1
-        mag *= sign
+        words = draw_u32(source, n)
+        mag = _laplace_magnitude(x, size).invert(words >> np.uint32(1), source)
+        # the low bit is the sign, independent of the 31-bit magnitude word; P(+m) = P(-m)
+        mag *= np.where(words & np.uint32(1), -1, 1)
         return mag
     # large scales (CKS 2020 Algorithm 2, steps 5-6): X = ±G with G geometric and a fair
     # sign, rejecting (−, 0) so that 0 is not counted twice; P(reject) = (1 − p)/2 ≈ 0.
@@ -417,7 +408,7 @@ def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArra
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         y = _discrete_laplace(x, k, source)
-        u = draw_u32(source, k).astype(np.int64)
+        u = draw_u32(source, k)
         b = np.abs(y)
         if width > 1:
             b //= width
