@@ -216,3 +216,22 @@ def test_arrow_tables_register_without_copying_into_python() -> None:
     engine = DuckDBEngine({"t": table})
     assert engine.schema("t").names == ["uid", "g", "x"]
     assert engine.data_version("t").startswith("object:")
+
+
+def test_a_table_of_a_given_connection_is_used_in_place() -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE people AS SELECT range AS uid, 'a' AS g, range * 1.5 AS x FROM range(10)"
+    )
+    engine = DuckDBEngine({"t": "people"}, connection=con)
+    assert engine.schema("t").names == ["uid", "g", "x"]
+    agg = compile_for(engine, (AggregateCall("n", "count"),))
+    _, got = run(engine, agg)
+    assert got["a"]["count"] == 10
+
+
+def test_a_name_that_is_neither_file_nor_table_is_refused() -> None:
+    with pytest.raises(SchemaError, match="neither a file nor a table"):
+        DuckDBEngine({"t": "no_such_table"})

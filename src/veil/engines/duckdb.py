@@ -109,9 +109,15 @@ class DuckDBEngine:
                 self._versions[name] = ""
                 return
             if name != source:
-                self._con.execute(
-                    f"CREATE OR REPLACE TEMP VIEW {ident} AS SELECT * FROM {_quote(source)}"
-                )
+                try:
+                    self._con.execute(
+                        f"CREATE OR REPLACE TEMP VIEW {ident} AS SELECT * FROM {_quote(source)}"
+                    )
+                except duckdb.CatalogException:
+                    raise SchemaError(
+                        f"table {name!r}: {source!r} is neither a file nor a table of the DuckDB "
+                        "connection; pass a CSV/Parquet path, a DataFrame or an Arrow table"
+                    ) from None
             self._versions[name] = f"table:{source}:{time.time_ns()}:{next(_REGISTRATIONS)}"
             self._check_exists(name)
             return
