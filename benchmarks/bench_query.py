@@ -8,14 +8,19 @@ a shared machine hits them alike:
 - ``duckdb``   plain DuckDB doing the same bounded aggregation (the baseline): one row per user
                chosen by ``ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY hash(salt, …))``,
                clamped income, float SUM/AVG.
-- ``veil``     ``veil.Session.local(...).sql(...)`` end to end (fresh in-memory ledger per run,
-               so no answer comes from the cache).
+- ``veil``     ``veil.Session.local(...).sql(...)`` end to end: a fresh session with a fresh
+               in-memory ledger per run (so no answer comes from the cache), on one DuckDB
+               connection per process, as the baseline's.
 - ``veil-sql`` the SQL veil's ``explain`` says it sends, run on plain DuckDB — the engine's share
                of veil's time (veil − veil-sql = planning, noise and Python overhead).
 - ``opendp``   OpenDP's Polars API on the same Parquet file, when ``opendp`` and ``polars`` are
-               importable (they are not veil dependencies).
+               importable here or by ``--opendp-python`` (they are not veil dependencies).
 
-    python benchmarks/bench_query.py [--rows 10_000_000] [--rounds 5] [--reps 1]
+Each process makes one cold run (lazy imports, first scan; reported apart) and ``--reps`` warm
+timed runs; ratios compare the medians of the warm runs.
+
+    python benchmarks/bench_query.py [--rows 10_000_000] [--rounds 5] [--reps 2]
+        [--only duckdb veil veil-sql opendp] [--opendp-python /path/to/python]
 """
 
 from __future__ import annotations
@@ -90,12 +95,14 @@ def _setup_duckdb(path: Path) -> Callable[[], object]:
     return run
 
 
-def veil_session(path: Path) -> Any:
-    """A fresh session over the benchmark table with an in-memory ledger (no cached answers)."""
+def veil_session(path: Path, connection: Any = None) -> Any:
+    """A fresh session over the benchmark table with an in-memory ledger (no cached answers),
+    on ``connection`` if given (as the baseline, the warm runs reuse one DuckDB connection)."""
     import veil
 
     return veil.Session.local(
         tables={"people": str(path)},
+        connection=connection,
         privacy_unit="user_id",
         budget=veil.Budget(epsilon=EPSILON),
         analyst="bench",
@@ -106,10 +113,13 @@ def veil_session(path: Path) -> Any:
 def _setup_veil(path: Path) -> Callable[[], object]:
     import logging
 
+    import duckdb
+
     logging.getLogger("veil").setLevel(logging.ERROR)  # each run spends its grant: no alerts
+    con = duckdb.connect()
 
     def run() -> object:
-        session = veil_session(path)
+        session = veil_session(path, con)
         return session.sql(QUERY, **OPTIONS)
 
     return run
@@ -219,7 +229,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=10_000_000)
     parser.add_argument("--rounds", type=int, default=5, help="fresh processes per contender")
-    parser.add_argument("--reps", type=int, default=1, help="timed runs per process")
+    parser.add_argument("--reps", type=int, default=2, help="warm timed runs per process")
     parser.add_argument("--only", nargs="*", default=list(CONTENDERS), choices=list(CONTENDERS))
     parser.add_argument(
         "--opendp-python",
