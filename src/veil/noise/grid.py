@@ -78,9 +78,12 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
     arr = np.asarray(values)
     if arr.dtype.kind == "f":
         with np.errstate(over="ignore"):  # an overflow becomes inf and is refused below
-            scaled = np.ldexp(arr.astype(np.float64, copy=False), -k)
+            if abs(k) <= 1000:  # 2^-k is a normal double: the product is exact (or inf)
+                scaled = arr.astype(np.float64) * math.ldexp(1.0, -k)
+            else:
+                scaled = np.ldexp(arr.astype(np.float64), -k)
         np.rint(scaled, out=scaled)
-        top = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+        top = max(float(scaled.max()), -float(scaled.min())) if scaled.size else 0.0
         if not math.isfinite(top):
             raise InvalidArgumentError(
                 f"values must be finite and below 2^61 steps of the noise grid 2^{k}, "
@@ -110,4 +113,8 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
 
 def from_grid(m: NDArray[np.int64], k: int) -> NDArray[np.float64]:
     """``m · 2^k`` as float64 (a fixed function of ``m``: post-processing of the grid value)."""
-    return np.ldexp(m.astype(np.float64), k)
+    out = m.astype(np.float64)
+    if abs(k) <= 1000:
+        out *= math.ldexp(1.0, k)  # exact scaling by a power of two
+        return out
+    return np.ldexp(out, k)
