@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -306,3 +308,14 @@ def test_date_keys_are_released_as_iso_strings_and_cached() -> None:
     assert [row[0] for row in r.rows] == ["2024-01-01", "2024-01-02"]
     assert [row[1] for row in r.rows] == [1, 2]  # ε = 20: the noise is almost surely 0
     assert s.sql(q, epsilon=20).cached
+
+
+def test_non_numeric_data_in_a_summed_csv_column_is_refused_free(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("user_id,state,income\n1,CA,10\n2,NY,abc\n3,CA,7\n")
+    s = veil.Session.local(
+        tables={"people": path}, privacy_unit="user_id", budget=veil.Budget(epsilon=1)
+    )
+    with pytest.raises(SchemaError, match="needs a numeric column"):
+        s.sql("SELECT SUM(income) AS s FROM people", epsilon="0.5", bounds=BOUNDS)
+    assert s.remaining() == veil.Budget(epsilon=1)
