@@ -57,9 +57,9 @@ __all__ = [
 Number = int | float | Fraction | Decimal | str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Release:
-    """A noisy release and what it cost.
+    """A noisy release and what it cost (compared by identity: ``value`` may be an array).
 
     ``scale`` is the noise's scale in value units (Laplace: b of ``exp(-|x|/b)``; Gaussian: σ²
     is ``sigma2``, ``scale = σ``), ``grid`` is the output grid exponent (None for integer
