@@ -224,3 +224,10 @@ def test_a_session_with_a_privacy_unit_is_refused_because_perturb_protects_recor
     with pytest.raises(InvalidArgumentError, match=r"protects each record on its own"):
         perturb(table, epsilon=0.5, bounds={"x": (0, 1)}, session=session)
     assert session.remaining() == veil.Budget(epsilon=1)
+
+
+def test_dictionary_encoded_categories_are_perturbed_and_released_decoded() -> None:
+    table = pa.table({"c": pa.array(["a", "b"] * 50).dictionary_encode()})
+    out = perturb(table, epsilon=1, categories={"c": ["a", "b"]}, source=SeededSource(9))
+    assert out.data.schema.field("c").type == pa.string()
+    assert set(out.data.column("c").to_pylist()) <= {"a", "b"}

@@ -293,6 +293,8 @@ def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
 def _output_field(spec: ColumnPerturbation, input_type: pa.DataType) -> pa.Field:
     if spec.mechanism == "laplace":
         return pa.field(spec.name, pa.float64(), nullable=False)
+    if pa.types.is_dictionary(input_type):  # categorical output is plain values (decoded)
+        return pa.field(spec.name, input_type.value_type, nullable=False)
     return pa.field(spec.name, input_type, nullable=False)
 
 
@@ -354,6 +356,8 @@ def perturb_batch(
     fields: list[pa.Field] = []
     for spec in specs:
         column = batch.column(spec.name)
+        if pa.types.is_dictionary(column.type):  # DuckDB ENUMs, pandas categoricals
+            column = column.dictionary_decode()
         if spec.mechanism == "laplace":
             arrays.append(_perturb_numeric(column, spec, source))
         else:
