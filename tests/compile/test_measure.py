@@ -163,7 +163,18 @@ def test_quantiles_take_their_weight_share_off_the_top() -> None:
     assert eps["quantile(age, 1)"] == Fraction(1, 2)
     assert eps["count"] == Fraction(1, 4)
     q = next(m for m in d.measurements if m.name == "quantile(age, 1/2)")
-    assert (q.limit, q.step, q.sensitivity) == (100, 1, Fraction(1, 2))
+    # an integer column with integer bounds: the 101 integers 0…100 are the candidates
+    assert (q.limit, q.step, q.sensitivity, q.discrete) == (101, 1, Fraction(1, 2), True)
+
+
+def test_real_columns_are_cut_into_the_requested_number_of_buckets() -> None:
+    d = build(
+        agg((AggregateCall("med", "quantile", "income", quantile=Fraction(1, 2)),), keys=()),
+        Budget(epsilon=1),
+        buckets=100,
+    )
+    (q,) = d.measurements
+    assert (q.limit, q.step, q.discrete) == (100, 10_000, False)
 
 
 def test_weights_shift_budget_toward_the_weighted_aggregate() -> None:

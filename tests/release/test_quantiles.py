@@ -32,6 +32,12 @@ def test_scores_are_minus_the_rank_distance_of_each_edge() -> None:
     assert quantile_scores([1, 3], Fraction(0)) == [0, -1, -4]
 
 
+def test_integer_candidates_are_scored_by_mid_rank() -> None:
+    # values 1, 2, 3 over candidates 0…4: the median 2 alone scores 0
+    scores = quantile_scores([0, 1, 1, 1, 0], Fraction(1, 2), discrete=True)
+    assert scores == [Fraction(-3, 2), -1, 0, -1, Fraction(-3, 2)]
+
+
 def test_a_large_epsilon_picks_an_edge_at_the_true_median() -> None:
     counts = [0, 0, 0, 50, 0, 0, 50, 0, 0, 0]  # half below edge 4..6, half above
     src = SeededSource("median")

@@ -70,6 +70,7 @@ class _Need:
     limit: int = 1
     quantile: Fraction | None = None
     weight: float = 0.0  # A_m·D_m (moments) or the aggregate weight (quantiles)
+    discrete: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,19 +231,34 @@ def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
         if a.function in ("quantile", "min", "max"):
             col = a.column or ""
             b = _bounds(agg, col)
-            step = (b.upper - b.lower) / buckets if b.upper > b.lower else Fraction(1)
-            out.append(
-                _Need(
-                    f"quantile({col}, {a.q})",
+            name = f"quantile({col}, {a.q})"
+            span = b.upper - b.lower
+            integral = b.lower.denominator == 1 and b.upper.denominator == 1
+            if agg.child.field(col).type == "integer" and integral and span < 4 * buckets:
+                # integers: every value in the bounds is a candidate (no bucket edges)
+                need = _Need(
+                    name,
                     "quantile",
                     column=col,
                     centre=b.lower,
-                    step=step,
-                    limit=buckets if b.upper > b.lower else 1,
+                    step=Fraction(1),
+                    limit=int(span) + 1,
+                    quantile=a.q,
+                    weight=float(w),
+                    discrete=True,
+                )
+            else:
+                need = _Need(
+                    name,
+                    "quantile",
+                    column=col,
+                    centre=b.lower,
+                    step=span / buckets if span > 0 else Fraction(1),
+                    limit=buckets if span > 0 else 1,
                     quantile=a.q,
                     weight=float(w),
                 )
-            )
+            out.append(need)
     return out
 
 
@@ -353,6 +369,7 @@ def _calibrate(
                 step=q.step,
                 limit=q.limit,
                 quantile=q.quantile,
+                discrete=q.discrete,
             )
         )
     if needs:

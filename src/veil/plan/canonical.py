@@ -98,6 +98,7 @@ def _measurement(m: Measurement) -> Json:
         "step": _frac(m.step),
         "limit": m.limit,
         "quantile": _frac(m.quantile),
+        "discrete": m.discrete,
     }
 
 

@@ -334,7 +334,9 @@ class Measurement:
       · limit), 0, limit) (so Σ (x − centre)² ≈ (step·limit)²/(2·limit) · (Σ + limit·n));
     - ``quantile``: row counts per bucket b = clamp(floor((clamp(x) − centre)/step), 0,
       limit − 1), i.e. ``limit`` buckets of width ``step`` from ``centre`` (the lower bound);
-      candidates are the bucket edges, chosen by the exponential mechanism.
+      candidates are the bucket edges, chosen by the exponential mechanism. With ``discrete``
+      (an integer column with integer bounds) the buckets are the integers centre, centre + 1,
+      …, centre + limit − 1 themselves, and they are the candidates.
 
     ``sensitivity`` is in the statistic's integer units: the L1 sensitivity for
     ``discrete_laplace``, the *square* of the L2 sensitivity for ``discrete_gaussian`` (so it
@@ -354,6 +356,7 @@ class Measurement:
     step: Fraction = Fraction(1)
     limit: int = 1
     quantile: Fraction | None = None
+    discrete: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")

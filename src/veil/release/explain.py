@@ -66,7 +66,8 @@ def _noise_text(m: Measurement, groups: int) -> str:
         return f"discrete Gaussian, σ = {math.sqrt(float(m.scale)) * funit:.6g}"
     eps_g = 2 * m.sensitivity / m.scale
     return (
-        f"exponential mechanism over {m.limit + 1} candidates (step {_g(m.step)}), "
+        f"exponential mechanism over {m.limit + (0 if m.discrete else 1)} candidates "
+        f"(step {_g(m.step)}), "
         f"ε = {_g(eps_g)} per group × {groups} group(s) per unit"
     )
 

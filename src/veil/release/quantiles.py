@@ -8,6 +8,11 @@ so a unit with ≤ R rows in the group changes it by at most Δ = R·max(q, 1 �
 measurement's ``sensitivity``). Choosing j with probability ∝ exp(ε_g·u_j/(2Δ)) is ε_g-DP
 (McSherry & Talwar 2007); MIN and MAX are the 0- and 1-quantiles (they lean toward the bounds
 when data are sparse).
+
+For an integer column (``discrete`` measurements) the candidates are the integers of the
+bounds themselves, v_j = lower + j, scored by their mid-rank: u_j = −|(#{x < v_j} + #{x ≤
+v_j})/2 − q·n|. One row moves the mid-rank by 0, 1/2 or 1 and q·n by q, so the sensitivity is
+the same R·max(q, 1 − q).
 """
 
 from __future__ import annotations
@@ -23,12 +28,20 @@ from veil.random import RandomSource
 __all__ = ["choose_quantile", "quantile_scores"]
 
 
-def quantile_scores(counts: Sequence[int], q: Fraction) -> list[Fraction]:
-    """The exact scores −|rank_j − q·n| of the ``len(counts) + 1`` candidate edges."""
+def quantile_scores(
+    counts: Sequence[int], q: Fraction, *, discrete: bool = False
+) -> list[Fraction]:
+    """The exact scores of the candidates: −|rank_j − q·n| for the ``len(counts) + 1`` bucket
+    edges, or −|mid-rank_j − q·n| for the ``len(counts)`` integer values when ``discrete``."""
     n = sum(counts)
     target = q * n
     scores: list[Fraction] = []
     rank = 0
+    if discrete:
+        for c in counts:
+            scores.append(-abs(Fraction(2 * rank + c, 2) - target))
+            rank += c
+        return scores
     for c in [*counts, 0]:
         scores.append(-abs(rank - target))
         rank += c
@@ -45,7 +58,7 @@ def choose_quantile(
     """
     if m.quantile is None or len(counts) != m.limit:
         raise InternalError("choose_quantile needs a quantile measurement and one count per bucket")
-    scores = quantile_scores(counts, m.quantile)
+    scores = quantile_scores(counts, m.quantile, discrete=m.discrete)
     if m.sensitivity == 0:
         return 0
     eps_g = 2 * m.sensitivity / m.scale
