@@ -177,3 +177,22 @@ def test_geometric_low_bits_follow_the_tilted_law(scale: int, n: int) -> None:
     w = np.exp(-np.arange(block) / scale)
     probs = np.add.reduceat(w, edges[:-1].astype(int)) / w.sum()
     assert stats.chisquare(counts, probs * n).pvalue > P_MIN
+
+
+@pytest.mark.parametrize("scale", [Fraction(3), Fraction(100), Fraction(10**12)])
+def test_small_batches_use_small_tables_and_match_the_pmf(scale: Fraction) -> None:
+    # batches under 1024 draws take the small-table paths (256 entries, 8-bit low-part bins)
+    src = SeededSource(f"small{scale}")
+    x = np.concatenate([discrete_laplace(scale, 500, source=src) for _ in range(200)])
+    s = float(scale)
+    assert _gof(x, _laplace_cdf(s), _edges(6 * s)) > P_MIN
+
+
+def test_small_batches_of_geometric_keep_the_tilted_low_bits() -> None:
+    src = SeededSource("small-low")
+    g = np.concatenate([geometric(1000, 1000 - 1, source=src) for _ in range(1000)])
+    r = g % 32
+    counts = np.bincount(r // 4, minlength=8)
+    w = np.exp(-np.arange(32) / 1000)
+    probs = w.reshape(8, 4).sum(axis=1) / w.sum()
+    assert stats.chisquare(counts, probs * g.size).pvalue > P_MIN

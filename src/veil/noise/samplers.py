@@ -39,7 +39,6 @@ __all__ = ["MAX_SCALE", "discrete_gaussian", "discrete_laplace", "geometric"]
 
 MAX_SCALE = Fraction(2**48)
 _TABLE = 4096  # entries per inversion table (and digit base)
-_DIRECT = _TABLE // 16  # scales up to this invert one table (tail mass e^-16 per pass)
 _BIG_TABLE = 1 << 16  # a larger direct table, built only for batches big enough to repay it
 _PREC = 128  # fixed-point bits used to build tables
 _INT64_MAX = (1 << 63) - 1
@@ -178,12 +177,25 @@ def _scaled(num_lo: int, num_hi: int, den_lo: int, den_hi: int, bits: int) -> tu
 # ---------------------------------------------------------------------------- geometric
 
 
+_SMALL_BATCH = 1024  # below this many draws, small tables (cheap to build) are used
+_SMALL_TABLE = 256
+
+
+def _base_table(n: int) -> int:
+    return _SMALL_TABLE if n < _SMALL_BATCH else _TABLE
+
+
 def _direct_size(x: Fraction, n: int) -> int | None:
-    """Entries of a direct table for scale ``1/x`` and ``n`` draws, or None for digits."""
-    if x * _DIRECT >= 1:
-        return _TABLE
+    """Entries of a direct table for scale ``1/x`` and ``n`` draws, or None (split sampling).
+
+    A table of T entries serves scales up to T/16 (tail mass e^-16 per pass); large batches
+    may get up to 2^16 entries, small batches only 256 so a new scale stays cheap.
+    """
+    base = _base_table(n)
+    if x * (base // 16) >= 1:
+        return base
     need = 16 / x
-    if need <= _BIG_TABLE and n >= 16 * need:
+    if n >= _SMALL_BATCH and need <= _BIG_TABLE and n >= 16 * need:
         return 1 << max(12, math.ceil(math.log2(need)))
     return None
 
@@ -211,13 +223,13 @@ _SPLIT_BITS = 12  # log2 of the bins of the low part's acceptance table
 
 
 @lru_cache(maxsize=64)
-def _low_part_table(x: Fraction, m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+def _low_part_table(x: Fraction, m: int, bits: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """32-bit brackets of ``exp(-x·r)`` over bins ``r ∈ [b·w, (b+1)·w]`` of ``[0, 2^m)``.
 
     ``exp(-x·r)`` decreases in ``r``: the bin's bracket is (lower bound at its right end,
-    upper bound at its left end). ``min(2^m, 4096)`` bins of width ``w``.
+    upper bound at its left end). ``2^min(m, bits)`` bins of width ``w``.
     """
-    nbins = 1 << min(m, _SPLIT_BITS)
+    nbins = 1 << min(m, bits)
     w = (1 << m) // nbins
     e_lo, e_hi = _exp_table(x * w, nbins + 1)
     shift = _PREC - 32
@@ -232,7 +244,8 @@ def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.i
     Rejection from the uniform: ``r`` is accepted with probability ``exp(-x·r) ≥ e^{-1/16}``,
     decided exactly (bin brackets, the rare undecided word refined one by one).
     """
-    lo, hi = _low_part_table(x, m)
+    bits = _SPLIT_BITS if n >= _SMALL_BATCH else 8
+    lo, hi = _low_part_table(x, m, bits)
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         if m <= 32:
@@ -241,7 +254,7 @@ def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.i
         else:
             r = (draw_u64(source, k) >> np.uint64(64 - m)).astype(np.int64)
         u = draw_u32(source, k)
-        b = r >> (m - min(m, _SPLIT_BITS))
+        b = r >> (m - min(m, bits))
         accept = u < lo[b]
         undecided = np.flatnonzero(~accept & (u < hi[b]))
         for j in undecided:
@@ -269,7 +282,7 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
         m -= 1
     out = _low_part(x, m, n, source)
     xq = x * (1 << m)
-    q = _geometric_direct(xq, _direct_size(xq, n) or _TABLE).invert(
+    q = _geometric_direct(xq, _direct_size(xq, n) or _base_table(n)).invert(
         draw_u32(source, n).astype(np.int64), source
     )
     if q.any():
