@@ -194,3 +194,15 @@ def test_weights_shift_budget_toward_the_weighted_aggregate() -> None:
         for d in (plain, weighted)
     }
     assert count[weighted] > count[plain]
+
+
+def test_a_tiny_epsilon_coarsens_the_fixed_point_grid_to_keep_noise_sampleable() -> None:
+    d = build(
+        agg(keys=(GroupKey("state", domain=("CA",)),), contribution=Contribution(1, 100)),
+        Budget(epsilon="1e-6"),
+    )
+    total = next(m for m in d.measurements if m.statistic == "sum")
+    assert total.limit < FIXED_POINT_LIMIT
+    assert total.step * total.limit == 500_000  # same width, coarser grid
+    assert total.scale <= 2**46
+    assert d.charged == Budget(epsilon="1e-6")

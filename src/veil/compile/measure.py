@@ -36,6 +36,7 @@ from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
 from veil.compile.sensitivity import effective_groups, per_group_bound, sensitivity
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
+from veil.noise import MAX_SCALE
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
@@ -378,10 +379,22 @@ def _calibrate(
         power = 1 / 2 if gaussian else 1 / 3
         budgets = _shares([max(n.weight, 1e-300) ** power for n in needs], moment_total)
         for n, part in zip(needs, budgets, strict=True):
-            sens = sensitivity(agg, n.statistic, mech, n.limit)
+            limit, step = n.limit, n.step
+            sens = sensitivity(agg, n.statistic, mech, limit)
             scale = sens / (2 * part) if gaussian else sens / part
-            if scale <= 0:
-                raise InternalError(f"measurement {n.name!r} got a zero noise scale")
+            # keep the noise within the samplers' range (scale ≤ 2^48, σ ≤ 2^48) by a coarser
+            # fixed-point grid: the noise then still dwarfs the rounding (≥ 2^16 grid steps)
+            cap = MAX_SCALE * MAX_SCALE / 16 if gaussian else MAX_SCALE / 4
+            while n.statistic in ("sum", "sum_squares") and scale > cap and limit > 1 << 10:
+                limit //= 2
+                step *= 2
+                sens = sensitivity(agg, n.statistic, mech, limit)
+                scale = sens / (2 * part) if gaussian else sens / part
+            if scale <= 0 or scale > cap:
+                raise InvalidArgumentError(
+                    f"the noise for {n.name} would be too large to sample (scale {float(scale):.3g}"
+                    "); raise epsilon or lower max_groups / max_rows_per_group"
+                )
             measurements.append(
                 Measurement(
                     name=n.name,
@@ -392,8 +405,8 @@ def _calibrate(
                     scale=scale,
                     column=n.column,
                     centre=n.centre,
-                    step=n.step,
-                    limit=n.limit,
+                    step=step,
+                    limit=limit,
                 )
             )
     selection = _selection(agg, measurements, d_sel) if selecting else None
