@@ -319,3 +319,10 @@ def test_non_numeric_data_in_a_summed_csv_column_is_refused_free(tmp_path: Path)
     with pytest.raises(SchemaError, match="needs a numeric column"):
         s.sql("SELECT SUM(income) AS s FROM people", epsilon="0.5", bounds=BOUNDS)
     assert s.remaining() == veil.Budget(epsilon=1)
+
+
+def test_a_session_is_a_context_manager_that_closes() -> None:
+    with veil.Session.local(tables={"people": people()}, budget=veil.Budget(epsilon=1)) as s:
+        s.sql("SELECT COUNT(*) AS n FROM people", epsilon="0.1")
+    with pytest.raises(veil.SessionStateError, match="closed"):
+        s.sql("SELECT COUNT(*) AS n FROM people", epsilon="0.1")

@@ -241,7 +241,18 @@ class Session:
 
     # -- state --------------------------------------------------------------------------------
     def close(self) -> None:
-        self._closed = True
+        """Close the session (and an engine it owns); later queries raise SessionStateError."""
+        if not self._closed:
+            self._closed = True
+            closer = getattr(self.engine, "close", None)
+            if callable(closer):
+                closer()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def _open(self) -> None:
         if self._closed:

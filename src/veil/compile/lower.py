@@ -162,6 +162,8 @@ class _Lowering:
             if self.agg.child.field(c).type == "real":
                 x = self._cast(_col(c), self.d.real_type)
                 where.append(exp.Not(this=exp.func("ISNAN", x)))
+        if not select:  # COUNT(*) with row-level privacy reads no column
+            select.append(exp.alias_(exp.Literal.number(1), "__one", quoted=True))
         q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
         cond = _and(where)
         return q.where(cond) if cond is not None else q

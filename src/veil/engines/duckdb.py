@@ -77,6 +77,7 @@ class DuckDBEngine:
             raise InvalidArgumentError(
                 "a session needs at least one table; pass tables={'people': 'people.parquet'}"
             )
+        self._owned = connection is None
         self._con = connection if connection is not None else duckdb.connect()
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
@@ -196,6 +197,11 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise InternalError(f"DuckDB failed to run veil's SQL: {exc}") from exc
         return table
+
+    def close(self) -> None:
+        """Close the connection if this engine opened it (a given connection is left open)."""
+        if self._owned:
+            self._con.close()
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
