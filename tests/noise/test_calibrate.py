@@ -5,6 +5,7 @@ from fractions import Fraction
 
 import pytest
 
+from veil.errors import InvalidArgumentError
 from veil.noise.calibrate import cdp_delta, discrete_gaussian_delta, sigma2_for_approx_dp
 
 
@@ -54,3 +55,11 @@ def test_classic_bound_is_looser() -> None:
     s2 = sigma2_for_approx_dp(Fraction(1), Fraction(1, 2), Fraction(1, 10**6), 1)
     classic = math.sqrt(2 * math.log(1.25 / 1e-6)) / 0.5
     assert math.sqrt(float(s2)) < 0.85 * classic
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta"), [(Fraction(1000), Fraction(1, 10**6)), (1, Fraction(1, 10**200))]
+)
+def test_extreme_parameters_are_refused_with_a_fix(eps: Fraction, delta: Fraction) -> None:
+    with pytest.raises(InvalidArgumentError, match="pass rho=… instead"):
+        sigma2_for_approx_dp(Fraction(1), Fraction(eps), delta, 1)

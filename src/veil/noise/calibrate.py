@@ -95,6 +95,11 @@ def sigma2_for_approx_dp(
 
     ``sensitivity`` is the L2 bound on the integer shift between neighbouring inputs.
     """
+    if epsilon > 100 or delta < Fraction(1, 10**100):
+        raise InvalidArgumentError(
+            f"the (ε, δ) Gaussian calibration supports ε ≤ 100 and δ ≥ 1e-100, got "
+            f"ε={float(epsilon):g}, δ={float(delta):g}; pass rho=… instead"
+        )
     eps, dlt, sens = float(epsilon), float(delta), float(sensitivity)
     shifts = max(1, math.floor(sensitivity))
 
