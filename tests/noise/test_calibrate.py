@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from veil.errors import InvalidArgumentError
@@ -63,3 +64,25 @@ def test_classic_bound_is_looser() -> None:
 def test_extreme_parameters_are_refused_with_a_fix(eps: Fraction, delta: Fraction) -> None:
     with pytest.raises(InvalidArgumentError, match="pass rho=… instead"):
         sigma2_for_approx_dp(Fraction(1), Fraction(eps), delta, 1)
+
+
+def test_large_sigma_uses_integral_bounds_that_stay_valid_and_near_tight() -> None:
+    import veil.noise.calibrate as cal
+
+    s2 = float(sigma2_for_approx_dp(Fraction(400), Fraction(1, 2), Fraction(1, 10**6), 1))
+    assert math.sqrt(s2) > cal._TABLE_SIGMA  # the integral-bound path was used
+    # the exact (summed) curve at that σ meets δ, and 1 % less noise would not
+    k = np.arange(-int(40 * math.sqrt(s2)), int(40 * math.sqrt(s2)) + 1, dtype=np.float64)
+
+    def delta(var: float) -> float:
+        ww = np.exp(-(k * k) / (2 * var))
+        a = 0.5 * var / 400 - 200
+        return float(ww[k > a].sum() - math.exp(0.5) * ww[k > a + 400].sum()) / float(ww.sum())
+
+    assert delta(s2) <= 1e-6
+    assert delta(s2 * 0.98) > 1e-6
+
+
+def test_huge_sensitivities_calibrate_quickly() -> None:
+    s2 = sigma2_for_approx_dp(Fraction(10**9), Fraction(1), Fraction(1, 10**6), 1)
+    assert 10**9 < math.sqrt(float(s2)) < 10**10
