@@ -270,3 +270,22 @@ def test_errors_in_a_multi_line_query_from_stdin_point_at_the_line(people: Path)
     assert result.exit_code == 2
     assert "column 'age' is neither grouped nor aggregated" in result.stderr
     assert "(at line 2, column 8)" in result.stderr
+
+
+def test_the_readme_null_rule_holds(tmp_path: Path) -> None:
+    """README: a row with NULL in a column an aggregate reads leaves the whole aggregation."""
+    n = 2_000
+    path = tmp_path / "t.parquet"
+    pq.write_table(
+        pa.table({"uid": list(range(n)), "x": [None if i % 2 else 1.0 for i in range(n)]}),
+        path,
+    )
+    code, out, err = invoke(
+        "query", "SELECT COUNT(*) AS rows_all, COUNT(x) AS rows_x FROM t", "--table",
+        f"t={path}", "-e", "2", "-u", "uid", "-f", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    (rows_all, rows_x) = json.loads(out)["rows"][0]
+    # COUNT(x) reads x, so the half of the rows with a NULL x leave COUNT(*) too
+    assert abs(rows_all - 1000) < 40
+    assert abs(rows_x - 1000) < 40
