@@ -10,11 +10,14 @@ The subset (anything else is refused with ``UnsupportedQueryError`` and its line
     [ORDER BY <released column | aggregate | position> [ASC | DESC], …]
     [LIMIT n [OFFSET m]]
 
-Aggregates: ``COUNT(*)``, ``COUNT(col)`` (non-NULL rows), ``COUNT(DISTINCT <privacy unit>)``,
+Aggregates: ``COUNT(*)`` (= ``COUNT(1)``), ``COUNT(col)`` (reads ``col``: see the NULL rule in
+:mod:`veil.session`), ``COUNT(DISTINCT <privacy unit>)``,
 ``SUM``, ``AVG``, ``VARIANCE``/``VAR_SAMP``, ``STDDEV``/``STDDEV_SAMP``, ``MEDIAN``,
 ``QUANTILE(col, q)``/``QUANTILE_CONT(col, q)``/``PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY
 col)``, ``MIN``, ``MAX`` — each over a plain column. ``BIN(col, e0, …, en)`` groups by the
-histogram bins ``[e0, e1), …, [e_{n-1}, en]``; every bin is released, empty ones included.
+histogram bins ``[e0, e1), …, [e_{n-1}, en]``; every bin is released, empty ones included. A
+grouped column restricted by a top-level ``WHERE col IN (literals)`` / ``col = literal`` has
+those literals as its public domain (see :func:`veil.builder.domains_from_predicate`).
 
 Refused: joins, sub-queries, CTEs (WITH), UNION/INTERSECT/EXCEPT, window functions, SELECT *,
 SELECT DISTINCT, a selected column that is neither grouped nor aggregated, aggregates of
