@@ -32,6 +32,7 @@ from veil.builder import Query
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
 from veil.compile.rules import Context, apply_rules
+from veil.compile.sensitivity import thresholded
 from veil.compile.verify import check_loss
 from veil.engines.base import Engine
 from veil.errors import (
@@ -575,7 +576,10 @@ def _release(
         for k, z in zip(keys, noise, strict=True):
             noisy[k][m.name] += z
     if agg.selection is not None:
-        count = next(m.name for m in agg.measurements if m.statistic == "count")
+        chosen = thresholded(agg.measurements)
+        if chosen is None:
+            raise InternalError("partition selection without a noisy count")
+        count = chosen.name
         keys = [k for k in keys if noisy[k][count] >= agg.selection.threshold]
     for m in agg.measurements:
         if m.statistic != "quantile":

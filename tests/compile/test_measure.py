@@ -206,3 +206,15 @@ def test_a_tiny_epsilon_coarsens_the_fixed_point_grid_to_keep_noise_sampleable()
     assert total.step * total.limit == 500_000  # same width, coarser grid
     assert total.scale <= 2**46
     assert d.charged == Budget(epsilon="1e-6")
+
+
+def test_count_distinct_with_unknown_keys_thresholds_the_unit_count_without_a_hidden_count() -> (
+    None
+):
+    d = build(
+        agg((AggregateCall("u", "count_distinct", "user_id"),), contribution=Contribution(1, 5)),
+        Budget(epsilon=1, delta=Fraction(1, 10**6)),
+    )
+    assert [m.name for m in d.measurements] == ["count_units"]
+    assert d.selection is not None
+    assert d.selection.scale == d.measurements[0].scale  # thresholds the unit count

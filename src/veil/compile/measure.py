@@ -34,7 +34,12 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
-from veil.compile.sensitivity import effective_groups, per_group_bound, sensitivity
+from veil.compile.sensitivity import (
+    effective_groups,
+    per_group_bound,
+    sensitivity,
+    thresholded,
+)
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.noise import MAX_SCALE
 from veil.plan.nodes import (
@@ -141,7 +146,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
                 add(f"sum_squares({col})", share / (s2 * s2))
                 add(f"sum({col})", share * 4 * vc / (s2 * s2))
                 add("count", share * ((mid - cf) ** 2 - s2) ** 2 / (s2 * s2))
-    if not agg.public_keys and "count" not in a:
+    if not agg.public_keys and "count" not in a and "count_units" not in a:
         a["count"] = 1.0  # partition selection thresholds the noisy count
     needs: dict[str, _Need] = {}
     for name, coef in a.items():
@@ -415,11 +420,11 @@ def _calibrate(
 
 
 def _selection(agg: Aggregate, ms: Sequence[Measurement], delta: Fraction) -> Selection:
-    count = next((m for m in ms if m.statistic == "count"), None)
+    count = thresholded(ms)
     if count is None:
         raise InternalError("partition selection needs a count measurement")
     g = effective_groups(agg)
-    r = int(per_group_bound(agg, "count", 1))
+    r = int(per_group_bound(agg, count.statistic, 1))
     if count.mechanism == "discrete_laplace":
         tau = laplace_threshold(count.scale, groups=g, rows=r, delta=delta)
     else:

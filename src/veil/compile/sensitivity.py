@@ -17,12 +17,19 @@ score −|rank(c) − q·n| of every candidate c moves by at most R·max(q, 1 �
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 from veil.errors import InternalError
 from veil.plan.nodes import Aggregate, Measurement, Mechanism, Statistic
 
-__all__ = ["effective_groups", "per_group_bound", "rows_per_group", "sensitivity"]
+__all__ = [
+    "effective_groups",
+    "per_group_bound",
+    "rows_per_group",
+    "sensitivity",
+    "thresholded",
+]
 
 
 def rows_per_group(agg: Aggregate) -> int:
@@ -85,6 +92,16 @@ def sensitivity(
     if mechanism == "exponential":
         return b
     raise InternalError(f"unknown mechanism {mechanism!r}")
+
+
+def thresholded(measurements: Sequence[Measurement]) -> Measurement | None:
+    """The noisy count partition selection thresholds: the row count if there is one, else the
+    unit count (whose per-group bound is 1)."""
+    for statistic in ("count", "count_units"):
+        for m in measurements:
+            if m.statistic == statistic:
+                return m
+    return None
 
 
 def check_measurement(agg: Aggregate, m: Measurement) -> Fraction:

@@ -13,7 +13,12 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
-from veil.compile.sensitivity import effective_groups, per_group_bound, sensitivity
+from veil.compile.sensitivity import (
+    effective_groups,
+    per_group_bound,
+    sensitivity,
+    thresholded,
+)
 from veil.errors import PrivacyInvariantError
 from veil.plan.nodes import Aggregate
 from veil.release.selection import gaussian_threshold, laplace_threshold
@@ -54,11 +59,11 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
     sel = agg.selection
     d_sel = Fraction(0)
     if sel is not None:
-        count = next((m for m in agg.measurements if m.statistic == "count"), None)
+        count = thresholded(agg.measurements)
         if count is None or count.scale != sel.scale or count.mechanism != sel.mechanism:
             raise PrivacyInvariantError("partition selection does not threshold the noisy count")
         d_sel = sel.budget.delta
-        r = int(per_group_bound(agg, "count", 1))
+        r = int(per_group_bound(agg, count.statistic, 1))
         need = (
             laplace_threshold(sel.scale, groups=g, rows=r, delta=d_sel)
             if sel.mechanism == "discrete_laplace"

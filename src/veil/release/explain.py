@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from veil.accounting.budget import Budget
-from veil.compile.sensitivity import effective_groups, rows_per_group
+from veil.compile.sensitivity import effective_groups, rows_per_group, thresholded
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
     Aggregate,
@@ -81,7 +81,7 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
         used = tuple(
             c.alias for c in models if m.name in (c.count, c.units, c.sum, c.squares, c.quantile)
         )
-        if agg.selection is not None and m.statistic == "count":
+        if agg.selection is not None and m is thresholded(agg.measurements):
             used = (*used, "(partition selection)")
         out.append(
             Usage(m.name, m.mechanism, m.budget, _sensitivity_text(m), _noise_text(m, g), used)
