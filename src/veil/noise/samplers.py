@@ -1,12 +1,14 @@
 """Exact, vectorised samplers: geometric, discrete Laplace, discrete Gaussian.
 
-All three use *exact inversion*: a uniform ``W`` (a 32- or 31-bit word, refined lazily, see the
-proof note of :mod:`veil.noise._exact`) is compared with the survival function
-``S(m) = P(X ≥ m)``, bracketed in integers, so ``X = max{m : W < S(m)}`` exactly. A float
-computation only *guesses* ``m``; the guess is verified against the integer table
+Small and moderate scales use *exact inversion*: a uniform ``W`` (a 32- or 31-bit word,
+refined lazily, see the proof note of :mod:`veil.noise._exact`) is compared with the survival
+function ``S(m) = P(X ≥ m)``, bracketed in integers, so ``X = max{m : W < S(m)}`` exactly. A
+float computation only *guesses* ``m``; the guess is verified against the integer table
 ``lo[m] ≤ 2^w·S(m) ≤ hi[m]`` and anything unverified is decided exactly (by table counts, or by
 refining ``W`` with more bits). Values past the table use memorylessness: for a geometric
-``X``, ``X - T | X ≥ T`` is the same geometric.
+``X``, ``X - T | X ≥ T`` is the same geometric. Large scales split ``G = R + 2^m·Q`` (a low
+part by exact rejection from the uniform, a high part by inversion); the discrete Gaussian is
+Canonne–Kamath–Steinke's rejection from a discrete Laplace with exact acceptance.
 
 Supported range: every scale ``> 0`` up to ``MAX_SCALE = 2^48`` (and σ up to 2^48); samples
 are int64. Larger parameters raise :class:`veil.InvalidArgumentError`; an int64 overflow of a
@@ -38,7 +40,7 @@ from veil.random import RandomSource
 __all__ = ["MAX_SCALE", "discrete_gaussian", "discrete_laplace", "geometric"]
 
 MAX_SCALE = Fraction(2**48)
-_TABLE = 4096  # entries per inversion table (and digit base)
+_TABLE = 4096  # entries per inversion table for batches of 1024 draws or more
 _BIG_TABLE = 1 << 16  # a larger direct table, built only for batches big enough to repay it
 _PREC = 128  # fixed-point bits used to build tables
 _INT64_MAX = (1 << 63) - 1
