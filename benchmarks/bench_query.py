@@ -186,14 +186,30 @@ def worker(name: str, path: Path, reps: int) -> dict[str, Any]:
     start = time.perf_counter()
     run()
     cold = time.perf_counter() - start
-    times = []
+    times, cpus = [], []
     for _ in range(reps):
         gc.collect()
+        cpu = _cpu_seconds()
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
+        cpus.append(_cpu_seconds() - cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"name": name, "cold": cold, "times": times, "peak_kib": peak, "base_kib": base}
+    return {
+        "name": name,
+        "cold": cold,
+        "times": times,
+        "cpus": cpus,
+        "peak_kib": peak,
+        "base_kib": base,
+    }
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process, all threads (steadier than wall time on a
+    loaded machine: it does not count the time other processes hold the cores)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def available(name: str) -> str | None:
@@ -266,6 +282,7 @@ def main() -> None:
         times = [t for r in runs for t in r["times"]]
         summary[name] = {
             "median_s": statistics.median(times),
+            "cpu_s": statistics.median(c for r in runs for c in r["cpus"]),
             "cold_s": statistics.median(r["cold"] for r in runs),
             "min_s": min(times),
             "peak_mib": max(r["peak_kib"] for r in runs) / 1024,
@@ -273,19 +290,23 @@ def main() -> None:
         }
     base = summary.get("duckdb")
     print(
-        f"\n{'contender':<10} {'median s':>9} {'min s':>7} {'cold s':>7} {'Mrows/s':>8} "
-        f"{'peak RSS MiB':>13} {'above setup':>12} {'time ×':>7} {'mem ×':>6}"
+        f"\n{'contender':<10} {'median s':>9} {'min s':>7} {'cold s':>7} {'CPU s':>6} "
+        f"{'Mrows/s':>8} {'peak RSS MiB':>13} {'above setup':>12} {'time ×':>7} {'CPU ×':>6} "
+        f"{'mem ×':>6}"
     )
     for name, s in summary.items():
         ratio_t = s["median_s"] / base["median_s"] if base else float("nan")
+        ratio_c = s["cpu_s"] / base["cpu_s"] if base else float("nan")
         ratio_m = s["peak_mib"] / base["peak_mib"] if base else float("nan")
         print(
             f"{name:<10} {s['median_s']:9.2f} {s['min_s']:7.2f} {s['cold_s']:7.2f} "
-            f"{args.rows / s['median_s'] / 1e6:8.1f} {s['peak_mib']:13.0f} "
-            f"{s['work_mib']:12.0f} {ratio_t:7.2f} {ratio_m:6.2f}"
+            f"{s['cpu_s']:6.2f} {args.rows / s['median_s'] / 1e6:8.1f} {s['peak_mib']:13.0f} "
+            f"{s['work_mib']:12.0f} {ratio_t:7.2f} {ratio_c:6.2f} {ratio_m:6.2f}"
         )
     print(
-        "\nTimes are warm runs (the first run of each process, 'cold', is shown apart). "
+        "\nTimes are warm runs (the first run of each process, 'cold', is shown apart); 'CPU s' "
+        "is the median user+system CPU time of a warm run (all threads), steadier than wall "
+        "time when other processes share the cores. "
         "'peak RSS' is the process's ru_maxrss (interpreter and imports included); 'above "
         "setup' subtracts the RSS after imports and setup. Ratios are against 'duckdb' "
         "(plain DuckDB with the same bounding), measured in this run."
