@@ -218,3 +218,15 @@ def test_count_distinct_with_unknown_keys_thresholds_the_unit_count_without_a_hi
     assert [m.name for m in d.measurements] == ["count_units"]
     assert d.selection is not None
     assert d.selection.scale == d.measurements[0].scale  # thresholds the unit count
+
+
+def test_with_one_row_per_group_count_distinct_shares_the_row_count() -> None:
+    d = build(
+        agg(
+            (AggregateCall("n", "count"), AggregateCall("u", "count_distinct", "user_id")),
+            keys=(GroupKey("state", domain=("CA",)),),
+        ),
+        Budget(epsilon=1),
+    )
+    assert [m.name for m in d.measurements] == ["count"]
+    assert d.measurements[0].budget == Budget(epsilon=1)

@@ -125,7 +125,8 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
         if f == "count":
             add("count", wf)
         elif f == "count_distinct":
-            add("count_units", wf)
+            # with one row per (unit, group) the row count is the unit count: share it
+            add("count" if r == 1 else "count_units", wf)
         elif f in ("sum", "avg", "variance", "stddev"):
             col = agg_call.column or ""
             b = _bounds(agg, col)

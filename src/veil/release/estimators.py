@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from veil.compile.sensitivity import rows_per_group
 from veil.errors import InternalError
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.plan.nodes import Aggregate, AggregateCall, Measurement
@@ -141,7 +142,10 @@ def _model(agg: Aggregate, a: AggregateCall, ms: tuple[Measurement, ...]) -> Col
     if a.function == "count":
         return ColumnModel(a.alias, "count", count=_find(ms, "count", None))
     if a.function == "count_distinct":
-        return ColumnModel(a.alias, "count_distinct", units=_find(ms, "count_units", None))
+        units = _find(ms, "count_units", None)
+        if units is None and rows_per_group(agg) == 1:
+            units = _find(ms, "count", None)  # one row per (unit, group): rows are units
+        return ColumnModel(a.alias, "count_distinct", units=units)
     b = agg.bounds_of(a.column or "")
     if b is None:
         raise InternalError(f"no bounds for {a.column!r} after compiling")
