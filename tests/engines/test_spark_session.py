@@ -20,6 +20,7 @@ Two claims, two tests:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,19 @@ def test_where_functions_bins_and_keys_give_identical_statistics_on_both_engines
     bounds = {"income": (0, 1_000_000), "age": (0, 100), "score": (-50, 50)}
     agg = aggregate_of(on_duckdb.explain(query, epsilon=1, delta=1e-6, bounds=bounds).plan)
     assert _exact(on_spark.engine, agg, salt=99) == _exact(on_duckdb.engine, agg, salt=99)
+
+
+def test_veil_query_with_engine_spark_answers_on_the_active_spark_session(
+    spark: Any, people: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from veil.cli import app
+
+    sql = "SELECT COUNT(*) AS n, AVG(income) AS mean FROM people"
+    args = ["query", sql, "--table", f"people={people}", "--epsilon", "1", "--format", "json"]
+    result = CliRunner().invoke(app, [*args, "--engine", "spark", "--bounds", "income=0:1000000"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert answer["columns"] == ["n", "mean"]
+    assert abs(answer["rows"][0][0] - 4000) < 200
