@@ -198,3 +198,31 @@ def test_small_batches_of_geometric_keep_the_tilted_low_bits() -> None:
     w = np.exp(-np.arange(32) / 1000)
     probs = w.reshape(8, 4).sum(axis=1) / w.sum()
     assert stats.chisquare(counts, probs * g.size).pvalue > P_MIN
+
+
+@pytest.mark.parametrize(
+    ("x", "m", "n", "calls"),
+    [
+        (Fraction(1, 8), 5, 200_000, 1),  # 32-bit proposals, one bin per value
+        (Fraction(1, 2**34), 36, 200_000, 1),  # 64-bit proposals, 4096 bins
+        (Fraction(1, 2**10), 12, 500, 400),  # small batches: 256 bins
+    ],
+)
+def test_low_part_rejection_matches_the_truncated_geometric(
+    x: Fraction, m: int, n: int, calls: int
+) -> None:
+    # the low part of large-scale sampling, driven with a strong tilt (x·2^m = 4) so that a
+    # wrong acceptance rule would show: P(R = r) ∝ e^{-x·r} on [0, 2^m), binned in 32 cells
+    from veil.noise.samplers import _low_part
+
+    src = SeededSource(f"lowpart{m}")
+    r = np.concatenate([_low_part(x, m, n, src) for _ in range(calls)])
+    assert r.min() >= 0
+    assert r.max() < 2**m
+    cells = r >> (m - 5)
+    counts = np.bincount(cells, minlength=32)
+    edges = np.arange(33, dtype=np.float64) * 2 ** (m - 5) * float(x)  # in units of x·r
+    mass = -np.diff(np.exp(-edges))  # ∫ e^{-t} over each cell (the lattice is fine here)
+    if m == 5:
+        mass = np.exp(-np.arange(32) * float(x))
+    assert stats.chisquare(counts, mass / mass.sum() * r.size).pvalue > P_MIN

@@ -270,8 +270,9 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     """``n`` exact draws of ``G`` with ``P(G = g) ∝ exp(-x·g)``, ``x > 0`` rational.
 
     For small scales one table (:func:`_geometric_direct`). Otherwise ``G = R + 2^m·Q`` with
-    ``2^m ≤ 1/(16x)``: ``R`` on ``[0, 2^m)`` with ``P ∝ exp(-x·r)`` (:func:`_low_part`) and
-    ``Q`` geometric with ``x·2^m`` (a table), independent because
+    ``2^m ≤ 1/(256x)`` (``1/(16x)`` for small batches): ``R`` on ``[0, 2^m)`` with
+    ``P ∝ exp(-x·r)`` (:func:`_low_part`) and ``Q`` geometric with ``x·2^m`` (a table),
+    independent because
     ``exp(-x(r + 2^m q)) = exp(-x·r)·exp(-x·2^m·q)``.
     """
     if n == 0:
@@ -279,8 +280,10 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     size = _direct_size(x, n)
     if size is not None:
         return _geometric_direct(x, size).invert(draw_u32(source, n), source)
-    m = math.floor(math.log2(1 / (16 * x)))
-    while x * (1 << m) > Fraction(1, 16):
+    # the high part's scale 1/(x·2^m) lands in [c, 2c): covered by the direct table
+    c = 256 if n >= _SMALL_BATCH else 16
+    m = math.floor(math.log2(1 / (c * x)))
+    while x * (1 << m) > Fraction(1, c):
         m -= 1
     out = _low_part(x, m, n, source)
     xq = x * (1 << m)
