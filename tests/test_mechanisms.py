@@ -228,3 +228,10 @@ def test_object_arrays_may_mix_numpy_and_python_numbers() -> None:
 def test_discrete_mechanisms_refuse_integers_that_could_overflow(value: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="magnitude below 2\\^61"):
         mech.discrete_laplace(value, sensitivity=1, epsilon=1)
+
+
+def test_exponential_accepts_numpy_scores() -> None:
+    scores = list(np.array([0, 0, 1000], dtype=np.int64))
+    assert mech.exponential(scores, sensitivity=1, epsilon=1, source=SeededSource(18)) == 2
+    arr = np.array([0.5, 2000.25])
+    assert mech.report_noisy_max(arr, sensitivity=1, epsilon=1, source=SeededSource(19)) == 1

@@ -431,6 +431,8 @@ def _scores(scores: Any) -> tuple[list[Any], list[Fraction]]:
         )
     exact_scores = []
     for key, s in zip(keys, raw, strict=True):
+        if isinstance(s, np.generic) and not isinstance(s, np.bool_):
+            s = s.item()  # numpy scalars → Python numbers, read exactly
         if isinstance(s, float) and not math.isfinite(s):
             raise InvalidArgumentError(f"score of candidate {key!r} must be finite, got {s!r}")
         exact_scores.append(exact(s, f"score of candidate {key!r}"))
