@@ -202,7 +202,7 @@ def _direct_size(x: Fraction, n: int) -> int | None:
     return None
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``P(G = g) ∝ exp(-x·g)``: survival ``S(m) = exp(-x·m)``, one table plus its tail."""
     bits = 32
@@ -224,7 +224,7 @@ def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
 _SPLIT_BITS = 12  # log2 of the bins of the low part's acceptance table
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _low_part_table(x: Fraction, m: int, bits: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """32-bit brackets of ``exp(-x·r)`` over bins ``r ∈ [b·w, (b+1)·w]`` of ``[0, 2^m)``.
 
@@ -312,7 +312,7 @@ def geometric(
 # ------------------------------------------------------------------------ discrete Laplace
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``|X|`` of a discrete Laplace, ``P(|X| = m) ∝ (2 - [m = 0])·e^{-x·m}``.
 
