@@ -235,3 +235,20 @@ def test_a_table_of_a_given_connection_is_used_in_place() -> None:
 def test_a_name_that_is_neither_file_nor_table_is_refused() -> None:
     with pytest.raises(SchemaError, match="neither a file nor a table"):
         DuckDBEngine({"t": "no_such_table"})
+
+
+def test_a_relation_of_the_given_connection_is_registered() -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    rel = con.sql("SELECT range AS uid, 'a' AS g, range * 2.0 AS x FROM range(7)")
+    engine = DuckDBEngine({"t": rel}, connection=con)
+    assert engine.schema("t").names == ["uid", "g", "x"]
+
+
+def test_a_relation_of_another_connection_is_refused_with_the_fix() -> None:
+    import duckdb
+
+    rel = duckdb.connect().sql("SELECT 1 AS uid")
+    with pytest.raises(SchemaError, match="pass that connection too"):
+        DuckDBEngine({"t": rel})

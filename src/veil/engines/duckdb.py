@@ -123,7 +123,14 @@ class DuckDBEngine:
             self._check_exists(name)
             return
         if isinstance(source, duckdb.DuckDBPyRelation):
-            source.create_view(name, replace=True)
+            source.create_view(name, replace=True)  # in the relation's own connection
+            try:
+                self._con.sql(f"SELECT * FROM {ident} LIMIT 0")
+            except duckdb.CatalogException:
+                raise SchemaError(
+                    f"table {name!r}: the DuckDB relation belongs to another connection; pass "
+                    "that connection too: Session.local(tables=…, connection=con)"
+                ) from None
         else:
             module = type(source).__module__.split(".")[0]
             if module not in ("pandas", "polars", "pyarrow"):
