@@ -326,3 +326,13 @@ def test_a_session_is_a_context_manager_that_closes() -> None:
         s.sql("SELECT COUNT(*) AS n FROM people", epsilon="0.1")
     with pytest.raises(veil.SessionStateError, match="closed"):
         s.sql("SELECT COUNT(*) AS n FROM people", epsilon="0.1")
+
+
+def test_explain_without_epsilon_assumes_one_and_says_so() -> None:
+    s, eng = fake_session(budget=veil.Budget(epsilon=1))
+    s.domains.clear()
+    e = s.explain("SELECT state, COUNT(*) AS n FROM people GROUP BY state")
+    assert e.cost == veil.Budget(epsilon=1, delta="1e-6")
+    assert any("epsilon=1" in n for n in e.notes)
+    assert any("delta=1e-6" in n for n in e.notes)
+    assert eng.calls == []

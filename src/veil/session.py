@@ -450,8 +450,22 @@ class Session:
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
     ) -> Explanation:
-        """What ``query`` would do and cost, without reading private data or charging."""
+        """What ``query`` would do and cost, without reading private data or charging.
+
+        Without ``epsilon`` the explanation assumes ε = 1 (and, for unknown keys without a δ
+        to take from the grant, δ = 10⁻⁶); ``notes`` says so.
+        """
         plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
+        notes: list[str] = []
+        if epsilon is None:
+            epsilon = 1
+            notes.append("no epsilon given: costs and error bars are shown for epsilon=1")
+        if delta is None and not aggregate_of(plan).public_keys:
+            try:
+                self._default_delta(epsilon)
+            except InvalidArgumentError:
+                delta = Fraction(1, 10**6)
+                notes.append("no delta given: partition selection is shown for delta=1e-6")
         compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
         agg = aggregate_of(compiled)
         if agg.budget is None:
@@ -474,6 +488,7 @@ class Session:
             usage=describe_usage(agg),
             errors=expected_errors(agg),
             contribution=contribution,
+            notes=tuple(notes),
         )
 
 

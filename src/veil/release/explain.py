@@ -189,6 +189,7 @@ class Explanation:
     usage: tuple[Usage, ...]
     errors: dict[str, str]
     contribution: str
+    notes: tuple[str, ...] = ()
 
     @property
     def canonical(self) -> dict[str, object]:
@@ -196,6 +197,7 @@ class Explanation:
 
     def __str__(self) -> str:
         lines = ["plan:", *("  " + line for line in plan_tree(self.plan).splitlines())]
+        lines += [f"note: {n}" for n in self.notes]
         lines.append(f"contribution bounding: {self.contribution}")
         lines.append(f"cost: {self.cost}")
         lines.append("budget use:")
