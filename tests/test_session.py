@@ -336,3 +336,14 @@ def test_explain_without_epsilon_assumes_one_and_says_so() -> None:
     assert any("epsilon=1" in n for n in e.notes)
     assert any("delta=1e-6" in n for n in e.notes)
     assert eng.calls == []
+
+
+def test_session_local_domains_apply_to_every_query() -> None:
+    s = veil.Session.local(
+        tables={"people": people()},
+        budget=veil.Budget(epsilon=1),
+        domains={"state": STATES},
+    )
+    r = s.sql("SELECT state, COUNT(*) AS n FROM people GROUP BY state", epsilon="0.5")
+    assert [row[0] for row in r.rows] == list(STATES)
+    assert r.cost == veil.Budget(epsilon="0.5")

@@ -193,6 +193,7 @@ class Session:
             bounds=bounds,
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
+            domains=domains,
             source=source,
         )
 

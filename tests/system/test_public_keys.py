@@ -30,11 +30,6 @@ def test_a_domain_given_with_the_query_releases_every_key_under_pure_epsilon(
     assert r.rows[-1][1] <= r.error_bars()[-1][1]  # the empty key: 0 plus noise
 
 
-@pytest.mark.xfail(
-    reason="Session.local accepts domains= but does not pass it to the Session (QUERY "
-    "engineer: add domains=domains in Session.local's cls(...) call, then drop this marker)",
-    raises=veil.InvalidArgumentError,
-)
 def test_a_domain_declared_for_the_session_applies_to_its_queries(lfs: pd.DataFrame) -> None:
     s = veil.Session.local(
         tables={"lfs": lfs}, budget=veil.Budget(epsilon=1), domains={"ILOSTAT": KEYS}
