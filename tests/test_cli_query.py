@@ -289,3 +289,13 @@ def test_the_readme_null_rule_holds(tmp_path: Path) -> None:
     # COUNT(x) reads x, so the half of the rows with a NULL x leave COUNT(*) too
     assert abs(rows_all - 1000) < 40
     assert abs(rows_x - 1000) < 40
+
+
+def test_an_unknown_engine_is_a_user_error(people: Path) -> None:
+    code, out, err = invoke(
+        "query", "SELECT COUNT(*) FROM people", "--table", f"people={people}", "-e", "1",
+        "--engine", "oracle",
+    )  # fmt: skip
+    assert code == 2
+    assert out == ""
+    assert "--engine must be duckdb or spark, got 'oracle'" in err
