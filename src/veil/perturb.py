@@ -146,9 +146,11 @@ def perturb(
       value of it is one of them; ``source`` only on the Arrow/DuckDB path (on Spark each
       executor uses its own CSPRNG).
     - Postcondition: the result holds exactly the perturbed columns, one row per input row in
-      input order; each row is ``ε``-LDP w.r.t. that input row (Dwork–Roth 2014, Thm 3.6 for
-      Laplace with L1 sensitivity ``upper - lower`` of a clamped value; Warner 1965 / Kairouz et
-      al. 2016 for k-ary randomized response; basic composition across the row's columns).
+      input order; each row is ``ε``-LDP w.r.t. that input row: a clamped value has
+      sensitivity ``upper - lower`` and gets the grid geometric mechanism of
+      :func:`laplace_calibration` (Ghosh et al. 2009; Canonne–Kamath–Steinke 2020); k-ary
+      randomized response is ε-LDP (Warner 1965; Kairouz et al. 2016); the row's columns
+      compose sequentially (basic composition, Dwork–Roth 2014, Thm 3.14).
     - Charge: with a ``ledger``, ``Budget(epsilon=epsilon)`` is reserved for ``(analyst,
       dataset)`` before any noise is drawn and committed once the release is materialised; a
       failure during the perturbation leaves it charged (conservative).
