@@ -201,8 +201,28 @@ REFUSED: list[tuple[str, str, str]] = [
     ),
     (
         "SELECT COUNT(*) FROM people GROUP BY ROLLUP (state)",
-        "GROUP BY supports columns and BIN",
-        "state",
+        "GROUP BY ROLLUP is not supported; list the columns",
+        "ROLLUP",
+    ),
+    (
+        "SELECT COUNT(*) FROM people GROUP BY CUBE (state)",
+        "GROUP BY CUBE is not supported",
+        "CUBE",
+    ),
+    (
+        "SELECT COUNT(*) FROM people GROUP BY GROUPING SETS ((state), ())",
+        "GROUP BY GROUPING SETS is not supported",
+        "GROUPING",
+    ),
+    (
+        "SELECT state, COUNT(*) FROM people GROUP BY ALL",
+        "GROUP BY ALL is not supported",
+        "ALL",
+    ),
+    (
+        "SELECT MIN(income, age) FROM people",
+        "MIN takes exactly one column",
+        "MIN",
     ),
     (
         "SELECT COUNT(*) FROM people GROUP BY 3",

@@ -104,6 +104,7 @@ SUPPORTED_AGGREGATES = (
     "QUANTILE_CONT(col, q), PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col), MIN, MAX"
 )
 BIN_FUNCTION = "BIN"
+_GROUPINGS = (exp.Rollup, exp.Cube, exp.GroupingSets)
 
 
 def parse(
@@ -337,12 +338,14 @@ class _Reader:
         group = select.args.get("group")
         if group is None:
             return []
+        kinds = {TokenType.ROLLUP, TokenType.CUBE, TokenType.GROUPING_SETS, TokenType.ALL}
+        nested = [e for e in group.expressions if isinstance(e, _GROUPINGS)]
         for extra in ("grouping_sets", "cube", "rollup", "totals", "all"):
-            if group.args.get(extra):
+            if group.args.get(extra) or any(e.key == extra.replace("_", "") for e in nested):
                 raise self.refuse(
                     f"GROUP BY {extra.upper().replace('_', ' ')} is not supported; list the "
                     "columns",
-                    self.at.keyword({TokenType.GROUP_BY}),
+                    self.at.keyword(kinds) or self.at.keyword({TokenType.GROUP_BY}),
                 )
         items = [(_unalias(e), e) for e in select.expressions]
         aliases = {
@@ -367,7 +370,7 @@ class _Reader:
             ):
                 target = aliases[g.name.lower()]
             if _has_aggregate(target):
-                raise self.refuse(f"cannot GROUP BY an aggregate ({target.sql()})", g)
+                raise self.refuse(f"cannot GROUP BY an aggregate ({self.at.text_of(target)})", g)
             key = self.key_of(target, g)
             if self.privacy_unit is not None and key.column.lower() == self.privacy_unit.lower():
                 raise self.refuse(
@@ -376,7 +379,7 @@ class _Reader:
                     g,
                 )
             if any(k.column == key.column and k.edges == key.edges for k in keys):
-                raise self.refuse(f"GROUP BY lists {target.sql()} twice", g)
+                raise self.refuse(f"GROUP BY lists {self.at.text_of(target)} twice", g)
             keys.append(key)
         return keys
 
@@ -393,7 +396,8 @@ class _Reader:
             column = self.column(args[0])
             if any(a >= b for a, b in itertools.pairwise(edges)):
                 raise self.refuse(
-                    "BIN edges must increase strictly, got " + ", ".join(a.sql() for a in args[1:]),
+                    "BIN edges must increase strictly, got "
+                    + ", ".join(self.at.text_of(a) for a in args[1:]),
                     node,
                 )
             ctype = self.field(column).type
@@ -404,7 +408,7 @@ class _Reader:
                 )
             return _Key(column, edges)
         raise self.refuse(
-            f"GROUP BY supports columns and BIN(column, edges…), not {node.sql()!r}", at
+            f"GROUP BY supports columns and BIN(column, edges…), not {self.at.text_of(node)!r}", at
         )
 
     def number(self, node: exp.Expression, what: str) -> Fraction:
@@ -413,7 +417,7 @@ class _Reader:
         if isinstance(inner, exp.Neg):
             negative, inner = True, inner.this
         if not isinstance(inner, exp.Literal) or inner.is_string:
-            raise self.refuse(f"{what} must be a number, got {node.sql()!r}", node)
+            raise self.refuse(f"{what} must be a number, got {self.at.text_of(node)!r}", node)
         value = as_fraction(inner.this, what)
         return -value if negative else value
 
@@ -448,14 +452,17 @@ class _Reader:
                 outputs.append(name)
                 continue
             if _has_aggregate(node):
+                shown = self.at.text_of(node)
                 raise self.refuse(
-                    f"arithmetic on aggregates ({node.sql()}) is not supported; select each "
+                    f"arithmetic on aggregates ({shown}) is not supported; select each "
                     "aggregate and combine the released values afterwards",
                     node,
                 )
             key = self.selected_key(node, keys)
             if key.alias is not None:
-                raise self.refuse(f"{node.sql()} is selected twice; select it once", node)
+                raise self.refuse(
+                    f"{self.at.text_of(node)} is selected twice; select it once", node
+                )
             key.alias = alias or key.column
             if key.alias in outputs:
                 raise self.refuse(f"output column {key.alias!r} is used twice", item)
@@ -501,9 +508,12 @@ class _Reader:
             for key in keys:
                 if key.column == wanted.column and key.edges == wanted.edges:
                     return key
-            raise self.refuse(f"{node.sql()} is selected but not grouped; add it to GROUP BY", node)
+            raise self.refuse(
+                f"{self.at.text_of(node)} is selected but not grouped; add it to GROUP BY", node
+            )
         raise self.refuse(
-            f"SELECT may list group keys and aggregates only; {node.sql()!r} is neither", node
+            f"SELECT may list group keys and aggregates only; {self.at.text_of(node)!r} is neither",
+            node,
         )
 
     def aggregate(self, node: exp.Expression) -> _Spec:
@@ -556,14 +566,18 @@ class _Reader:
                 call,
             )
         if not isinstance(arg, exp.Column):
-            shown = arg.sql() if arg is not None else ""
+            shown = self.at.text_of(arg)
             raise self.refuse(
                 f"{name}({shown}): aggregates of expressions are not supported; aggregate a "
                 "column (filter rows with WHERE)",
                 arg if arg is not None else call,
             )
         if isinstance(call, exp.AggFunc):
-            extra = [k for k, v in call.args.items() if k != "this" and v not in (None, False)]
+            extra = [
+                k
+                for k, v in call.args.items()
+                if k != "this" and isinstance(v, exp.Expression | list) and v
+            ]
             if extra and name not in ("QUANTILE_CONT", "COUNT"):
                 raise self.refuse(f"{name} takes exactly one column", call)
         return self.column(arg)
@@ -607,7 +621,9 @@ class _Reader:
             )
         q = self.number(node, "the quantile q")
         if not 0 <= q <= 1:
-            raise self.refuse(f"the quantile q must lie in [0, 1], got {node.sql()}", node)
+            raise self.refuse(
+                f"the quantile q must lie in [0, 1], got {self.at.text_of(node)}", node
+            )
         return q
 
     def spec_of(self, call: AggregateCall) -> _Spec:
@@ -628,9 +644,10 @@ class _Reader:
             if _is_aggregate(sub):
                 spec = self.aggregate(sub)
                 if spec not in specs:
+                    shown = self.at.text_of(sub)
                     raise self.refuse(
-                        f"{clause} may use only released values, and {sub.sql()} is not in the "
-                        f"SELECT list; add it (e.g. {sub.sql()} AS x) and use x",
+                        f"{clause} may use only released values, and {shown} is not in the "
+                        f"SELECT list; add it (e.g. {shown} AS x) and use x",
                         sub,
                     )
                 return exp.column(specs[spec])
@@ -667,8 +684,9 @@ class _Reader:
             else:
                 rewritten = self.released(target, specs, key_alias, "ORDER BY")
                 if not isinstance(rewritten, exp.Column) or rewritten.table:
+                    shown = self.at.text_of(target)
                     raise self.refuse(
-                        f"ORDER BY may sort by released columns only, not {target.sql()!r}",
+                        f"ORDER BY may sort by released columns only, not {shown!r}",
                         target,
                     )
                 found = _match_name(rewritten.name, [*names, *outputs])
@@ -696,7 +714,7 @@ class _Reader:
     def integer(self, node: exp.Expression | None, clause: str) -> int:
         if not isinstance(node, exp.Literal) or node.is_string or not node.this.isdigit():
             raise self.refuse(
-                f"{clause} takes a whole number, got {node.sql() if node else 'nothing'}", node
+                f"{clause} takes a whole number, got {self.at.text_of(node) or 'nothing'}", node
             )
         return int(node.this)
 

@@ -40,15 +40,21 @@ class Locator:
             return self.function_name(node) or position(node, self.text)
         return position(node, self.text)
 
-    def function_name(self, node: exp.AggFunc) -> Position | None:
+    def function_name(self, node: exp.Func) -> Position | None:
         """Where a function call's name is, when sqlglot kept no position for it."""
+        begin = self.function_start(node)
+        return None if begin is None else offset_position(self.text, begin)
+
+    def function_start(self, node: exp.Func) -> int | None:
+        """The offset of the name of a call whose own node carries no offset: the token before
+        the nearest "(" before its first argument."""
         begin = self.start(node)
         if begin is None:
             return None
         before = [t for t in self.tokens() if t.start < begin]
         for i in range(len(before) - 1, 0, -1):
             if before[i].token_type == TokenType.L_PAREN:
-                return offset_position(self.text, before[i - 1].start)
+                return before[i - 1].start
         return None
 
     def keyword(
@@ -70,6 +76,37 @@ class Locator:
         """The smallest character offset recorded inside ``node``."""
         starts = [n.meta["start"] for n in node.walk() if n.meta and "start" in n.meta]
         return min(starts) if starts else None
+
+    def text_of(self, node: exp.Expression | None) -> str:
+        """``node`` as the query spells it (whitespace included), for messages; sqlglot's own
+        rendering when its tokens carry no offsets."""
+        if node is None:
+            return ""
+        spans = [
+            (n.meta["start"], n.meta["end"])
+            for n in node.walk()
+            if n.meta
+            and isinstance(n.meta.get("start"), int)
+            and isinstance(n.meta.get("end"), int)
+        ]
+        if not spans:
+            return node.sql(dialect=DIALECT)
+        begin, end = min(a for a, _ in spans), max(b for _, b in spans)
+        if isinstance(node, exp.Func) and not (node.meta and "start" in node.meta):
+            begin = self.function_start(node) or begin
+        # close the brackets opened inside the span (a call's ")" carries no offset)
+        depth = sum(
+            (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+            for t in self.tokens()
+            if begin <= t.start <= end
+        )
+        for t in self.tokens():
+            if depth <= 0:
+                break
+            if t.start > end:
+                end = t.end
+                depth += (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+        return self.text[begin : end + 1]
 
     def name_of(self, node: exp.Expression) -> str:
         """The function name as the query spells it (``VAR_POP``, not sqlglot's name)."""
