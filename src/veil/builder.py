@@ -31,7 +31,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import sqlglot
@@ -59,6 +59,10 @@ from veil.plan.nodes import (
     SortKey,
     as_fraction,
 )
+
+if TYPE_CHECKING:
+    from veil.release.explain import Explanation
+    from veil.release.result import Result
 
 __all__ = [
     "DIALECT",
@@ -428,9 +432,9 @@ def parse_expression(text: str, what: str) -> exp.Expression:
 class QueryRunner(Protocol):
     """What a session provides to run or explain a built query (``Session.query(table)``)."""
 
-    def run_query(self, query: Query, **options: Any) -> Any: ...
+    def run_query(self, query: Query, **options: Any) -> Result: ...
 
-    def explain_query(self, query: Query, **options: Any) -> Any: ...
+    def explain_query(self, query: Query, **options: Any) -> Explanation: ...
 
 
 BoundsLike = Mapping[str, tuple[Any, Any]] | Iterable[ColumnBounds]
@@ -680,11 +684,11 @@ class Query:
             )
         return self.runner
 
-    def run(self, **options: Any) -> Any:
+    def run(self, **options: Any) -> Result:
         """Run through the session that made this query (``epsilon=…, delta=…, bounds=…``)."""
         return self._runner().run_query(self, **options)
 
-    def explain(self, **options: Any) -> Any:
+    def explain(self, **options: Any) -> Explanation:
         """Explain through the session that made this query, without reading private data."""
         return self._runner().explain_query(self, **options)
 
