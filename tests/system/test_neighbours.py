@@ -103,9 +103,10 @@ def check_every_neighbour(
     contribution: Contribution | None = None,
     domains: dict[str, list[Any]] | None = None,
     salt: int = 0x5EED,
-) -> dict[str, Fraction]:
+) -> tuple[Aggregate, dict[str, Fraction]]:
     """Remove each unit (each row without a privacy unit) in turn; assert every change is
-    within the claimed sensitivity; return the largest change/sensitivity ratio seen."""
+    within the claimed sensitivity; return the compiled aggregation and, per measurement, the
+    largest change/sensitivity ratio seen."""
     engine = DuckDBEngine({"t": df})
     agg = compile_query(
         engine,
@@ -129,14 +130,14 @@ def check_every_neighbour(
                 f"sensitivity {m.sensitivity}"
             )
             worst[name] = max(worst.get(name, Fraction(0)), change / m.sensitivity)
-    return worst
+    return agg, worst
 
 
 @pytest.mark.parametrize("bounds", BOUNDS)
 def test_removing_a_user_moves_each_bounded_statistic_by_at_most_its_sensitivity(
     bounds: tuple[float, float],
 ) -> None:
-    worst = check_every_neighbour(
+    _, worst = check_every_neighbour(
         dataset(bounds),
         QUERY,
         budget=Budget(epsilon=1.0, delta=1e-6),
@@ -160,6 +161,24 @@ def test_removing_a_user_respects_sensitivity_with_public_keys_and_pure_epsilon(
         contribution=Contribution(max_groups=1, max_rows_per_group=2),
         domains={"g": ["a", "b", "c", "d"]},
     )
+
+
+@pytest.mark.parametrize("bounds", BOUNDS)
+def test_removing_a_user_respects_the_squared_l2_sensitivity_of_gaussian_noise(
+    bounds: tuple[float, float],
+) -> None:
+    agg, worst = check_every_neighbour(
+        dataset(bounds),
+        QUERY,
+        budget=Budget(rho=0.5),  # zCDP: discrete Gaussian, sensitivity stored as L2²
+        bounds={"x": bounds},
+        privacy_unit="uid",
+        contribution=Contribution(max_groups=3, max_rows_per_group=2),
+        domains={"g": ["a", "b", "c"]},
+    )
+    gaussian = {m.name for m in agg.measurements if m.mechanism == "discrete_gaussian"}
+    assert {"count", "sum(x)"} <= gaussian
+    assert worst["count"] > Fraction(1, 2)  # several groups moved at once: L2² is exercised
 
 
 @pytest.mark.parametrize("bounds", BOUNDS)
@@ -192,7 +211,7 @@ def test_the_bound_is_reached_so_the_check_can_fail() -> None:
     # fixed-point sum by (nearly) the whole sensitivity — a check that never comes close to its
     # bound would not notice a sensitivity claimed too small by a factor of two.
     df = pd.DataFrame({"uid": [0, 0, 1], "g": ["a", "a", "b"], "x": [1e16, 1e16, -1.0]})
-    worst = check_every_neighbour(
+    _, worst = check_every_neighbour(
         df,
         "SELECT g, SUM(x) AS s, COUNT(*) AS n FROM t GROUP BY g",
         budget=Budget(epsilon=1.0),
@@ -216,7 +235,7 @@ def test_naive_float_sums_on_the_same_data_exceed_the_sensitivity() -> None:
     (full,) = con.sql(f"SELECT SUM({clamp}) FROM t").fetchall()[0]
     (rest,) = con.sql(f"SELECT SUM({clamp}) FROM t WHERE uid <> 0").fetchall()[0]
     assert Fraction(full) - Fraction(rest) > Fraction(1e16)
-    worst = check_every_neighbour(
+    _, worst = check_every_neighbour(
         df,
         "SELECT SUM(x) AS s FROM t",
         budget=Budget(epsilon=1.0),
