@@ -125,6 +125,14 @@ DEMO_QUERIES: tuple[DemoQuery, ...] = (
         (("cost", 0.0, 20_000.0),),
     ),
     DemoQuery(
+        "Public keys: regions listed in WHERE",
+        "A grouped column restricted by WHERE … IN (…) has a public key set: every listed key "
+        "is released, even one with no rows (there is no region 'Atlantis'), and no δ is spent.",
+        "SELECT region, COUNT(*) AS patients FROM visits\n"
+        "WHERE region IN ('Islands', 'Highlands', 'Atlantis') GROUP BY region ORDER BY region",
+        0.2,
+    ),
+    DemoQuery(
         "Length of stay, as a histogram over declared bins",
         "BIN(col, edges…) declares the bins, so every bin is released, empty ones included.",
         "SELECT BIN(length_of_stay, 0, 1, 3, 7, 14, 30, 60) AS stay_days, COUNT(*) AS visits\n"
