@@ -299,3 +299,27 @@ def test_an_unknown_engine_is_a_user_error(people: Path) -> None:
     assert code == 2
     assert out == ""
     assert "--engine must be duckdb or spark, got 'oracle'" in err
+
+
+def test_with_json_output_errors_are_json_too_with_the_position(people: Path) -> None:
+    code, out, err = invoke(
+        "query", "SELECT state, age, COUNT(*) FROM people GROUP BY state",
+        "--table", f"people={people}", "-e", "1", "-f", "json",
+    )  # fmt: skip
+    assert code == 2
+    assert out == ""
+    error = json.loads(err)["error"]
+    assert error["type"] == "UnsupportedQueryError"
+    assert error["position"] == [1, 15]
+    assert error["user_error"] is True
+    assert error["message"].startswith("column 'age' is neither grouped nor aggregated")
+
+
+def test_json_errors_without_a_position_say_null(people: Path) -> None:
+    code, _, err = invoke(
+        "query", "SELECT COUNT(*) FROM peple", "--table", f"people={people}", "-e", "1",
+        "-f", "json",
+    )  # fmt: skip
+    assert code == 2
+    error = json.loads(err)["error"]
+    assert (error["type"], error["position"]) == ("SchemaError", None)

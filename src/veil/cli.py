@@ -85,8 +85,10 @@ def _stderr() -> Console:
 
 
 @contextmanager
-def _reported_errors() -> Iterator[None]:
-    """Turn veil errors into one clean line on stderr and an exit code; never a traceback."""
+def _reported_errors(fmt: OutputFormat = OutputFormat.table) -> Iterator[None]:
+    """Turn veil errors into one clean line on stderr and an exit code; never a traceback.
+    With ``--format json`` the line is a JSON object ``{"error": {type, message, position,
+    user_error}}`` so that programs can read the position of a refused construct."""
     try:
         yield
     except typer.Exit:
@@ -95,15 +97,31 @@ def _reported_errors() -> Iterator[None]:
         _stderr().print("interrupted")
         raise typer.Exit(130) from None
     except UserError as err:
-        _stderr().print(f"error: {err}", markup=False)
+        _report(err, "error", fmt, user_error=True)
         raise typer.Exit(USER_ERROR_EXIT) from None
     except VeilError as err:  # InternalError, RandomnessError
-        _stderr().print(f"error: {err}", markup=False)
+        _report(err, "error", fmt, user_error=False)
         raise typer.Exit(INTERNAL_ERROR_EXIT) from None
     except Exception as err:
         bug = InternalError(f"unexpected {type(err).__name__}: {err}")
-        _stderr().print(f"internal error: {bug}", markup=False)
+        _report(bug, "internal error", fmt, user_error=False)
         raise typer.Exit(INTERNAL_ERROR_EXIT) from None
+
+
+def _report(err: VeilError, label: str, fmt: OutputFormat, *, user_error: bool) -> None:
+    if fmt is not OutputFormat.json:
+        _stderr().print(f"{label}: {err}", markup=False)
+        return
+    position = getattr(err, "position", None)
+    payload = {
+        "error": {
+            "type": type(err).__name__,
+            "message": str(err),
+            "position": list(position) if position else None,
+            "user_error": user_error,
+        }
+    }
+    sys.stderr.write(json.dumps(payload, ensure_ascii=False) + "\n")
 
 
 # ----------------------------------------------------------------------------- option parsing
@@ -171,8 +189,8 @@ def scanning(message: str) -> Iterator[None]:
         yield
 
 
-def _run(fn: Callable[[], T]) -> T:
-    with _reported_errors():
+def _run(fn: Callable[[], T], fmt: OutputFormat = OutputFormat.table) -> T:
+    with _reported_errors(fmt):
         return fn()
 
 
@@ -357,7 +375,7 @@ def query(
             session.close()
             session.ledger.close()
 
-    _run(go)
+    _run(go, fmt)
 
 
 @app.command()
@@ -401,7 +419,7 @@ def explain(
             session.ledger.close()
         print_explanation(explanation, fmt)
 
-    _run(go)
+    _run(go, fmt)
 
 
 @app.command()
@@ -459,7 +477,7 @@ def demo(
                 console.print(f"one more query at ε = 1 is refused:\n  {err}", markup=False)
         session.close()
 
-    _run(go)
+    _run(go, fmt)
 
 
 def main() -> None:
@@ -539,7 +557,7 @@ def budget_show(
             table.add_row(a, d, str(g), str(r), _used_share(g, r))
         Console(highlight=False).print(table)
 
-    _run(go)
+    _run(go, fmt)
 
 
 def _used_share(granted: Budget, remaining: Budget) -> str:
@@ -600,7 +618,7 @@ def budget_grant(
             markup=False,
         )
 
-    _run(go)
+    _run(go, fmt)
 
 
 @budget_app.command("export")
@@ -619,7 +637,7 @@ def budget_export(
             text = led.export_csv() if fmt is OutputFormat.csv else led.export_json()
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
-    _run(go)
+    _run(go, fmt)
 
 
 @budget_app.command("history")
@@ -696,4 +714,4 @@ def budget_history(
             )
         Console(highlight=False).print(table)
 
-    _run(go)
+    _run(go, fmt)
