@@ -201,3 +201,9 @@ def test_files_that_cannot_be_stat_ed_get_a_fresh_version_each_time(
     first = engine.data_version("people")
     assert first.startswith("uncached:")
     assert engine.data_version("people") != first
+
+
+def test_a_dataframe_of_another_spark_session_is_refused(spark: Any) -> None:
+    other = spark.newSession()  # same cluster, separate temporary views
+    with pytest.raises(InvalidArgumentError, match=r"table 't' is a DataFrame of another Spark"):
+        _engine(spark, t=other.range(3))

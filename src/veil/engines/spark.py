@@ -148,6 +148,12 @@ class SparkEngine:
 
     def _as_dataframe(self, name: str, source: object) -> DataFrame:
         if is_spark_dataframe(source):
+            owner = getattr(source, "sparkSession", self._spark)
+            if owner is not self._spark:
+                raise InvalidArgumentError(
+                    f"table {name!r} is a DataFrame of another Spark session; pass the session "
+                    "that created it, or a path or table name this session can read"
+                )
             return source  # type: ignore[return-value]
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
