@@ -121,7 +121,12 @@ def check_every_neighbour(
     units = df[privacy_unit].unique() if privacy_unit else range(len(df))
     worst: dict[str, Fraction] = {}
     for u in units:
-        rest = df[df[privacy_unit] != u] if privacy_unit else df.drop(index=df.index[u])
+        if privacy_unit is None:
+            rest = df.drop(index=df.index[u])
+        elif pd.isna(u):  # all rows with a NULL unit are one unit (the session's NULL rule)
+            rest = df[df[privacy_unit].notna()]
+        else:
+            rest = df[df[privacy_unit].ne(u).fillna(True)]
         less = exact(DuckDBEngine({"t": rest.reset_index(drop=True)}), agg, salt=salt)
         for name, change in _change(agg, full, less).items():
             m = next(x for x in agg.measurements if x.name == name)
@@ -194,6 +199,20 @@ def test_removing_a_row_respects_sensitivity_without_a_privacy_unit(
     )
 
 
+def test_rows_without_a_user_id_count_as_one_user_for_the_sensitivity() -> None:
+    df = dataset((0.0, 1.0)).astype({"uid": "Int64"})
+    df.loc[df.index % 4 == 0, "uid"] = pd.NA  # a quarter of the rows, across groups
+    _, worst = check_every_neighbour(
+        df,
+        QUERY,
+        budget=Budget(epsilon=1.0, delta=1e-6),
+        bounds={"x": (0.0, 1.0)},
+        privacy_unit="uid",
+        contribution=Contribution(max_groups=2, max_rows_per_group=2),
+    )
+    assert worst["count"] > 0
+
+
 def test_removing_a_user_respects_sensitivity_of_distinct_user_counts() -> None:
     check_every_neighbour(
         dataset((-1.0, 1e16)),
@@ -261,7 +280,7 @@ _floats = st.one_of(
 )
 @given(
     rows=st.lists(
-        st.tuples(st.integers(0, 5), st.sampled_from(["a", "b", "c"]), _floats),
+        st.tuples(st.integers(0, 5) | st.none(), st.sampled_from(["a", "b", "c"]), _floats),
         min_size=1,
         max_size=25,
     ),
@@ -269,12 +288,12 @@ _floats = st.one_of(
     limits=st.tuples(st.integers(1, 3), st.integers(1, 3)),
 )
 def test_any_data_set_keeps_every_neighbour_within_sensitivity(
-    rows: list[tuple[int, str, float | None]],
+    rows: list[tuple[int | None, str, float | None]],
     bounds: tuple[float, float],
     limits: tuple[int, int],
 ) -> None:
     df = pd.DataFrame(rows, columns=["uid", "g", "x"]).astype(
-        {"uid": "int64", "g": "string", "x": "float64"}
+        {"uid": "Int64", "g": "string", "x": "float64"}
     )
     check_every_neighbour(
         df,
