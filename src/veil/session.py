@@ -176,19 +176,13 @@ class Session:
         """
         from veil.engines.duckdb import DuckDBEngine
 
-        engine = DuckDBEngine(tables, connection=connection)
-        if isinstance(ledger, Ledger):
-            book = ledger
-        else:
-            book = Ledger(ledger if ledger is not None else "sqlite://")
-        name = dataset or "+".join(sorted(tables))
-        if budget is not None and not book.has_grant(analyst, name):
-            book.grant(analyst, name, budget)
-        return cls(
-            engine,
-            ledger=book,
+        return cls._on(
+            DuckDBEngine(tables, connection=connection),
+            tables,
+            ledger=ledger,
+            budget=budget,
             analyst=analyst,
-            dataset=name,
+            dataset=dataset,
             privacy_unit=privacy_unit,
             bounds=bounds,
             max_groups=max_groups,
@@ -223,16 +217,13 @@ class Session:
         """
         from veil.engines.spark import SparkEngine
 
-        engine = SparkEngine(spark_session, tables)
-        book = ledger if isinstance(ledger, Ledger) else Ledger(ledger or "sqlite://")
-        name = dataset or "+".join(sorted(tables))
-        if budget is not None and not book.has_grant(analyst, name):
-            book.grant(analyst, name, budget)
-        return cls(
-            engine,
-            ledger=book,
+        return cls._on(
+            SparkEngine(spark_session, tables),
+            tables,
+            ledger=ledger,
+            budget=budget,
             analyst=analyst,
-            dataset=name,
+            dataset=dataset,
             privacy_unit=privacy_unit,
             bounds=bounds,
             max_groups=max_groups,
@@ -240,6 +231,28 @@ class Session:
             domains=domains,
             source=source,
         )
+
+    @classmethod
+    def _on(
+        cls,
+        engine: Engine,
+        tables: Mapping[str, Any],
+        *,
+        ledger: Ledger | str | None,
+        budget: Budget | None,
+        analyst: str,
+        dataset: str | None,
+        **options: Any,
+    ) -> Session:
+        """A session on ``engine``: open the ledger (``None``: in memory), name the dataset
+        (default: the table names joined by ``+``), grant ``budget`` unless a grant exists;
+        ``options`` go to :meth:`__init__`."""
+        if not isinstance(ledger, Ledger):
+            ledger = Ledger(ledger if ledger is not None else "sqlite://")
+        name = dataset or "+".join(sorted(tables))
+        if budget is not None and not ledger.has_grant(analyst, name):
+            ledger.grant(analyst, name, budget)
+        return cls(engine, ledger=ledger, analyst=analyst, dataset=name, **options)
 
     # -- state --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -292,24 +305,23 @@ class Session:
         return Query.over(table, fields_from_arrow(self.engine.schema(table)), runner=self)
 
     def run_query(self, query: Query, **options: Any) -> Result:
-        bounds = options.pop("bounds", None)
-        plan = query.plan(
-            privacy_unit=self.privacy_unit,
-            bounds=list({**self.bounds, **_bounds(bounds)}.values()),
-            contribution=self.contribution,
-            domains={**self.domains, **(options.pop("domains", None) or {})},
-        )
-        return self.run(plan, bounds=bounds, **options)
+        plan = self._builder_plan(query, options)  # takes "domains" out of options
+        return self.run(plan, **options)
 
     def explain_query(self, query: Query, **options: Any) -> Explanation:
-        bounds = options.pop("bounds", None)
-        plan = query.plan(
+        plan = self._builder_plan(query, options)
+        return self.explain(plan, **options)
+
+    def _builder_plan(self, query: Query, options: dict[str, Any]) -> Plan:
+        """The plan of builder ``query`` with the session's settings; takes ``domains`` out of
+        ``options`` (the plan has them) and leaves ``bounds`` in (compiling reads them too)."""
+        bounds = options.get("bounds")
+        return query.plan(
             privacy_unit=self.privacy_unit,
             bounds=list({**self.bounds, **_bounds(bounds)}.values()),
             contribution=self.contribution,
             domains={**self.domains, **(options.pop("domains", None) or {})},
         )
-        return self.explain(plan, bounds=bounds, **options)
 
     def _compile(
         self,
