@@ -9,7 +9,6 @@ else is reported as a bug (exit code 1), without a traceback.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import functools
 import io
 import json
@@ -284,6 +283,7 @@ class _Ask:
         dataset: str | None,
         max_groups: int | None,
         max_rows_per_group: int | None,
+        engine: str,
     ) -> _Ask:
         tables = parse_tables(table)
         if not tables:
@@ -302,6 +302,7 @@ class _Ask:
             dataset,
             max_groups,
             max_rows_per_group,
+            engine,
         )
 
     def session(self) -> Session:
@@ -362,18 +363,9 @@ def query(
             dataset,
             max_groups,
             max_rows_per_group,
+            engine,
         )
-        session = dataclasses.replace(ask, engine=engine).session()
-        try:
-            with scanning("scanning the private table…"):
-                result = session.sql(
-                    _sql_text(sql), epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
-                )
-            remaining = session.remaining() if ask.ledger else None
-            print_result(result, fmt, remaining=remaining)
-        finally:
-            session.close()
-            session.ledger.close()
+        _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
     _run(go, fmt)
 
@@ -408,18 +400,29 @@ def explain(
             dataset,
             max_groups,
             max_rows_per_group,
+            engine,
         )
-        session = dataclasses.replace(ask, engine=engine).session()
-        try:
-            explanation = session.explain(
-                _sql_text(sql), epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
-            )
-        finally:
-            session.close()
-            session.ledger.close()
-        print_explanation(explanation, fmt)
+        _answer(ask, _sql_text(sql), fmt, explain_only=True)
 
     _run(go, fmt)
+
+
+def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> None:
+    """Run (or only explain) ``sql`` on a session built from ``ask``, print what comes back."""
+    session = ask.session()
+    try:
+        if explain_only:
+            explanation = session.explain(
+                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
+            )
+            print_explanation(explanation, fmt)
+            return
+        with scanning("scanning the private table…"):
+            result = session.sql(sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds)
+        print_result(result, fmt, remaining=session.remaining() if ask.ledger else None)
+    finally:
+        session.close()
+        session.ledger.close()
 
 
 @app.command()
