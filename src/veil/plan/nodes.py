@@ -627,8 +627,26 @@ def _check_released_columns(node: str, child: Plan, expression: exp.Expression) 
         child.field(name)
 
 
+class _PostProcessing(Plan):
+    """Base of the nodes above ``Aggregate`` (Having, Sort, Limit, Project): one released
+    child, and by default its columns. Each subclass declares ``child`` as its first field."""
+
+    child: Plan
+
+    @property
+    def children(self) -> tuple[Plan, ...]:
+        return (self.child,)
+
+    @property
+    def releases(self) -> bool:
+        return True
+
+    def schema(self) -> tuple[Field, ...]:
+        return self.child.schema()
+
+
 @dataclass(frozen=True)
-class Having(Plan):
+class Having(_PostProcessing):
     """Keep released groups where ``predicate`` (over released output columns) holds.
     Post-processing: it reads only noisy values."""
 
@@ -648,23 +666,12 @@ class Having(Plan):
             )
         _check_released_columns("HAVING", self.child, self.predicate)
 
-    @property
-    def children(self) -> tuple[Plan, ...]:
-        return (self.child,)
-
-    @property
-    def releases(self) -> bool:
-        return True
-
-    def schema(self) -> tuple[Field, ...]:
-        return self.child.schema()
-
     def accept(self, visitor: PlanVisitor[T]) -> T:
         return visitor.visit_having(self)
 
 
 @dataclass(frozen=True)
-class Sort(Plan):
+class Sort(_PostProcessing):
     """Order released rows by output columns (ORDER BY on released values)."""
 
     child: Plan
@@ -679,23 +686,12 @@ class Sort(Plan):
             self.child.field(k.column)
         _set(self, "keys", keys)
 
-    @property
-    def children(self) -> tuple[Plan, ...]:
-        return (self.child,)
-
-    @property
-    def releases(self) -> bool:
-        return True
-
-    def schema(self) -> tuple[Field, ...]:
-        return self.child.schema()
-
     def accept(self, visitor: PlanVisitor[T]) -> T:
         return visitor.visit_sort(self)
 
 
 @dataclass(frozen=True)
-class Limit(Plan):
+class Limit(_PostProcessing):
     """Keep the first ``count`` released rows (after ``offset``)."""
 
     child: Plan
@@ -709,23 +705,12 @@ class Limit(Plan):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise InvalidArgumentError(f"LIMIT {name} must be an integer ≥ 0, got {v!r}")
 
-    @property
-    def children(self) -> tuple[Plan, ...]:
-        return (self.child,)
-
-    @property
-    def releases(self) -> bool:
-        return True
-
-    def schema(self) -> tuple[Field, ...]:
-        return self.child.schema()
-
     def accept(self, visitor: PlanVisitor[T]) -> T:
         return visitor.visit_limit(self)
 
 
 @dataclass(frozen=True)
-class Project(Plan):
+class Project(_PostProcessing):
     """Select and order released output columns (the SELECT list's order)."""
 
     child: Plan
@@ -741,14 +726,6 @@ class Project(Plan):
         for c in cols:
             self.child.field(c)
         _set(self, "columns", cols)
-
-    @property
-    def children(self) -> tuple[Plan, ...]:
-        return (self.child,)
-
-    @property
-    def releases(self) -> bool:
-        return True
 
     def schema(self) -> tuple[Field, ...]:
         return tuple(self.child.field(c) for c in self.columns)
