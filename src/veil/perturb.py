@@ -42,7 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,33 +58,13 @@ from veil.random import RandomSource, system_source
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
 
+    from veil.accounting.ledger import Ledger
+    from veil.session import Session
+
 __all__ = ["ColumnPerturbation", "Perturbation", "laplace_calibration", "perturb", "perturb_batch"]
 
 Number = int | float | Fraction
 _BATCH_ROWS = 65_536
-
-
-class _Reservation(Protocol):
-    def commit(self, answer: Mapping[str, Any] | None = None) -> None: ...
-
-
-class _SessionLike(Protocol):
-    ledger: Any
-    analyst: str
-    dataset: str
-    privacy_unit: str | None
-
-
-class _Ledger(Protocol):
-    def reserve(
-        self,
-        analyst: str,
-        dataset: str,
-        loss: Budget,
-        *,
-        fingerprint: str,
-        data_version: str = "",
-    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -127,10 +107,10 @@ def perturb(
     epsilon: Number,
     bounds: Mapping[str, tuple[Number, Number]] | None = None,
     categories: Mapping[str, Sequence[Any]] | None = None,
-    ledger: _Ledger | None = None,
+    ledger: Ledger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
-    session: _SessionLike | None = None,
+    session: Session | None = None,
     source: RandomSource | None = None,
 ) -> Perturbation:
     """Perturb every record's chosen columns with local DP; charge ``epsilon`` once.

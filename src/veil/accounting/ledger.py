@@ -191,12 +191,17 @@ class Ledger:
             except SQLAlchemyError as exc:
                 raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
 
-    def _budget_row(self, conn: Connection, analyst: str, dataset: str) -> Row[Any]:
-        row = conn.execute(
+    @staticmethod
+    def _find_budget(conn: Connection, analyst: str, dataset: str) -> Row[Any] | None:
+        """The budget row of (``analyst``, ``dataset``), locked for this transaction."""
+        return conn.execute(
             select(budgets)
             .where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
             .with_for_update()
         ).one_or_none()
+
+    def _budget_row(self, conn: Connection, analyst: str, dataset: str) -> Row[Any]:
+        row = self._find_budget(conn, analyst, dataset)
         if row is None:
             known = conn.execute(
                 select(budgets.c.dataset).where(budgets.c.analyst == analyst)
@@ -256,11 +261,7 @@ class Ledger:
     ) -> Budget:
         now = records.now()
         with self._tx() as conn:
-            row = conn.execute(
-                select(budgets)
-                .where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
-                .with_for_update()
-            ).one_or_none()
+            row = self._find_budget(conn, analyst, dataset)
             if row is None:
                 total = budget
                 ts = thresholds if thresholds is not None else list(DEFAULT_THRESHOLDS)
@@ -382,16 +383,7 @@ class Ledger:
                 raise BudgetExhaustedError(
                     loss, spending.remaining(total, before), analyst=analyst, dataset=dataset
                 )
-            conn.execute(
-                update(budgets)
-                .where(budgets.c.id == row.id)
-                .values(
-                    spent_epsilon=str(after.epsilon),
-                    spent_delta=str(after.delta),
-                    spent_rho=str(after.rho),
-                    updated_at=now,
-                )
-            )
+            self._set_spent(conn, row.id, after, now)
             charge_id = records.new_id(
                 conn.execute(
                     insert(events).values(
@@ -410,6 +402,20 @@ class Ledger:
         if fired:
             self._deliver(budget_id=row.id)
         return Reservation(self, charge_id, analyst, dataset, loss, fingerprint, data_version)
+
+    @staticmethod
+    def _set_spent(conn: Connection, budget_id: int, spent: Spent, now: str) -> None:
+        """Store the running sums ``spent`` of budget ``budget_id``."""
+        conn.execute(
+            update(budgets)
+            .where(budgets.c.id == budget_id)
+            .values(
+                spent_epsilon=str(spent.epsilon),
+                spent_delta=str(spent.delta),
+                spent_rho=str(spent.rho),
+                updated_at=now,
+            )
+        )
 
     def _charge_row(self, conn: Connection, reservation: Reservation) -> Row[Any]:
         self._budget_row(conn, reservation.analyst, reservation.dataset)  # lock the budget
@@ -471,16 +477,7 @@ class Ledger:
             after = spending.remove_charge(
                 self._granted(budget), self._spent(budget), reservation.loss
             )
-            conn.execute(
-                update(budgets)
-                .where(budgets.c.id == budget.id)
-                .values(
-                    spent_epsilon=str(after.epsilon),
-                    spent_delta=str(after.delta),
-                    spent_rho=str(after.rho),
-                    updated_at=now,
-                )
-            )
+            self._set_spent(conn, budget.id, after, now)
             conn.execute(
                 update(events)
                 .where(events.c.id == reservation.id)
