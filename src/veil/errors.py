@@ -16,6 +16,8 @@ Every error veil raises on purpose derives from :class:`VeilError`::
     │   │                              (committed twice, refunded after commit…)
     │   ├── SessionStateError        a closed session used again
     │   └── MissingDependencyError   an optional extra is not installed (says what to install)
+    ├── QueryFailedError             the engine failed after it began reading private data;
+    │                                the charge stays and the message carries no engine text
     ├── RandomnessError              the operating system's CSPRNG failed; nothing is released
     └── InternalError                a broken invariant inside veil: this is a bug
         └── PrivacyInvariantError    the loss recomputed after compiling differs from the loss
@@ -39,6 +41,7 @@ __all__ = [
     "LedgerError",
     "MissingDependencyError",
     "PrivacyInvariantError",
+    "QueryFailedError",
     "RandomnessError",
     "ReservationStateError",
     "SchemaError",
@@ -115,6 +118,11 @@ class SessionStateError(UserError):
 
 class MissingDependencyError(UserError, ImportError):
     """An optional dependency is missing; the message says which extra to install."""
+
+
+class QueryFailedError(VeilError):
+    """The engine failed while it read private data. Whether (and why) it failed may depend on
+    the data, so the reservation stays charged and the message quotes nothing the engine said."""
 
 
 class RandomnessError(VeilError):

@@ -6,7 +6,9 @@
 Ledger protocol: nothing is charged for a query refused before it runs (parse, schema,
 bounds, budget errors all happen before ``reserve``); an identical query (same canonical plan,
 data version and loss) is answered from ``ledger.cached_answer`` at no cost; a failure after
-reserving and before any noise is drawn refunds; after noise is drawn the charge stays.
+reserving and before the engine is asked to read the data refunds; once the engine reads
+the data the charge stays, even on failure (:class:`veil.errors.QueryFailedError`, whose
+message carries nothing from the engine: a data-dependent failure must not leak for free).
 
 NULL rule: rows where a column read by an aggregate (other than COUNT(*)) is NULL or NaN are
 left out of the whole aggregation, as if ``WHERE col IS NOT NULL`` had been written; a NULL
@@ -38,6 +40,7 @@ from veil.engines.base import Engine
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
+    QueryFailedError,
     SessionStateError,
     VeilError,
 )
@@ -436,19 +439,32 @@ class Session:
         reservation = self.ledger.reserve(
             self.analyst, self.dataset, loss, fingerprint=fp, data_version=version
         )
-        try:
+        try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)
             salt = int.from_bytes(src.random_bytes(8), "big") >> 1
             lowered = lower(agg, dialect_of(self.engine.dialect), salt=salt)
+        except BaseException:
+            reservation.refund()
+            raise
+        # The engine reads private data from here on. Whether it fails, and its message, may
+        # depend on the data (a value that does not convert, an overflow…): the charge stays
+        # and the error says nothing the engine or the release said (not even as __cause__).
+        try:
             main = self.engine.execute(lowered.main)
             buckets = {name: self.engine.execute(tree) for name, tree in lowered.quantiles}
             exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: _bucket_counts(t, lowered.keys) for name, t in buckets.items()}
-        except BaseException:
-            reservation.refund()
-            raise
-        # noise is drawn from here on: the charge stays even if something fails below
-        result = _release(compiled, agg, exact, counts, src, fp, consistent)
+            result: Result | None = _release(compiled, agg, exact, counts, src, fp, consistent)
+        except Exception:
+            result = None
+        if result is None:
+            reservation.commit()
+            raise QueryFailedError(
+                f"the query failed after the engine began reading the data; the charge stays "
+                f"({loss}), because a failure that depends on the data would otherwise leak it "
+                "for free. The engine's message is withheld for the same reason: check the "
+                "query on synthetic or public data with the same schema"
+            )
         reservation.commit(result.to_json())
         return result
 

@@ -53,7 +53,7 @@ def test_one_row_per_unit_lowers_to_a_single_row_number_window() -> None:
     sql = to_sql(lower(compiled(predicate="age >= 18"), dialect("duckdb"), salt=42).main, "duckdb")
     assert sql == (
         'WITH __rows AS (SELECT "user_id" AS "__unit", "state" AS "__k0" FROM "people" '
-        "WHERE (\"age\" >= 18) AND (\"state\" IN ('CA', 'NY'))), "
+        "WHERE TRY(\"age\" >= 18) AND (\"state\" IN ('CA', 'NY'))), "
         '__bounded AS (SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "__unit" '
         'ORDER BY HASH(42, "__unit", "__k0")) AS "__rn" FROM __rows) AS __ranked '
         'WHERE "__rn" <= 1) '

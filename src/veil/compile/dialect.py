@@ -16,7 +16,9 @@ class Dialect:
     ``name`` is the sqlglot dialect; ``hash_function`` a multi-argument 64-bit hash (keyed by
     putting the secret salt first); ``wide_integer`` the exact integer type sums are accumulated
     in (``None`` when summing BIGINT already widens exactly, as DuckDB's HUGEINT does);
-    ``real_type`` the double type values are clamped in.
+    ``real_type`` the double type values are clamped in; ``try_wrapper`` whether ``TRY(e)``
+    turns any error raised while evaluating ``e`` on a row into NULL (else the lowering
+    rewrites casts and arithmetic of row conditions into their ``TRY_`` forms).
     """
 
     name: str
@@ -24,11 +26,12 @@ class Dialect:
     wide_integer: str | None
     integer_type: str = "BIGINT"
     real_type: str = "DOUBLE"
+    try_wrapper: bool = False
 
 
 DIALECTS: dict[str, Dialect] = {
     # DuckDB: SUM(BIGINT) returns HUGEINT (128-bit) and raises on overflow.
-    "duckdb": Dialect(name="duckdb", hash_function="HASH", wide_integer=None),
+    "duckdb": Dialect(name="duckdb", hash_function="HASH", wide_integer=None, try_wrapper=True),
     # Spark: SUM(BIGINT) is BIGINT (wraps unless ANSI mode): sum DECIMAL(38, 0), which raises.
     "spark": Dialect(name="spark", hash_function="XXHASH64", wide_integer="DECIMAL(38, 0)"),
 }

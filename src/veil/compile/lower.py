@@ -13,11 +13,13 @@ The main statement computes, per group, every exact integer statistic the measur
     SELECT __k0, COUNT(*) AS __n, SUM(<clamped fixed-point integer>) AS __m1, …
     FROM __bounded GROUP BY __k0
 
-The keyed hash covers the secret per-query salt, the unit and every column the aggregation
-uses, so the order depends only on the unit's own rows and ties are only between rows that
-contribute identically. DENSE_RANK breaks hash ties by the keys, so distinct groups never
-share a rank. Quantile measurements add one statement each: row counts per (group, bucket)
-over the same bounded rows (same salt, same order, hence the same rows).
+The WHERE condition is made total (``TRY(…)``, or ``TRY_CAST`` / ``TRY_DIVIDE``… where the
+dialect has no ``TRY``): a row it cannot be evaluated on is left out, so no value can make the
+statement fail. The keyed hash covers the secret per-query salt, the unit and every column
+the aggregation uses, so the order depends only on the unit's own rows and ties are only
+between rows that contribute identically. DENSE_RANK breaks hash ties by the keys, so
+distinct groups never share a rank. Quantile measurements add one statement each: row counts
+per (group, bucket) over the same bounded rows (same salt, same order, hence the same rows).
 """
 
 from __future__ import annotations
@@ -125,6 +127,15 @@ def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     return node, predicate
 
 
+_TRY_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.Add: "TRY_ADD",
+    exp.Sub: "TRY_SUBTRACT",
+    exp.Mul: "TRY_MULTIPLY",
+    exp.Mod: "TRY_MOD",
+}
+"""Binary operators of row conditions and their NULL-on-error forms (dialects without TRY)."""
+
+
 class _Lowering:
     def __init__(self, agg: Aggregate, dialect: Dialect, salt: int) -> None:
         self.agg = agg
@@ -144,11 +155,30 @@ class _Lowering:
     def _cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to, dialect=self.d.name))
 
+    def _total(self, predicate: exp.Expr) -> exp.Expr:
+        """The row condition made total: a row on which it cannot be evaluated (a failed cast,
+        an overflow, a division by zero, a bad pattern) is excluded as if it were false, so
+        that whether the query fails never depends on private values."""
+        if self.d.try_wrapper:
+            return exp.Try(this=predicate.copy())
+
+        def fix(node: exp.Expr) -> exp.Expr:
+            if type(node) is exp.Cast:
+                return exp.TryCast(this=node.this, to=node.args["to"], safe=True)
+            if isinstance(node, exp.Div):
+                return exp.SafeDivide(this=node.this, expression=node.expression)
+            name = _TRY_FUNCTIONS.get(type(node))
+            if name is not None:
+                return exp.Anonymous(this=name, expressions=[node.this, node.expression])
+            return node
+
+        return exp.paren(predicate.copy().transform(fix))
+
     # rows: (__unit, __k…, __x…) ---------------------------------------------------------------
     def rows(self) -> exp.Select:
         scan, predicate = _source(self.agg.child)
         select: list[exp.Expr] = []
-        where: list[exp.Expr] = [] if predicate is None else [exp.paren(predicate)]
+        where: list[exp.Expr] = [] if predicate is None else [self._total(predicate)]
         if self.agg.privacy_unit is not None:
             select.append(exp.alias_(_col(self.agg.privacy_unit), "__unit", quoted=True))
         for key, name in zip(self.agg.keys, self.keys, strict=True):

@@ -1,0 +1,135 @@
+"""Audit: a failure of the engine is not a free side channel on the private data.
+
+An analyst controls the WHERE condition. If its evaluation can fail on some rows only (a CAST
+of a string column, an integer overflow, a division by zero, a bad regular expression taken from
+a column), the *fact* that the query failed, and the engine's message (which quotes the
+offending value), depend on private rows. The rules checked here:
+
+- row conditions are total: a row on which the condition cannot be evaluated is excluded, as
+  if the condition were false, so a valid query does not fail on the values;
+- once the engine has been asked to read private data, a failure keeps the charge and the
+  error carries no text from the engine (no value, no SQL with the secret salt).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pyarrow as pa
+import pytest
+
+import veil
+from support import SeededSource
+from veil.engines.fake import FakeEngine
+from veil.errors import QueryFailedError, SchemaError
+
+SECRET = "Zyx-private-value"
+
+
+def table() -> pa.Table:
+    return pa.table(
+        {
+            "uid": [1, 2, 3, 4, 5, 6],
+            "name": ["12", "7", SECRET, "3", "8", "9"],
+            "age": [30, 40, 50, 60, 70, 80],
+            "big": [1, 2, 3, 2**62, 5, 6],
+            "pattern": ["a", "b", "(", "c", "d", "e"],
+        }
+    )
+
+
+def session() -> veil.Session:
+    return veil.Session.local(
+        {"t": table()}, privacy_unit="uid", budget=veil.Budget(epsilon=1), source=SeededSource(7)
+    )
+
+
+WHERE_FAILING_ON_ONE_ROW = (
+    "CAST(name AS INTEGER) > 0",  # fails on one string
+    "CASE WHEN age = 50 THEN CAST(name AS INTEGER) ELSE 1 END = 1",  # fails iff a row exists
+    "CAST(name AS DATE) > DATE '2020-01-01'",
+    "big * 4 > 0",  # BIGINT overflow on one row
+    "big + big > 0",
+    "age / (age - 50) > 0",  # division by zero on one row
+    "age % (age - 50) = 0",
+    "REGEXP_MATCHES(name, pattern)",  # an invalid pattern on one row
+)
+
+
+@pytest.mark.parametrize("where", WHERE_FAILING_ON_ONE_ROW)
+def test_a_row_condition_that_fails_on_some_rows_excludes_them_and_charges(where: str) -> None:
+    s = session()
+    r = s.sql(f"SELECT COUNT(*) AS n FROM t WHERE {where}", epsilon="0.25")
+    assert r.cost == veil.Budget(epsilon="0.25")
+    assert s.remaining() == veil.Budget(epsilon="0.75")
+
+
+def test_a_failing_cast_drops_exactly_the_rows_it_fails_on() -> None:
+    from veil.compile import Context, compile_plan, dialect, lower
+    from veil.engines.duckdb import DuckDBEngine
+    from veil.plan.tree import aggregate_of
+
+    engine = DuckDBEngine({"t": table()})
+    plan = veil.sql.parse(
+        "SELECT COUNT(*) AS n FROM t WHERE CAST(name AS INTEGER) > 5",
+        {"t": engine.schema("t")},
+        privacy_unit="uid",
+    )
+    agg = aggregate_of(compile_plan(plan, Context(budget=veil.Budget(epsilon=1))))
+    out = engine.execute(lower(agg, dialect("duckdb"), salt=1).main).to_pylist()
+    assert out[0]["__n"] == 4  # 12, 7, 8, 9; the secret string is excluded, not an error
+
+
+def test_an_engine_failure_after_reading_data_keeps_the_charge_and_hides_the_message() -> None:
+    engine = FakeEngine(
+        {"t": table()},
+        fail=SchemaError(f"Conversion Error: could not convert string {SECRET!r} to INT32"),
+    )
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "t", veil.Budget(epsilon=1))
+    s = veil.Session(
+        engine, ledger=ledger, analyst="alice", dataset="t", privacy_unit="uid", source=None
+    )
+    with pytest.raises(QueryFailedError, match="the charge stays") as info:
+        s.sql("SELECT COUNT(*) FROM t", epsilon="0.25")
+    assert len(engine.calls) == 1
+    assert s.remaining() == veil.Budget(epsilon="0.75")
+    chain: list[BaseException] = []
+    e: BaseException | None = info.value
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    assert all(SECRET not in str(x) and "salt" not in str(x).lower() for x in chain)
+    assert len(chain) == 1  # no engine exception hangs off the error
+
+
+def test_a_query_refused_before_the_engine_reads_data_is_not_charged() -> None:
+    s = session()
+    with pytest.raises(veil.errors.SchemaError, match="unknown column"):
+        s.sql("SELECT COUNT(*) FROM t WHERE nope > 1", epsilon="0.25")
+    assert s.remaining() == veil.Budget(epsilon=1)
+
+
+@pytest.fixture(scope="module")
+def spark_veil(tmp_path_factory: pytest.TempPathFactory) -> veil.Session:
+    import pyarrow.parquet as pq
+
+    from spark_support import spark_session
+
+    spark = spark_session()
+    path = tmp_path_factory.mktemp("audit") / "t.parquet"
+    pq.write_table(table(), path)
+    return veil.Session.spark(
+        spark, {"t": str(path)}, privacy_unit="uid", budget=veil.Budget(epsilon=100)
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("where", [w for w in WHERE_FAILING_ON_ONE_ROW if "REGEXP" not in w])
+def test_on_spark_a_row_condition_that_fails_on_some_rows_is_answered_and_charged(
+    spark_veil: veil.Session, where: str
+) -> None:
+    before = spark_veil.remaining()
+    r = spark_veil.sql(f"SELECT COUNT(*) AS n FROM t WHERE {where}", epsilon="0.25")
+    assert r.cost == veil.Budget(epsilon="0.25")
+    assert spark_veil.remaining() == veil.Budget(epsilon=before.epsilon - Fraction(1, 4))
