@@ -20,7 +20,7 @@ from rich.table import Table
 from veil.accounting.budget import Budget
 from veil.errors import InternalError
 from veil.release.explain import Explanation
-from veil.release.result import Result
+from veil.release.result import Result, Usage
 
 __all__ = [
     "OutputFormat",
@@ -127,23 +127,25 @@ def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[s
         "error_bar_level": 0.95,
         "cost": budget_json(result.cost),
         "cached": result.cached,
-        "usage": [
-            {
-                "measurement": u.measurement,
-                "mechanism": u.mechanism,
-                "loss": budget_json(u.loss),
-                "sensitivity": u.sensitivity,
-                "noise": u.noise,
-                "used_by": list(u.used_by),
-            }
-            for u in result.usage
-        ],
+        "usage": [_usage_json(u) for u in result.usage],
         "notes": list(result.notes),
         "fingerprint": result.fingerprint,
     }
     if remaining is not None:
         payload["remaining"] = budget_json(remaining)
     return payload
+
+
+def _usage_json(u: Usage) -> dict[str, Any]:
+    """One part of the budget as JSON (the loss in :func:`budget_json`'s form)."""
+    return {
+        "measurement": u.measurement,
+        "mechanism": u.mechanism,
+        "loss": budget_json(u.loss),
+        "sensitivity": u.sensitivity,
+        "noise": u.noise,
+        "used_by": list(u.used_by),
+    }
 
 
 def print_result(
@@ -187,17 +189,7 @@ def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
             "quantile_sql": list(explanation.quantile_sql),
             "cost": budget_json(explanation.cost),
             "contribution": explanation.contribution,
-            "usage": [
-                {
-                    "measurement": u.measurement,
-                    "mechanism": u.mechanism,
-                    "loss": budget_json(u.loss),
-                    "sensitivity": u.sensitivity,
-                    "noise": u.noise,
-                    "used_by": list(u.used_by),
-                }
-                for u in explanation.usage
-            ],
+            "usage": [_usage_json(u) for u in explanation.usage],
             "expected_error_bars": dict(explanation.errors),
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
