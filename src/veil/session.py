@@ -500,8 +500,8 @@ class Session:
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
         check_loss(agg, agg.budget)
-        salt = int.from_bytes(system_source().random_bytes(8), "big") >> 1
-        lowered = lower(agg, dialect_of(self.engine.dialect), salt=salt)
+        # the bounding salt is secret and drawn per run: explain shows a placeholder
+        lowered = lower(agg, dialect_of(self.engine.dialect), salt=None)
         unit = agg.privacy_unit or "each row"
         contribution = (
             f"privacy unit {unit}: at most {agg.contribution.max_groups} group(s) and "

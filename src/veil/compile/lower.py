@@ -137,7 +137,7 @@ _TRY_FUNCTIONS: dict[type[exp.Expr], str] = {
 
 
 class _Lowering:
-    def __init__(self, agg: Aggregate, dialect: Dialect, salt: int) -> None:
+    def __init__(self, agg: Aggregate, dialect: Dialect, salt: int | None) -> None:
         self.agg = agg
         self.d = dialect
         self.salt = salt
@@ -228,7 +228,10 @@ class _Lowering:
 
     # bounded rows ------------------------------------------------------------------------------
     def _hash(self, columns: Sequence[str]) -> exp.Expr:
-        args = [exp.Literal.number(self.salt), *(_col(c) for c in columns)]
+        key: exp.Expr = (
+            exp.Placeholder(this="salt") if self.salt is None else exp.Literal.number(self.salt)
+        )
+        args = [key, *(_col(c) for c in columns)]
         return exp.Anonymous(this=self.d.hash_function, expressions=args)
 
     def bounded(self) -> exp.Select | None:
@@ -365,15 +368,16 @@ class _Lowering:
         return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
 
 
-def lower(agg: Aggregate, dialect: Dialect, *, salt: int) -> Lowered:
+def lower(agg: Aggregate, dialect: Dialect, *, salt: int | None) -> Lowered:
     """The SQL trees computing ``agg``'s exact statistics (see the module docstring).
 
     Precondition: ``agg`` is compiled (its measurements are built). ``salt`` is the secret
-    per-query key of the bounding order (0 ≤ salt < 2^63).
+    per-query key of the bounding order (0 ≤ salt < 2^63); ``None`` writes a ``salt``
+    placeholder instead (SQL to show, never to run: ``explain``).
     """
     if not agg.measurements:
         raise InternalError("lowering an aggregation whose measurements are not built")
-    if not 0 <= salt < 2**63:
+    if salt is not None and not 0 <= salt < 2**63:
         raise InternalError("the bounding salt must be a 63-bit non-negative integer")
     low = _Lowering(agg, dialect, salt)
     main, columns = low.main()
