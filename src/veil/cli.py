@@ -419,6 +419,14 @@ def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> No
             return
         with scanning("scanning the private table…"):
             result = session.sql(sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds)
+        if not ask.ledger:
+            _stderr().print(
+                "warning: no --ledger: this query's cost is not tracked across runs (each run "
+                "gets a fresh in-memory budget, so repeating it leaks without limit); keep a "
+                "budget with --ledger sqlite:///ledger.db and `veil budget grant`",
+                markup=False,
+                style="yellow",
+            )
         print_result(result, fmt, remaining=session.remaining() if ask.ledger else None)
     finally:
         session.close()
