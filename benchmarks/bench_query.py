@@ -19,8 +19,13 @@ a shared machine hits them alike:
 Each process makes one cold run (lazy imports, first scan; reported apart) and ``--reps`` warm
 timed runs; ratios compare the medians of the warm runs.
 
+Then a same-process pass: ``duckdb``, ``veil`` and ``veil-sql`` are set up side by side in this
+process, warmed once each, and timed alternately on the same Parquet file for
+``--same-rounds`` rounds (the order rotating each round); ratios compare the medians. Both
+passes' veil / DuckDB ratios are printed at the end.
+
     python benchmarks/bench_query.py [--rows 10_000_000] [--rounds 5] [--reps 2]
-        [--only duckdb veil veil-sql opendp] [--opendp-python /path/to/python]
+        [--same-rounds 7] [--only duckdb veil veil-sql opendp] [--opendp-python /path/to/python]
 """
 
 from __future__ import annotations
@@ -128,11 +133,17 @@ def _setup_veil(path: Path) -> Callable[[], object]:
 def _setup_veil_sql(path: Path) -> Callable[[], object]:
     import duckdb
 
-    sql = veil_session(path).explain(QUERY, **OPTIONS).sql
+    from veil.compile import dialect, lower, to_sql
+    from veil.plan.tree import aggregate_of
+
+    # explain shows the SQL with a salt placeholder; lower it with a fresh salt per run, as veil
+    agg = aggregate_of(veil_session(path).explain(QUERY, **OPTIONS).plan)
     con = duckdb.connect()
     con.execute(f"CREATE VIEW people AS SELECT * FROM read_parquet('{path}')")
 
     def run() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        sql = to_sql(lower(agg, dialect("duckdb"), salt=salt).main, "duckdb")
         return con.sql(sql).to_arrow_table()
 
     return run
@@ -205,6 +216,34 @@ def worker(name: str, path: Path, reps: int) -> dict[str, Any]:
     }
 
 
+def same_process(names: list[str], path: Path, rounds: int) -> dict[str, dict[str, float]]:
+    """Time ``names`` alternately in this one process on the same file: each set up and warmed
+    once, then ``rounds`` rounds in which each runs once, the order rotating so that no
+    contender always goes first. Returns the medians (and best) of wall and CPU time."""
+    runs = {name: CONTENDERS[name](path) for name in names}
+    for run in runs.values():
+        run()  # warm: lazy imports, first scan, DuckDB's caches
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            gc.collect()
+            cpu = _cpu_seconds()
+            start = time.perf_counter()
+            runs[name]()
+            walls[name].append(time.perf_counter() - start)
+            cpus[name].append(_cpu_seconds() - cpu)
+    return {
+        name: {
+            "median_s": statistics.median(walls[name]),
+            "min_s": min(walls[name]),
+            "cpu_s": statistics.median(cpus[name]),
+        }
+        for name in runs
+    }
+
+
 def _cpu_seconds() -> float:
     """User + system CPU time of this process, all threads (steadier than wall time on a
     loaded machine: it does not count the time other processes hold the cores)."""
@@ -246,6 +285,9 @@ def main() -> None:
     parser.add_argument("--rows", type=lambda s: int(s.replace("_", "")), default=10_000_000)
     parser.add_argument("--rounds", type=int, default=5, help="fresh processes per contender")
     parser.add_argument("--reps", type=int, default=2, help="warm timed runs per process")
+    parser.add_argument(
+        "--same-rounds", type=int, default=7, help="rounds of the same-process pass (0: skip)"
+    )
     parser.add_argument("--only", nargs="*", default=list(CONTENDERS), choices=list(CONTENDERS))
     parser.add_argument(
         "--opendp-python",
@@ -311,6 +353,32 @@ def main() -> None:
         "setup' subtracts the RSS after imports and setup. Ratios are against 'duckdb' "
         "(plain DuckDB with the same bounding), measured in this run."
     )
+
+    together = [n for n in ("duckdb", "veil", "veil-sql") if n in names]
+    if args.same_rounds <= 0 or "duckdb" not in together or len(together) < 2:
+        return
+    same = same_process(together, path, args.same_rounds)
+    print(
+        f"\nSame process: {', '.join(together)} timed alternately in this process on the same "
+        f"file, warm, {args.same_rounds} rounds (medians)"
+    )
+    print(f"{'contender':<10} {'median s':>9} {'min s':>7} {'CPU s':>6} {'time ×':>7} {'CPU ×':>6}")
+    ref = same["duckdb"]
+    for name, s in same.items():
+        print(
+            f"{name:<10} {s['median_s']:9.2f} {s['min_s']:7.2f} {s['cpu_s']:6.2f} "
+            f"{s['median_s'] / ref['median_s']:7.2f} {s['cpu_s'] / ref['cpu_s']:6.2f}"
+        )
+    if "veil" in same and base:
+        apart, near = summary["veil"], same["veil"]
+        print(
+            "\nveil / plain DuckDB doing the same bounded aggregation:\n"
+            f"  separate processes: {apart['median_s'] / base['median_s']:.2f}× time, "
+            f"{apart['cpu_s'] / base['cpu_s']:.2f}× CPU, "
+            f"{apart['peak_mib'] / base['peak_mib']:.2f}× peak memory\n"
+            f"  same process:       {near['median_s'] / ref['median_s']:.2f}× time, "
+            f"{near['cpu_s'] / ref['cpu_s']:.2f}× CPU"
+        )
 
 
 if __name__ == "__main__":
