@@ -7,7 +7,9 @@
   one value of sensitivity ``hi - lo`` (:func:`laplace_calibration`) — the output lies on a fixed
   grid ``2^k`` chosen from the scale alone, so the set of outputs does not depend on the input;
 - a **categorical** column goes through k-ary randomized response over the declared
-  categories (:func:`veil.mechanisms.randomized_response`).
+  categories (:func:`veil.mechanisms.randomized_response`); a value outside them (NULL
+  included unless declared) is perturbed as the first declared category, so no value can
+  make the release fail or show up in an error.
 
 The privacy model is **local DP per record**, not veil's central model: each record's released
 values are ε-LDP with respect to that record (ε split evenly across the perturbed columns,
@@ -122,8 +124,8 @@ def perturb(
     Contract:
 
     - Preconditions: ``epsilon > 0`` finite; every numeric column has finite bounds
-      ``lower < upper``; every categorical column at least two distinct categories, and every
-      value of it is one of them; ``source`` only on the Arrow/DuckDB path (on Spark each
+      ``lower < upper``; every categorical column at least two distinct categories (values
+      outside them are read as the first); ``source`` only on the Arrow/DuckDB path (on Spark each
       executor uses its own CSPRNG).
     - Postcondition: the result holds exactly the perturbed columns, one row per input row in
       input order; each row is ``ε``-LDP w.r.t. that input row: a clamped value has
@@ -311,14 +313,10 @@ def _perturb_categorical(
     column: pa.Array, spec: ColumnPerturbation, source: RandomSource
 ) -> pa.Array:
     domain = pa.array(list(spec.categories), column.type)
-    index = pc.index_in(column, value_set=domain)
-    if index.null_count:
-        unknown = pc.filter(column, pc.is_null(index)).slice(0, 3).to_pylist()
-        raise InvalidArgumentError(
-            f"column {spec.name!r} has values outside its declared categories, e.g. {unknown!r}; "
-            "randomized response needs every value (NULL included) among the categories: add "
-            "them to categories= or clean the column first"
-        )
+    # a value outside the declared categories (NULL unless declared) is perturbed as the first
+    # category, as a NULL number is as the lower bound: refusing it would make the failure, and
+    # a message quoting the value, depend on private data
+    index = pc.fill_null(pc.index_in(column, value_set=domain, skip_nulls=False), 0)
     # randomized response over category *indices*; the report is mapped back to the domain
     release = mechanisms.randomized_response(
         index.to_numpy(zero_copy_only=False),
