@@ -319,6 +319,21 @@ def _check_node_kinds(
                 "AND/OR/NOT, IN, BETWEEN, IS NULL, LIKE, arithmetic and simple scalar functions",
                 position=position(sub, text),
             )
+        if isinstance(sub, _PATTERN_MATCHES) and not _is_string_literal(sub.expression):
+            # a pattern read from the data could be invalid on some rows only: the query's
+            # failure would then depend on private values
+            raise UnsupportedQueryError(
+                f"in {_describe(sub, text)} the pattern must be a literal string, not "
+                f"{sub.expression.sql(dialect=DIALECT)!r}",
+                position=position(sub, text),
+            )
+
+
+_PATTERN_MATCHES = (exp.Like, exp.ILike, exp.RegexpLike)
+
+
+def _is_string_literal(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Literal) and node.is_string
 
 
 def _column_node(name: str) -> exp.Column:

@@ -429,6 +429,9 @@ class Session:
         fp = fingerprint(compiled)
         if consistent:  # a different post-processing is a different cached answer
             fp = hashlib.sha256(f"{fp}|consistent".encode()).hexdigest()
+        checker = getattr(self.engine, "check", None)
+        if callable(checker):  # type and name errors are refused here, free and unhidden
+            checker(lower(agg, dialect_of(self.engine.dialect), salt=0).main)
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
@@ -546,8 +549,11 @@ def _exact_stats(
     by_name = {m.name: m for m in agg.measurements}
     for i in range(table.num_rows):
         key = tuple(_json_key(data[k][i]) for k in keys)
-        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
         rows = int(data[COUNT_COLUMN][i])
+        if rows > 0 and any(data[col][i] is None for col in columns.values()):
+            # a sum over rows is never NULL unless it overflowed (Spark without ANSI mode)
+            raise InternalError("an exact statistic of a non-empty group came back NULL")
+        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
         for name, value in stats.items():
             m = by_name[name]
             if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:

@@ -187,6 +187,14 @@ class DuckDBEngine:
             digest.update(f"{os.path.abspath(f)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return "files:" + digest.hexdigest()[:32]
 
+    def check(self, query: exp.Expression) -> None:
+        """Bind ``query`` without running it (no private value is read): a type or name error
+        is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
+        try:
+            self._con.sql(to_sql(query, self.dialect))
+        except (duckdb.BinderException, duckdb.CatalogException, duckdb.ParserException) as exc:
+            raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
+
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` and return its result; engine errors become veil errors."""
         sql = to_sql(query, self.dialect)

@@ -250,17 +250,32 @@ class SparkEngine:
             )
         return tree.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
 
-    def execute(self, query: exp.Expression) -> pa.Table:
-        """Run ``query`` with ANSI SQL semantics and collect its (small) result as Arrow.
+    def check(self, query: exp.Expression) -> None:
+        """Analyse ``query`` without running it (no private value is read): a type or name
+        error is a ``SchemaError`` decided by the schema alone, raised before anything is
+        charged."""
+        errors = importlib.import_module("pyspark.errors")
+        try:
+            with self._ansi_off():
+                self._spark.sql(self.sql(query)).schema  # noqa: B018 - forces analysis on Connect
+        except errors.AnalysisException as exc:
+            raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
 
-        ANSI mode is switched on for the duration of the query so that an overflowing
-        ``DECIMAL(38)`` sum or an impossible cast raises instead of becoming NULL (DESIGN §2:
-        overflow is checked, not assumed); the session's previous setting is restored after.
+    def execute(self, query: exp.Expression) -> pa.Table:
+        """Run ``query`` with ANSI mode *off* and collect its (small) result as Arrow.
+
+        ANSI mode is switched off for the duration of the query (the session's setting is
+        restored after): under ANSI, Spark raises on a value that an implicit or explicit cast,
+        a division or an extraction cannot handle, so whether the query fails would depend on
+        private rows (``name = 12`` fails iff some name is not a number). Without it such a
+        value gives NULL and the row is left out. An overflowing ``DECIMAL(38)`` sum then comes
+        back NULL instead of raising; the session refuses a NULL sum of a non-empty group
+        (DESIGN §2: overflow is checked, not assumed).
         """
         text = self.sql(query)
         errors = importlib.import_module("pyspark.errors")
         try:
-            with self._ansi():
+            with self._ansi_off():
                 return _collect(self._spark.sql(text))
         except errors.PySparkException as exc:
             translated = _translate(exc)
@@ -269,11 +284,11 @@ class SparkEngine:
             raise translated from exc
 
     @contextmanager
-    def _ansi(self) -> Iterator[None]:
+    def _ansi_off(self) -> Iterator[None]:
         key = "spark.sql.ansi.enabled"
         with _CONF_LOCK:
             previous = self._spark.conf.get(key, None)
-            self._spark.conf.set(key, "true")
+            self._spark.conf.set(key, "false")
             try:
                 yield
             finally:
