@@ -35,7 +35,7 @@ from veil.plan.visitor import PlanVisitor
 __all__ = ["canonical", "fingerprint"]
 
 Json = dict[str, Any]
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _frac(x: Fraction | None) -> str | None:
@@ -54,7 +54,9 @@ def _budget(b: Budget | None) -> Json | None:
 
 
 def _expr(e: exp.Expression) -> str:
-    return e.sql(identify=True)
+    # in the dialect queries are read in: a generic rendering can map two different DuckDB
+    # expressions to one text (``a // b`` and ``CAST(a / b AS BIGINT)``), one cache key
+    return e.sql(dialect="duckdb", identify=True)
 
 
 def _key(k: GroupKey) -> Json:

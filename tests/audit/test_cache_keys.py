@@ -1,0 +1,44 @@
+"""Audit: the cache key (plan fingerprint) separates every pair of different questions."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import veil
+from support import SeededSource
+
+TABLE = pa.table({"uid": list(range(40)), "a": [i % 7 for i in range(40)], "b": [3] * 40})
+
+
+def session() -> veil.Session:
+    return veil.Session.local(
+        {"t": TABLE}, privacy_unit="uid", budget=veil.Budget(epsilon=10), source=SeededSource(2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("a // b > 1", "CAST(a / b AS BIGINT) > 1"),  # floor vs rounding division in DuckDB
+        ("a > 1", "a >= 1"),
+    ],
+)
+def test_two_different_filters_do_not_share_a_cached_answer(first: str, second: str) -> None:
+    s = session()
+    one = s.sql(f"SELECT COUNT(*) AS n FROM t WHERE {first}", epsilon=1)
+    two = s.sql(f"SELECT COUNT(*) AS n FROM t WHERE {second}", epsilon=1)
+    assert not two.cached
+    assert one.fingerprint != two.fingerprint
+    assert s.remaining() == veil.Budget(epsilon=8)
+
+
+def test_the_same_question_with_other_bounds_or_epsilon_is_not_a_cache_hit() -> None:
+    s = session()
+    q = "SELECT SUM(a) AS s FROM t"
+    base = s.sql(q, epsilon=1, bounds={"a": (0, 10)})
+    assert s.sql(q, epsilon=1, bounds={"a": (0, 10)}).cached
+    assert not s.sql(q, epsilon=1, bounds={"a": (0, 20)}).cached
+    assert not s.sql(q, epsilon=2, bounds={"a": (0, 10)}).cached
+    assert base.fingerprint
+    assert s.remaining() == veil.Budget(epsilon=6)
