@@ -12,10 +12,29 @@ Estimators (n̂ noisy count, Ŝ noisy centred sum, Q̂ noisy centred sum of squa
   S = step·Ŝ, Q = Σ(x − c)² recovered from Q̂; STDDEV = sqrt(VARIANCE);
 - quantiles: the candidate the exponential mechanism chose.
 
-Error bars are half-widths at a confidence level, for the noise only (not the bias of clamping
-or contribution bounding): exact discrete quantiles for a single noise, a union bound (each
-noise at level 1 − (1 − level)/k) with the delta method for ratios, the plug-in values standing
-for the unknown true ones. Quantiles have none (``None``).
+Error bars are half-widths ``t`` at a confidence level, for the noise only (not the bias of
+clamping values to the bounds or of contribution bounding), computed from released values and
+public parameters only (post-processing):
+
+- COUNT, COUNT(DISTINCT): the exact discrete quantile of the one noise: P(|noise| ≤ t) ≥ level.
+- SUM: its noise is step·Z_S + c·Z_N (independent discrete noises); ``t`` is the quantile of
+  that combination (:func:`veil.noise.errorbars.combination_halfwidth`: P ≥ level, within
+  0.1 % of an sd of the exact quantile). Exact coverage of the noise; the final clamp to
+  [min(0, lower)·n̂⁺, max(0, upper)·n̂⁺] is post-processing the bar does not model.
+- AVG: before clamping, released − true = (step·Z_S − m·Z_N)/n̂ *exactly*, with n̂ the released
+  noisy count and m = true mean − c. With t(m) the quantile of |step·Z_S − m·Z_N| (which grows
+  with |m|: Anderson 1955, the sum's noise being symmetric unimodal), the bar is t(|m̂| + u)/n̂
+  for a u ≥ t(|m̂| + u)/n̂ (m̂ the unclamped released mean − c, found by iteration). On the
+  event |step·Z_S − m·Z_N| ≤ t(m) (probability ≥ level) the error is at most t(m)/n̂, so
+  |m̂ − m| ≤ t(m)/n̂ and |m| ≤ |m̂| + u (t's slope in |m| is about the count's error bar,
+  ≪ n̂), hence the error is ≤ t(|m̂| + u)/n̂: coverage ≥ level with no approximation. Clamping
+  to [lower, upper] only moves the value toward the truth. When n̂ < 4 × the count's own
+  bar the bar is the whole range upper − lower.
+- VARIANCE: the delta method on released values — the first-order error is the linear
+  combination a_Q·Z_Q + a_S·Z_S + a_N·Z_N with plug-in coefficients, and ``t`` is its exact
+  quantile (as for SUM). Approximate: it covers at ``level`` to first order in 1/n̂.
+  STDDEV: the variance's interval mapped through sqrt.
+- quantiles have none (``None``).
 """
 
 from __future__ import annotations
@@ -28,7 +47,7 @@ from typing import Any
 
 from veil.compile.sensitivity import rows_per_group
 from veil.errors import InternalError
-from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
+from veil.noise.errorbars import Term, combination_halfwidth
 from veil.plan.nodes import Aggregate, AggregateCall, Measurement
 
 __all__ = ["ColumnModel", "NoiseModel", "column_models", "estimate", "halfwidth", "noise_models"]
@@ -50,11 +69,13 @@ class NoiseModel:
 
     def halfwidth(self, level: float) -> float:
         """Half-width of the noise at ``level`` in the statistic's integer units."""
-        if self.mechanism == "discrete_laplace":
-            return laplace_halfwidth(self.scale, level)
-        if self.mechanism == "discrete_gaussian":
-            return gaussian_halfwidth(self.scale, level)
-        raise InternalError(f"no error bar for mechanism {self.mechanism!r}")
+        return combination_halfwidth([self.term(1.0)], level)
+
+    def term(self, coefficient: float) -> Term:
+        """This noise times ``coefficient``, as a term of a linear combination."""
+        if self.mechanism not in ("discrete_laplace", "discrete_gaussian"):
+            raise InternalError(f"no error bar for mechanism {self.mechanism!r}")
+        return (coefficient, self.mechanism, self.scale)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,26 +258,45 @@ def halfwidth(
         return None
     sm = models[col.sum]
     c = float(sm.centre)
-    k = 1 if col.count is None else 2
-    if f in ("variance", "stddev"):
-        k = 3
-    lv = 1 - (1 - level) / k
-    hs = float(sm.step) * sm.halfwidth(lv)
-    hn = models[col.count].halfwidth(lv) if col.count is not None else 0.0
-    n = float(stats[col.count]) if col.count is not None else 0.0
+    step = float(sm.step)
+    cm = models[col.count] if col.count is not None else None
     if f == "sum":
-        return hs + abs(c) * hn
+        terms = [sm.term(step)] if cm is None else [sm.term(step), cm.term(c)]
+        return combination_halfwidth(terms, level)
+    if cm is None or col.count is None:
+        raise InternalError(f"{col.alias!r} has no count measurement")
     if f == "avg":
-        return (hs + abs(value - c) * hn) / max(n, 1.0)
+        return _avg_halfwidth(col, sm, cm, float(stats[col.count]), stats[col.sum], level)
     n, s, _q, v = _variance_parts(col, stats, models)
     qm = models[col.squares or ""]
     width = float(qm.step) * qm.limit
-    hq = width * width / 2 * qm.halfwidth(lv) / qm.limit
-    d_q = 1 / (n - 1)
-    d_s = 2 * abs(s) / (n * (n - 1))
-    d_n = abs(s * s / (n * n) - v) / (n - 1) + width * width / 2 / (n - 1)
-    hv = d_q * hq + d_s * hs + d_n * hn
+    a_q = width * width / (2 * qm.limit) / (n - 1)
+    a_s = -2 * s / (n * (n - 1)) * step
+    a_n = (width * width / 2 + s * s / (n * n) - v) / (n - 1)
+    hv = combination_halfwidth([qm.term(a_q), sm.term(a_s), cm.term(a_n)], level)
     if f == "variance":
         return hv
     sd = math.sqrt(v)
     return max(sd - math.sqrt(max(v - hv, 0.0)), math.sqrt(v + hv) - sd)
+
+
+def _avg_halfwidth(
+    col: ColumnModel, sm: NoiseModel, cm: NoiseModel, n: float, s_units: int, level: float
+) -> float:
+    """The AVG bar of the module docstring: t(|m̂| + u)/n̂ with u ≥ t(|m̂| + u)/n̂."""
+    lo, hi = float(col.lower or 0), float(col.upper or 0)
+    full = hi - lo
+    if n < 1 or n < 4 * cm.halfwidth(level):
+        return full
+    m_hat = abs(float(sm.step) * s_units / n)
+
+    def t(m: float) -> float:
+        return combination_halfwidth([sm.term(float(sm.step)), cm.term(m)], level) / n
+
+    u = t(m_hat)
+    for _ in range(20):
+        bar = t(m_hat + u)
+        if bar <= u:
+            return min(bar, full)
+        u = bar * 1.001
+    return full

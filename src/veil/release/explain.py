@@ -9,6 +9,7 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.compile.sensitivity import effective_groups, rows_per_group, thresholded
+from veil.noise.errorbars import combination_halfwidth
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
     Aggregate,
@@ -113,14 +114,18 @@ def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
             out[c.alias] = "no error bar (exponential mechanism)"
         elif c.sum is not None:
             sm = noise[c.sum]
-            k = 1 if c.count is None else 2
-            lv = 1 - (1 - level) / k
-            hs = float(sm.step) * sm.halfwidth(lv)
-            hn = noise[c.count].halfwidth(lv) if c.count is not None else 0.0
+            step, centre = float(sm.step), float(sm.centre)
+            cm = noise[c.count] if c.count is not None else None
             if c.function == "sum":
-                out[c.alias] = f"± {hs + abs(float(sm.centre)) * hn:.6g}"
-            elif c.function == "avg":
-                out[c.alias] = f"± ({hs:.6g} + |mean − {float(sm.centre):.6g}|·{hn:.6g}) / n"
+                terms = [sm.term(step)] if cm is None else [sm.term(step), cm.term(centre)]
+                out[c.alias] = f"± {combination_halfwidth(terms, level):.6g}"
+            elif c.function == "avg" and cm is not None:
+                far = max(abs(float(c.lower or 0) - centre), abs(float(c.upper or 0) - centre))
+                near = combination_halfwidth([sm.term(step), cm.term(0.0)], level)
+                worst = combination_halfwidth([sm.term(step), cm.term(far)], level)
+                out[c.alias] = (
+                    f"± {near:.6g}/n (mean at {centre:.6g}) to ± {worst:.6g}/n (mean at a bound)"
+                )
             else:
                 out[c.alias] = "≈ ± (noise of the sums of squares, sums and count) / n"
     return out
