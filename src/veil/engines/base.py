@@ -3,16 +3,25 @@
 An engine holds the private tables, runs a sqlglot tree in its own dialect and returns a small
 Arrow table of *exact* aggregates. It never adds noise and never decides what is released: the
 session does (DESIGN §3). Tests use a fake engine that implements the same protocol.
+
+Progress is optional and kept out of :class:`Engine`: an engine that can tell how far a running
+query is also implements :class:`ProgressReporting` (one more method); the session uses it only
+when a caller asks for progress.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 from sqlglot import exp
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "Progress", "ProgressReporting"]
+
+Progress = Callable[[float | None], None]
+"""A progress callback: ``None`` while the engine cannot tell, then fractions of the query done
+in ``[0, 1]``, strictly increasing, ending with ``1.0`` when the query succeeded."""
 
 
 @runtime_checkable
@@ -38,4 +47,31 @@ class Engine(Protocol):
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` (generated in :attr:`dialect`, unsupported constructs raising) and
         return its result as an Arrow table."""
+        ...
+
+
+@runtime_checkable
+class ProgressReporting(Protocol):
+    """An engine that can report how far a running query is (optional, besides :class:`Engine`).
+
+    What the fraction is: the engine's own progress estimate — for DuckDB the share of its
+    pipelines' source rows processed, weighted by the row counts it expects from the table's
+    size; for Spark the share of finished tasks of the query's stages. Privacy: table sizes are
+    treated as public, like the schema, but the *trajectory* of the fraction over time is a
+    fine-grained timing trace of the query, and timing depends on private data (how many rows
+    pass the WHERE, how large the groups are) just as the query's elapsed time does. veil does
+    not hide timing; show progress only to someone who may see how long the query takes (the
+    person at the terminal), and do not forward it to remote analysts who must not.
+    """
+
+    def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
+        """:meth:`Engine.execute`, calling ``progress`` while the query runs.
+
+        ``progress`` is called from a watcher thread (never concurrently): ``None`` once if the
+        fraction is unknown at first, then only strictly increasing fractions in ``[0, 1]``,
+        then ``1.0`` after the query succeeded. The watcher stops before this method returns or
+        raises; engine errors propagate unchanged; an exception raised by ``progress`` stops
+        the reports and is raised after the query ends. The result is the same as
+        ``execute(query)``'s.
+        """
         ...

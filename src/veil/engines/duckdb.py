@@ -12,7 +12,8 @@ import hashlib
 import itertools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ import pyarrow as pa
 from sqlglot import exp
 
 from veil.compile.lower import to_sql
+from veil.engines.base import Progress
+from veil.engines.progress import watching
 from veil.errors import InternalError, InvalidArgumentError, SchemaError
 
 __all__ = ["DuckDBEngine", "TableSource"]
@@ -197,7 +200,46 @@ class DuckDBEngine:
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` and return its result; engine errors become veil errors."""
+        return self._run(to_sql(query, self.dialect))
+
+    def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
+        """:meth:`execute`, reporting DuckDB's ``query_progress()`` to ``progress`` every
+        ~100 ms (see :class:`veil.engines.base.ProgressReporting` for the contract and what the
+        fraction reveals). DuckDB tracks progress only with its ``enable_progress_bar`` setting
+        on: it is switched on (with its own printing off) for this query and restored after."""
         sql = to_sql(query, self.dialect)
+        with self._progress_tracked(), watching(self._query_progress, progress):
+            return self._run(sql)
+
+    def _query_progress(self) -> float:
+        """The running query's fraction done; negative when DuckDB cannot tell."""
+        percent: float = self._con.query_progress()
+        return percent / 100 if percent >= 0 else -1.0
+
+    @contextmanager
+    def _progress_tracked(self) -> Iterator[None]:
+        """DuckDB's progress tracking on (its printing off), the previous settings restored."""
+        names = ("enable_progress_bar", "enable_progress_bar_print")
+        try:
+            row = self._con.execute(
+                "SELECT " + ", ".join(f"current_setting('{n}')" for n in names)
+            ).fetchone()
+            previous = dict(zip(names, row or (False, True), strict=True))
+            self._con.execute("SET enable_progress_bar = true")
+            self._con.execute("SET enable_progress_bar_print = false")
+        except duckdb.Error:  # e.g. a closed connection: no progress; the query reports the error
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                for name, value in previous.items():
+                    self._con.execute(f"SET {name} = {'true' if value else 'false'}")
+            except duckdb.Error:  # never hide the query's own outcome behind a settings error
+                pass
+
+    def _run(self, sql: str) -> pa.Table:
         try:
             table: pa.Table = self._con.sql(sql).to_arrow_table()
         except (duckdb.ConversionException, duckdb.InvalidInputException) as exc:

@@ -1,0 +1,272 @@
+"""Progress of long scans: the watcher, the DuckDB engine's reports, the session's pass-through.
+
+The long query scans a DuckDB ``range()`` sized on this machine to take about a second, so
+that the engine's own progress is polled several times (every ~100 ms) before it ends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+import pytest
+import sqlglot
+from sqlglot import exp
+
+import veil
+from support import SeededSource
+from veil.engines.base import Engine, ProgressReporting
+from veil.engines.duckdb import DuckDBEngine
+from veil.engines.fake import FakeEngine
+from veil.engines.progress import watching
+from veil.errors import InvalidArgumentError, QueryFailedError, SchemaError
+
+TARGET_SECONDS = 1.0
+SUM_QUERY = "SELECT COUNT(*) AS n, SUM(hash(id) % 1000) AS s FROM big"
+
+
+def tree(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, dialect="duckdb")
+
+
+def watchers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "veil-progress"]
+
+
+def big_engine(rows: int) -> DuckDBEngine:
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW big AS SELECT range AS id FROM range({rows})")
+    return DuckDBEngine({"big": "big"}, connection=con)
+
+
+@dataclass(frozen=True)
+class LongScan:
+    """One run of a ~1 s query with progress, and the same query without."""
+
+    rows: int
+    plain: pa.Table
+    plain_seconds: float
+    with_progress: pa.Table
+    reports: list[float | None]
+    threads_before: int
+    threads_after: int
+
+
+@pytest.fixture(scope="module")
+def long_scan() -> Iterator[LongScan]:
+    # size the scan on this machine: time 20 M rows, scale to about TARGET_SECONDS
+    engine = big_engine(20_000_000)
+    start = time.perf_counter()
+    engine.execute(tree(SUM_QUERY))
+    per_row = (time.perf_counter() - start) / 20_000_000
+    rows = int(min(2_000_000_000, max(20_000_000, TARGET_SECONDS / per_row)))
+    engine.close()
+    engine = big_engine(rows)
+    start = time.perf_counter()
+    plain = engine.execute(tree(SUM_QUERY))
+    plain_seconds = time.perf_counter() - start
+    reports: list[float | None] = []
+    before = threading.active_count()
+    with_progress = engine.execute_with_progress(tree(SUM_QUERY), reports.append)
+    after = threading.active_count()
+    yield LongScan(rows, plain, plain_seconds, with_progress, reports, before, after)
+    engine.close()
+
+
+def test_duckdb_reports_increasing_fractions_ending_at_one(long_scan: LongScan) -> None:
+    reports = long_scan.reports
+    assert reports[-1] == 1.0
+    fractions = [f for f in reports if f is not None]
+    assert reports[: len(reports) - len(fractions)] in ([], [None])  # None only first
+    assert all(a < b for a, b in itertools.pairwise(fractions)), fractions
+    during = [f for f in fractions if 0 < f < 1]  # what DuckDB said while scanning
+    assert len(during) >= 3, (long_scan.plain_seconds, reports)
+    assert max(during) >= 0.5, reports  # the engine's own count got far, not only our 1.0
+
+
+def test_duckdb_results_are_identical_with_and_without_progress(long_scan: LongScan) -> None:
+    assert long_scan.with_progress.equals(long_scan.plain)
+    assert long_scan.plain.to_pylist() == [
+        {"n": long_scan.rows, "s": long_scan.plain.column("s")[0].as_py()}
+    ]
+
+
+def test_the_watcher_thread_is_gone_when_execute_returns(long_scan: LongScan) -> None:
+    assert long_scan.threads_after == long_scan.threads_before
+    assert watchers() == []
+
+
+def test_duckdb_errors_propagate_unchanged_and_the_watcher_stops() -> None:
+    engine = big_engine(5_000_000)
+    # the cast fails on the last row only: the scan runs a while before DuckDB raises
+    failing = tree(
+        "SELECT SUM(CAST(CASE WHEN id = 4999999 THEN 'x' ELSE '1' END AS INTEGER)) AS s FROM big"
+    )
+    reports: list[float | None] = []
+    before = threading.active_count()
+    with pytest.raises(SchemaError, match="the data does not fit the query: Conversion Error"):
+        engine.execute_with_progress(failing, reports.append)
+    assert threading.active_count() == before
+    assert watchers() == []
+    assert 1.0 not in reports  # no success is reported for a failed query
+    with pytest.raises(SchemaError, match="the data does not fit the query: Conversion Error"):
+        engine.execute(failing)  # the same error as without progress
+    engine.close()
+
+
+def test_a_failing_callback_stops_its_reports_and_is_raised_after_the_query() -> None:
+    engine = big_engine(1000)
+    calls: list[float | None] = []
+
+    def broken(fraction: float | None) -> None:
+        calls.append(fraction)
+        raise RuntimeError("the display is gone")
+
+    with pytest.raises(RuntimeError, match="the display is gone"):
+        engine.execute_with_progress(tree(SUM_QUERY), broken)
+    assert len(calls) == 1
+    assert watchers() == []
+    assert engine.execute(tree(SUM_QUERY)).to_pylist()[0]["n"] == 1000  # engine still usable
+    engine.close()
+
+
+@pytest.mark.parametrize("setting", [False, True])
+def test_duckdb_progress_settings_of_a_given_connection_are_restored(setting: bool) -> None:
+    con = duckdb.connect()
+    con.execute(f"SET enable_progress_bar = {str(setting).lower()}")
+    con.execute("CREATE VIEW big AS SELECT range AS id FROM range(1000)")
+    engine = DuckDBEngine({"big": "big"}, connection=con)
+    engine.execute_with_progress(tree(SUM_QUERY), lambda _: None)
+    settings = ("enable_progress_bar", "enable_progress_bar_print")
+    row = con.execute(f"SELECT {', '.join(f'current_setting({s!r})' for s in settings)}").fetchone()
+    assert row == (setting, True)
+    con.close()
+
+
+def test_engines_that_report_progress_implement_the_optional_protocol() -> None:
+    duck = big_engine(10)
+    fake = FakeEngine({"t": pa.table({"x": [1]})})
+    assert isinstance(duck, Engine)
+    assert isinstance(duck, ProgressReporting)
+    assert isinstance(fake, Engine)
+    assert not isinstance(fake, ProgressReporting)
+    duck.close()
+
+
+# -- the watcher --------------------------------------------------------------------------
+
+
+def test_the_watcher_reports_only_news_clamped_to_the_unit_interval() -> None:
+    answers = iter([-1.0, float("nan"), 0.2, 0.1, 0.2, 0.7, 1.5])
+    done = threading.Event()
+
+    def poll() -> float | None:
+        value = next(answers, None)
+        if value is None:
+            done.set()
+        return value
+
+    reports: list[float | None] = []
+    with watching(poll, reports.append, interval=0.001):
+        done.wait(5)
+    assert reports == [None, 0.2, 0.7, 1.0]
+
+
+def test_a_poll_that_raises_counts_as_unknown_and_does_not_stop_the_watcher() -> None:
+    answers = iter([0.1, "fail", 0.4])
+    done = threading.Event()
+
+    def poll() -> float | None:
+        value = next(answers, None)
+        if value is None:
+            done.set()
+        if value == "fail":
+            raise duckdb.ConnectionException("connection closed")
+        return value if isinstance(value, float) else None
+
+    reports: list[float | None] = []
+    with watching(poll, reports.append, interval=0.001):
+        done.wait(5)
+    assert reports == [0.1, 0.4, 1.0]
+
+
+def test_the_watcher_reports_no_success_when_the_body_raises() -> None:
+    reports: list[float | None] = []
+
+    def scan() -> None:
+        with watching(lambda: 0.3, reports.append):
+            time.sleep(0.05)
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        scan()
+    assert reports == [0.3]
+    assert watchers() == []
+
+
+# -- the session ----------------------------------------------------------------------------
+
+
+def small_session(seed: int) -> veil.Session:
+    rows = 200_000
+    table = pa.table({"x": [(i * 37) % 1000 for i in range(rows)]})
+    return veil.Session.local(
+        {"t": table}, budget=veil.Budget(epsilon=10), source=SeededSource(seed)
+    )
+
+
+QUANTILE = "SELECT COUNT(*) AS n, MEDIAN(x) AS m FROM t"
+
+
+def test_session_passes_progress_through_every_engine_query_of_the_plan() -> None:
+    reports: list[float | None] = []
+    with small_session(5) as session:
+        session.sql(QUANTILE, epsilon=1, bounds={"x": (0, 1000)}, progress=reports.append)
+    fractions = [f for f in reports if f is not None]
+    assert all(a < b for a, b in itertools.pairwise(fractions)), reports
+    assert 0.5 in fractions  # the main query is done, the quantile buckets follow
+    assert fractions[-1] == 1.0
+
+
+def test_session_results_do_not_depend_on_progress() -> None:
+    with small_session(7) as quiet, small_session(7) as watched:
+        a = quiet.sql(QUANTILE, epsilon=1, bounds={"x": (0, 1000)})
+        b = watched.sql(QUANTILE, epsilon=1, bounds={"x": (0, 1000)}, progress=lambda _: None)
+        assert a.rows == b.rows
+        assert a.cost == b.cost
+        assert quiet.remaining() == watched.remaining()
+
+
+def test_session_never_calls_progress_on_an_engine_that_cannot_report() -> None:
+    engine = FakeEngine({"t": pa.table({"x": [1, 2, 3]})})
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("a", "t", veil.Budget(epsilon=1))
+    session = veil.Session(engine, ledger=ledger, analyst="a", dataset="t")
+    reports: list[float | None] = []
+    result = session.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5, progress=reports.append)
+    assert reports == []
+    assert len(engine.calls) == 1
+    assert result.columns == ("n",)
+
+
+def test_session_refuses_a_progress_that_is_not_callable_before_charging() -> None:
+    with small_session(1) as session:
+        before = session.remaining()
+        with pytest.raises(InvalidArgumentError, match="progress must be a function"):
+            session.sql("SELECT COUNT(*) AS n FROM t", epsilon=1, progress=0.5)  # type: ignore[arg-type]
+        assert session.remaining() == before
+
+
+def test_a_failing_progress_callback_fails_the_query_and_the_charge_stays() -> None:
+    def broken(_: float | None) -> None:
+        raise RuntimeError("the display is gone")
+
+    with small_session(2) as session:
+        with pytest.raises(QueryFailedError, match="the charge stays"):
+            session.sql("SELECT COUNT(*) AS n FROM t", epsilon=1, progress=broken)
+        assert session.remaining() == veil.Budget(epsilon=9)
