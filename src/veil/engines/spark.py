@@ -15,6 +15,7 @@ built; without it :class:`veil.errors.MissingDependencyError` says what to insta
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import itertools
@@ -31,6 +32,8 @@ import pyarrow as pa
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from veil.engines.base import Progress
+from veil.engines.progress import watching
 from veil.errors import (
     InvalidArgumentError,
     MissingDependencyError,
@@ -39,6 +42,7 @@ from veil.errors import (
 )
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["SparkEngine", "default_spark_session", "is_spark_dataframe", "require_pyspark"]
@@ -57,6 +61,7 @@ _FILE_FORMATS = {
 }
 _ENGINE_IDS = itertools.count()
 _VERSIONS = itertools.count()
+_QUERY_IDS = itertools.count()
 _MAX_STATS = 2_000  # input files stat-ed one by one for the data version
 # Spark's SQL configuration is per session; the ANSI switch in ``execute`` is guarded per process.
 _CONF_LOCK = threading.RLock()
@@ -272,7 +277,9 @@ class SparkEngine:
         back NULL instead of raising; the session refuses a NULL sum of a non-empty group
         (DESIGN §2: overflow is checked, not assumed).
         """
-        text = self.sql(query)
+        return self._run(self.sql(query))
+
+    def _run(self, text: str) -> pa.Table:
         errors = importlib.import_module("pyspark.errors")
         try:
             with self._ansi_off():
@@ -282,6 +289,37 @@ class SparkEngine:
             if translated is exc:
                 raise
             raise translated from exc
+
+    def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
+        """:meth:`execute`, reporting the share of finished tasks to ``progress`` every ~100 ms.
+
+        The query's jobs run under a job group of their own (the thread's previous group is
+        restored after); the fraction is finished / all tasks of the stages Spark has planned
+        for them so far, from the SparkContext's status tracker — so it can stall when a later
+        stage is planned, never go back. On Spark Connect (no SparkContext) it stays unknown.
+        See :class:`veil.engines.base.ProgressReporting` for the contract and what it reveals.
+        """
+        text = self.sql(query)
+        context = self._context()
+        if context is None:
+            with watching(lambda: None, progress):
+                return self._run(text)
+        group = f"{self._prefix}q{next(_QUERY_IDS)}"
+        key = "spark.jobGroup.id"
+        previous = context.getLocalProperty(key)
+        context.setLocalProperty(key, group)
+        try:
+            with watching(functools.partial(_tasks_done, context, group), progress):
+                return self._run(text)
+        finally:
+            context.setLocalProperty(key, previous)  # type: ignore[arg-type] # None unsets it
+
+    def _context(self) -> SparkContext | None:
+        """The SparkContext, or None on Spark Connect (which has none)."""
+        if getattr(self._spark, "_jvm", None) is None:
+            return None
+        context: SparkContext = self._spark.sparkContext
+        return context
 
     @contextmanager
     def _ansi_off(self) -> Iterator[None]:
@@ -338,6 +376,20 @@ def _translate(exc: Exception) -> Exception:
             "needs numeric data: clean or cast the column before querying it"
         )
     return exc
+
+
+def _tasks_done(context: SparkContext, group: str) -> float | None:
+    """Finished / all tasks of the stages of job group ``group``'s jobs (None: none yet)."""
+    tracker = context.statusTracker()
+    done = total = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+                total += stage.numTasks
+    return done / total if total else None
 
 
 def _collect(frame: DataFrame) -> pa.Table:
