@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
+from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
 from veil.accounting.ledger import Ledger
@@ -36,7 +37,7 @@ from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN,
 from veil.compile.rules import Context, apply_rules
 from veil.compile.sensitivity import thresholded
 from veil.compile.verify import check_loss
-from veil.engines.base import Engine
+from veil.engines.base import Engine, Progress, ProgressReporting
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -387,13 +388,15 @@ class Session:
         domains: DomainsArg = None,
         consistent: bool = False,
         source: RandomSource | None = None,
+        progress: Progress | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
         ``epsilon`` (and ``delta``, needed when group keys are not public; by default the
         grant's δ in proportion to ε) is the query's cost; ``bounds``, ``domains``,
         ``max_groups`` and ``max_rows_per_group`` override the session's for this query;
-        ``consistent=True`` makes released group counts add up to their noisy total.
+        ``consistent=True`` makes released group counts add up to their noisy total;
+        ``progress`` is called with the scan's progress (see :meth:`run`).
         """
         plan = self.plan(text, bounds=bounds, domains=domains)
         return self.run(
@@ -405,6 +408,7 @@ class Session:
             max_rows_per_group=max_rows_per_group,
             consistent=consistent,
             source=source,
+            progress=progress,
         )
 
     def run(
@@ -418,9 +422,23 @@ class Session:
         max_rows_per_group: int | None = None,
         consistent: bool = False,
         source: RandomSource | None = None,
+        progress: Progress | None = None,
     ) -> Result:
-        """Answer ``plan`` (see the module docstring for the protocol)."""
+        """Answer ``plan`` (see the module docstring for the protocol).
+
+        ``progress`` (optional) is called with how far the engine's scan is, if the engine can
+        tell (:class:`veil.engines.base.ProgressReporting`; DuckDB and Spark can): ``None``
+        while unknown, then increasing fractions in [0, 1] over all the engine queries of the
+        plan, ``1.0`` at the end; from a watcher thread. It is never called for a cached
+        answer. An exception it raises fails the query after the engine has read the data
+        (:class:`veil.errors.QueryFailedError`, the charge stays). Without it no thread is
+        started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
+        """
         self._open()
+        if progress is not None and not callable(progress):
+            raise InvalidArgumentError(
+                f"progress must be a function taking a fraction (or None), got {progress!r}"
+            )
         compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
         agg = aggregate_of(compiled)
         if agg.budget is None:
@@ -453,8 +471,10 @@ class Session:
         # depend on the data (a value that does not convert, an overflow…): the charge stays
         # and the error says nothing the engine or the release said (not even as __cause__).
         try:
-            main = self.engine.execute(lowered.main)
-            buckets = {name: self.engine.execute(tree) for name, tree in lowered.quantiles}
+            trees = (lowered.main, *(tree for _, tree in lowered.quantiles))
+            tables = _execute_all(self.engine, trees, progress)
+            main = tables[0]
+            buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
             exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: _bucket_counts(t, lowered.keys) for name, t in buckets.items()}
             result: Result | None = _release(compiled, agg, exact, counts, src, fp, consistent)
@@ -522,6 +542,32 @@ class Session:
             contribution=contribution,
             notes=tuple(notes),
         )
+
+
+def _execute_all(
+    engine: Engine, trees: Sequence[exp.Expression], progress: Progress | None
+) -> list[pa.Table]:
+    """Run ``trees`` on ``engine`` in order; ``progress`` sees them as one scan, each tree an
+    equal share: ``None`` only before the first fraction, then strictly increasing fractions."""
+    if progress is None or not isinstance(engine, ProgressReporting):
+        return [engine.execute(tree) for tree in trees]
+    report: Progress = progress
+    last: list[float] = []  # the largest fraction reported so far
+
+    def share(i: int) -> Progress:
+        def part(fraction: float | None) -> None:
+            if fraction is None:
+                if i == 0 and not last:
+                    report(None)
+                return
+            overall = (i + fraction) / len(trees)
+            if not last or overall > last[0]:
+                last[:] = [overall]
+                report(overall)
+
+        return part
+
+    return [engine.execute_with_progress(tree, share(i)) for i, tree in enumerate(trees)]
 
 
 def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
