@@ -22,6 +22,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.progress import Progress as RichProgress
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -33,6 +41,7 @@ from veil.cli_output import (
     print_explanation,
     print_result,
 )
+from veil.engines.base import Progress
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
@@ -178,14 +187,36 @@ def _looks_float(text: str) -> bool:
 
 
 @contextmanager
-def scanning(message: str) -> Iterator[None]:
-    """A spinner with elapsed time on stderr while the engine scans (only on a terminal)."""
+def scanning(message: str) -> Iterator[Progress | None]:
+    """A progress line on stderr while the engine scans, only when stderr is a terminal.
+
+    Yields the callback to pass as ``progress=`` (None when nothing is shown: no watcher
+    thread then). The line has a spinner, ``message`` and the elapsed time; the bar pulses
+    while the fraction is unknown and shows the percentage once the engine reports one. It is
+    erased when the block ends; stdout (JSON, CSV, tables) is never written to."""
     console = _stderr()
     if not console.is_terminal:
-        yield
+        yield None
         return
-    with console.status(message, spinner="dots"):
-        yield
+    display = RichProgress(
+        SpinnerColumn("dots"),
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+    task = display.add_task(message, total=None)
+
+    def report(fraction: float | None) -> None:
+        if fraction is not None:
+            display.update(task, total=1.0, completed=fraction)
+
+    with display:
+        yield report
 
 
 def _run(fn: Callable[[], T], fmt: OutputFormat = OutputFormat.table) -> T:
@@ -417,8 +448,10 @@ def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> No
             )
             print_explanation(explanation, fmt)
             return
-        with scanning("scanning the private table…"):
-            result = session.sql(sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds)
+        with scanning("scanning the private table…") as progress:
+            result = session.sql(
+                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds, progress=progress
+            )
         if not ask.ledger:
             _stderr().print(
                 "warning: no --ledger: this query's cost is not tracked across runs (each run "
@@ -468,8 +501,10 @@ def demo(
                 "± is its 95 % error bar.\n"
             )
         for step in DEMO_QUERIES:
-            with scanning(f"{step.title}…"):
-                result = session.sql(step.sql, epsilon=step.epsilon, bounds=step.bounds_dict())
+            with scanning(f"{step.title}…") as progress:
+                result = session.sql(
+                    step.sql, epsilon=step.epsilon, bounds=step.bounds_dict(), progress=progress
+                )
             if not people:
                 print_result(result, fmt, remaining=session.remaining())
                 continue
