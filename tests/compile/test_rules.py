@@ -12,6 +12,7 @@ from veil.compile.rules import (
     Context,
     apply_rules,
     build_measurements,
+    check_domains,
     resolve_bounds,
     set_contribution,
     set_privacy_unit,
@@ -51,7 +52,13 @@ def agg(**kw: object) -> Aggregate:
 
 
 def test_rules_run_in_the_documented_order() -> None:
-    assert (set_privacy_unit, set_contribution, resolve_bounds, build_measurements) == RULES
+    assert (
+        check_domains,
+        set_privacy_unit,
+        set_contribution,
+        resolve_bounds,
+        build_measurements,
+    ) == RULES
 
 
 def test_set_privacy_unit_adds_the_sessions_unit() -> None:

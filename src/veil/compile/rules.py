@@ -1,20 +1,23 @@
 """The rewrite rules: small pure functions ``(plan, context) → plan``, applied in order.
 
-``RULES`` runs bounding (privacy unit, contribution limits), clamping (bounds for every column
-an aggregate clamps) and mechanism choice with the budget split (measurements and partition
-selection). Each rule returns a new plan; none reads data.
+``RULES`` checks public domains against the column types (a wrong-type key is refused before
+anything is reserved), then runs bounding (privacy unit, contribution limits), clamping (bounds
+for every column an aggregate clamps) and mechanism choice with the budget split
+(measurements and partition selection). Each rule returns a new plan; none reads data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from veil.accounting.budget import Budget
 from veil.compile.measure import build
-from veil.errors import BoundsError, InvalidArgumentError, UnsupportedQueryError
-from veil.plan.nodes import ColumnBounds, Contribution, Plan
+from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
+from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
 from veil.plan.tree import aggregate_of, replace_aggregate
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "Rule",
     "apply_rules",
     "build_measurements",
+    "check_domains",
     "resolve_bounds",
     "set_contribution",
     "set_privacy_unit",
@@ -42,6 +46,59 @@ class Context:
 
 
 Rule = Callable[[Plan, Context], Plan]
+
+_EXAMPLES: dict[str, str] = {
+    "integer": "integers, e.g. [18, 19, 20]",
+    "real": "numbers, e.g. [0.5, 1.0]",
+    "string": "strings, e.g. ['CA', 'NY']",
+    "boolean": "True/False",
+    "temporal": "ISO dates or timestamps as strings, e.g. ['2024-01-31']",
+}
+
+_ARTICLE = {"integer": "an", "other": "an"}
+
+
+def _fits(value: KeyValue, kind: ColumnType) -> bool:
+    if value is None or kind == "other":
+        return True
+    if kind == "integer":
+        if isinstance(value, float):
+            return math.isfinite(value) and value.is_integer()
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "real":
+        finite = not isinstance(value, float) or math.isfinite(value)
+        return isinstance(value, int | float) and not isinstance(value, bool) and finite
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "temporal":
+        if not isinstance(value, str):
+            return False
+        try:
+            datetime.datetime.fromisoformat(value)
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, str)
+
+
+def check_domains(plan: Plan, ctx: Context) -> Plan:
+    """Every public key must have its column's type: a ``SchemaError`` naming the column, the
+    value and the fix otherwise. The schema is public, so this reads no data and is decided
+    before anything is reserved (a mismatch would otherwise fail in the engine, charged)."""
+    agg = aggregate_of(plan)
+    for key in agg.keys:
+        if key.domain is None:
+            continue
+        kind = agg.child.field(key.column).type
+        for value in key.domain:
+            if not _fits(value, kind):
+                article = _ARTICLE.get(kind, "a")
+                raise SchemaError(
+                    f"public domain of {key.column!r} holds {value!r} "
+                    f"({type(value).__name__}), but {key.column!r} is {article} {kind} column; "
+                    f"pass its keys as {_EXAMPLES.get(kind, kind)}"
+                )
+    return plan
 
 
 def set_privacy_unit(plan: Plan, ctx: Context) -> Plan:
@@ -110,7 +167,13 @@ def build_measurements(plan: Plan, ctx: Context) -> Plan:
     return replace_aggregate(plan, new)
 
 
-RULES: tuple[Rule, ...] = (set_privacy_unit, set_contribution, resolve_bounds, build_measurements)
+RULES: tuple[Rule, ...] = (
+    check_domains,
+    set_privacy_unit,
+    set_contribution,
+    resolve_bounds,
+    build_measurements,
+)
 
 
 def apply_rules(plan: Plan, ctx: Context, rules: tuple[Rule, ...] = RULES) -> Plan:
