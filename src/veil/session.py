@@ -429,7 +429,8 @@ class Session:
         ``progress`` (optional) is called with how far the engine's scan is, if the engine can
         tell (:class:`veil.engines.base.ProgressReporting`; DuckDB and Spark can): ``None``
         while unknown, then increasing fractions in [0, 1] over all the engine queries of the
-        plan, ``1.0`` at the end; from a watcher thread. It is never called for a cached
+        plan, ``1.0`` at the end; from a watcher thread, never two calls at once. It is never
+        called for a cached
         answer. An exception it raises fails the query after the engine has read the data
         (:class:`veil.errors.QueryFailedError`, the charge stays). Without it no thread is
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.

@@ -55,23 +55,23 @@ class ProgressReporting(Protocol):
     """An engine that can report how far a running query is (optional, besides :class:`Engine`).
 
     What the fraction is: the engine's own progress estimate — for DuckDB the share of its
-    pipelines' source rows processed, weighted by the row counts it expects from the table's
-    size; for Spark the share of finished tasks of the query's stages. Privacy: table sizes are
-    treated as public, like the schema, but the *trajectory* of the fraction over time is a
-    fine-grained timing trace of the query, and timing depends on private data (how many rows
-    pass the WHERE, how large the groups are) just as the query's elapsed time does. veil does
-    not hide timing; show progress only to someone who may see how long the query takes (the
-    person at the terminal), and do not forward it to remote analysts who must not.
+    pipelines' source rows processed, weighted by the row counts its planner expects (from the
+    table's size); for Spark the share of finished tasks of the query's stages. Privacy: table
+    sizes are treated as public, like the schema, but the *trajectory* of the fraction over
+    time is a fine-grained timing trace of the query, and timing depends on private data (how
+    many rows pass the WHERE, how large the groups are) just as the query's elapsed time does.
+    veil does not hide timing; show progress only to someone who may see how long the query
+    takes (the person at the terminal), and do not forward it to remote analysts who must not.
     """
 
     def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
         """:meth:`Engine.execute`, calling ``progress`` while the query runs.
 
-        ``progress`` is called from a watcher thread (never concurrently): ``None`` once if the
-        fraction is unknown at first, then only strictly increasing fractions in ``[0, 1]``,
-        then ``1.0`` after the query succeeded. The watcher stops before this method returns or
-        raises; engine errors propagate unchanged; an exception raised by ``progress`` stops
-        the reports and is raised after the query ends. The result is the same as
-        ``execute(query)``'s.
+        ``progress`` is called from a watcher thread (the final ``1.0`` from the calling thread,
+        never two at once): ``None`` once if the fraction is unknown at first, then only
+        strictly increasing fractions in ``[0, 1]``, then ``1.0`` after the query succeeded.
+        The watcher stops before this method returns or raises; engine errors propagate
+        unchanged; an exception raised by ``progress`` stops the reports and is raised after
+        the query ends. The result is the same as ``execute(query)``'s.
         """
         ...
