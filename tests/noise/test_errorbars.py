@@ -138,3 +138,11 @@ def test_a_combination_with_huge_gaussian_scales_uses_the_normal_law() -> None:
 def test_an_unknown_mechanism_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="no error bar for mechanism 'laplace'"):
         combination_halfwidth([(1.0, "laplace", Fraction(1)), (1.0, "laplace", Fraction(1))])
+
+
+def test_a_degenerate_term_falls_back_to_the_union_bound() -> None:
+    # a noise of scale 1/1000 has sd ≈ 0 but a support of ±1: with a coefficient of 10^9 it
+    # would need 10^15 grid cells; the union bound (still valid) is returned instead
+    terms = [(1e9, "discrete_laplace", Fraction(1, 1000)), (1.0, "discrete_laplace", Fraction(1))]
+    union = 1e9 * laplace_halfwidth(Fraction(1, 1000), 0.975) + laplace_halfwidth(1, 0.975)
+    assert combination_halfwidth(terms, 0.95) == union

@@ -75,6 +75,7 @@ Term = tuple[float, str, Fraction]
 _CELLS = 500  # grid cells per standard deviation of the combination
 _TAIL = 1e-12  # mass left out of each noise's truncated support (counted as not covered)
 _MARGIN = 1e-9  # the computed coverage must exceed the level by this (float round-off)
+_MAX_CELLS = 4e6  # above this many grid cells the union bound is returned instead
 _EXPLICIT_SIGMA = 2e4  # discrete Gaussians up to this σ are summed term by term
 
 
@@ -158,6 +159,9 @@ def _combination(terms: tuple[Term, ...], level: float) -> float:
     if not sd > 0 or not math.isfinite(sd):
         return union
     h = sd / _CELLS
+    cells = sum(abs(c) * _support(m, sc) / h for c, m, sc in terms)
+    if cells > _MAX_CELLS:  # a term far wider than its sd says (a degenerate scale)
+        return union
     law = _cells(terms[0], h)
     for t in terms[1:]:
         law = fftconvolve(law, _cells(t, h))

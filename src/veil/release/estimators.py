@@ -289,9 +289,13 @@ def _avg_halfwidth(
     if n < 1 or n < 4 * cm.halfwidth(level):
         return full
     m_hat = abs(float(sm.step) * s_units / n)
+    grain = max(abs(lo - float(sm.centre)), abs(hi - float(sm.centre))) / 1000 or 1.0
 
     def t(m: float) -> float:
-        return combination_halfwidth([sm.term(float(sm.step)), cm.term(m)], level) / n
+        # |m| rounded up to a multiple of a thousandth of the bounds' reach: t only grows with
+        # |m|, so this stays a valid bar (and repeats hit the cache of the combination)
+        up = math.ceil(m / grain) * grain
+        return combination_halfwidth([sm.term(float(sm.step)), cm.term(up)], level) / n
 
     u = t(m_hat)
     for _ in range(20):
