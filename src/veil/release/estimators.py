@@ -32,7 +32,8 @@ public parameters only (post-processing):
   bar the bar is the whole range upper − lower.
 - VARIANCE: the delta method on released values — the first-order error is the linear
   combination a_Q·Z_Q + a_S·Z_S + a_N·Z_N with plug-in coefficients, and ``t`` is its exact
-  quantile (as for SUM). Approximate: it covers at ``level`` to first order in 1/n̂.
+  quantile (as for SUM), plus the one-signed second-order term (step·t_S)²/(n̂(n̂ − 1)) at the
+  sum noise's quantile t_S. Approximate: it covers at ``level`` to first order in 1/n̂.
   STDDEV: the variance's interval mapped through sqrt.
 - quantiles have none (``None``).
 """
@@ -274,6 +275,9 @@ def halfwidth(
     a_s = -2 * s / (n * (n - 1)) * step
     a_n = (width * width / 2 + s * s / (n * n) - v) / (n - 1)
     hv = combination_halfwidth([qm.term(a_q), sm.term(a_s), cm.term(a_n)], level)
+    # second order: with the plug-in Ŝ the error also holds +(step·Z_S)²/(n(n − 1)) ≥ 0;
+    # add it at the sum noise's own quantile
+    hv += (step * sm.halfwidth(level)) ** 2 / (n * (n - 1))
     if f == "variance":
         return hv
     sd = math.sqrt(v)
