@@ -15,8 +15,6 @@ from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.signal import fftconvolve
-from scipy.special import ndtr
 
 from veil.errors import InvalidArgumentError
 
@@ -104,6 +102,21 @@ def _support(mechanism: str, scale: Fraction) -> int:
     return max(1, math.ceil(7.6 * math.sqrt(float(scale))) + 1)
 
 
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def _ndtr(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The standard normal CDF, elementwise (``erfc`` keeps the lower tail accurate)."""
+    return np.asarray(_ERFC(-x / math.sqrt(2)), dtype=np.float64) / 2
+
+
+def _convolve(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The full linear convolution of two mass vectors, by real FFT."""
+    n = len(a) + len(b) - 1
+    size = 1 << (n - 1).bit_length()
+    return np.fft.irfft(np.fft.rfft(a, size) * np.fft.rfft(b, size), size)[:n]
+
+
 def _masses(
     mechanism: str, scale: Fraction, lo: NDArray[np.float64], hi: NDArray[np.float64], k: int
 ) -> NDArray[np.float64]:
@@ -134,7 +147,7 @@ def _masses(
         return out
     # σ > 2·10^4: the discrete Gaussian's CDF at x is Φ((x + ½)/σ) within 0.01/σ² < 1e-10
     # (midpoint rule, Euler–Maclaurin); the margin absorbs it
-    out[full] = ndtr((b + 0.5) / sigma) - ndtr((a - 0.5) / sigma)
+    out[full] = _ndtr((b + 0.5) / sigma) - _ndtr((a - 0.5) / sigma)
     return out
 
 
@@ -164,7 +177,7 @@ def _combination(terms: tuple[Term, ...], level: float) -> float:
         return union
     law = _cells(terms[0], h)
     for t in terms[1:]:
-        law = fftconvolve(law, _cells(t, h))
+        law = _convolve(law, _cells(t, h))
     np.clip(law, 0.0, None, out=law)
     centre = (len(law) - 1) // 2
     right, left = law[centre + 1 :], law[centre - 1 :: -1] if centre > 0 else law[:0]
