@@ -476,7 +476,13 @@ class Session:
             tables = _execute_all(self.engine, trees, progress)
             main = tables[0]
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
-            exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
+            exact = _exact_stats(
+                agg,
+                main,
+                dict(lowered.columns),
+                lowered.keys,
+                wraps=dialect_of(self.engine.dialect).sum_wraps,
+            )
             counts = {name: _bucket_counts(t, lowered.keys) for name, t in buckets.items()}
             result: Result | None = _release(compiled, agg, exact, counts, src, fp, consistent)
         except Exception:
@@ -587,10 +593,23 @@ def _table(agg: Aggregate) -> str:
 # -- from engine output to released rows ----------------------------------------------------
 
 
+_INT64_LIMIT = 1 << 63
+
+
 def _exact_stats(
-    agg: Aggregate, table: pa.Table, columns: Mapping[str, str], keys: Sequence[str]
+    agg: Aggregate,
+    table: pa.Table,
+    columns: Mapping[str, str],
+    keys: Sequence[str],
+    *,
+    wraps: bool = False,
 ) -> dict[Key, dict[str, int]]:
-    """Exact statistics per group key, with the overflow check of the fixed-point sums."""
+    """Exact statistics per group key, with the overflow check of the fixed-point sums.
+
+    With ``wraps`` (the engine's BIGINT sum wraps silently), a sum is certified exact only when
+    ``rows · limit < 2^63``: each term lies in ``[-limit, limit]``, so no partial sum, in any
+    order, leaves the 64-bit range. Otherwise the query fails (and stays charged).
+    """
     data = table.to_pydict()
     out: dict[Key, dict[str, int]] = {}
     by_name = {m.name: m for m in agg.measurements}
@@ -603,6 +622,10 @@ def _exact_stats(
         stats = {name: _integer(data[col][i]) for name, col in columns.items()}
         for name, value in stats.items():
             m = by_name[name]
+            if m.statistic in ("sum", "sum_squares") and wraps and rows * m.limit >= _INT64_LIMIT:
+                raise InternalError(
+                    f"the exact sum {name!r} over {rows} rows may have wrapped a 64-bit integer"
+                )
             if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
                 raise InternalError(
                     f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"

@@ -16,8 +16,10 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pytest
+from sqlglot import exp
 
 import veil
 from support import SeededSource
@@ -175,6 +177,40 @@ def test_a_null_sum_of_a_non_empty_group_is_an_overflow_and_is_not_released() ->
     s = veil.Session(engine, ledger=ledger, analyst="alice", dataset="t", privacy_unit="uid")
     with pytest.raises(QueryFailedError, match="the charge stays"):
         s.sql("SELECT SUM(age) AS s FROM t", epsilon="0.5", bounds={"age": (0, 100)})
+    assert s.remaining() == veil.Budget(epsilon="0.5")
+
+
+@pytest.mark.parametrize(("rows_factor", "released"), [(1, False), (0, True)])
+def test_a_wrapping_engine_sum_is_released_only_when_rows_times_limit_fits_64_bits(
+    rows_factor: int, released: bool
+) -> None:
+    """On an engine whose BIGINT sum wraps (Spark, ANSI off), a sum is exact only while
+    rows·limit < 2^63; a group whose exact row count breaks that is not released (charged)."""
+    from veil.compile.measure import FIXED_POINT_LIMIT
+
+    too_many = (1 << 63) // FIXED_POINT_LIMIT + 1
+
+    def huge_group(query: exp.Expression) -> pa.Table:
+        # run the Spark-lowered tree on DuckDB (its hash function named as DuckDB's)
+        con = duckdb.connect()
+        con.register("t", table())
+        sql = query.sql(dialect="duckdb").replace("XXHASH64(", "HASH(")
+        out: pa.Table = con.sql(sql).to_arrow_table()
+        con.close()
+        i = out.column_names.index("__n")
+        rows = [too_many if rows_factor else n for n in out.column("__n").to_pylist()]
+        return out.set_column(i, "__n", pa.array(rows, out.schema.field(i).type))
+
+    engine = FakeEngine({"t": table()}, handler=huge_group, dialect="spark")
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "t", veil.Budget(epsilon=1))
+    s = veil.Session(engine, ledger=ledger, analyst="alice", dataset="t", privacy_unit="uid")
+    query = "SELECT COUNT(*) AS n, SUM(age) AS s FROM t"
+    if released:
+        assert s.sql(query, epsilon="0.5", bounds={"age": (0, 100)}).rows
+    else:
+        with pytest.raises(QueryFailedError, match="the charge stays"):
+            s.sql(query, epsilon="0.5", bounds={"age": (0, 100)})
     assert s.remaining() == veil.Budget(epsilon="0.5")
 
 

@@ -14,7 +14,13 @@ from veil.engines.spark import SparkEngine
 
 pytestmark = pytest.mark.spark
 
-QUERY = sqlglot.parse_one("SELECT COUNT(*) AS n, SUM(id % 7) AS s FROM big", dialect="spark")
+# Each of the 24 tasks sleeps 60 ms on its first row (Thread.sleep through reflect), so the job
+# lasts ≥ 0.7 s on local[2] however warm the JVM is: several 0.1 s polls see it part-way.
+QUERY = sqlglot.parse_one(
+    "SELECT COUNT(*) AS n, SUM(id % 7) AS s FROM big WHERE id % 1250000 <> 0 "
+    "OR reflect('java.lang.Thread', 'sleep', CAST(60 AS BIGINT)) IS NULL",
+    dialect="spark",
+)
 
 
 @pytest.fixture(scope="module")

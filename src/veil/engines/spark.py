@@ -273,9 +273,10 @@ class SparkEngine:
         restored after): under ANSI, Spark raises on a value that an implicit or explicit cast,
         a division or an extraction cannot handle, so whether the query fails would depend on
         private rows (``name = 12`` fails iff some name is not a number). Without it such a
-        value gives NULL and the row is left out. An overflowing ``DECIMAL(38)`` sum then comes
-        back NULL instead of raising; the session refuses a NULL sum of a non-empty group
-        (DESIGN §2: overflow is checked, not assumed).
+        value gives NULL and the row is left out. A BIGINT sum then wraps instead of raising;
+        the session certifies each fixed-point sum from the exact row count (rows·limit < 2^63,
+        see ``Dialect.sum_wraps``) and refuses a NULL sum of a non-empty group (DESIGN §2:
+        overflow is checked, not assumed).
         """
         return self._run(self.sql(query))
 
