@@ -18,7 +18,6 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
@@ -62,6 +61,7 @@ from veil.random import RandomSource, system_source
 from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.explain import Explanation, describe_usage, expected_errors
+from veil.release.keys import group_keys, released_key
 from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
@@ -101,17 +101,6 @@ def _integer(v: Any) -> int:
     if isinstance(v, int):
         return v
     raise InternalError(f"an exact integer statistic came back as {v!r}")
-
-
-def _json_key(v: Any) -> KeyValue:
-    """A group key as a JSON-friendly value (dates and times as ISO strings)."""
-    if v is None or isinstance(v, str | int | float | bool):
-        return v
-    if isinstance(v, Decimal):
-        return int(v) if v == v.to_integral_value() else float(v)
-    if isinstance(v, datetime.date | datetime.time):
-        return v.isoformat()
-    return str(v)
 
 
 class Session:
@@ -448,9 +437,13 @@ class Session:
         fp = fingerprint(compiled)
         if consistent:  # a different post-processing is a different cached answer
             fp = hashlib.sha256(f"{fp}|consistent".encode()).hexdigest()
+        sql_dialect = dialect_of(self.engine.dialect)
+        # lowered once before reserving: every constant it writes is checked here, free
+        probe = lower(agg, sql_dialect, salt=0)
         checker = getattr(self.engine, "check", None)
         if callable(checker):  # type and name errors are refused here, free and unhidden
-            checker(lower(agg, dialect_of(self.engine.dialect), salt=0).main)
+            for tree in (probe.main, *(t for _, t in probe.quantiles)):
+                checker(tree)
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
@@ -464,26 +457,26 @@ class Session:
         try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)
             salt = int.from_bytes(src.random_bytes(8), "big") >> 1
-            lowered = lower(agg, dialect_of(self.engine.dialect), salt=salt)
+            lowered = lower(agg, sql_dialect, salt=salt)
         except BaseException:
             reservation.refund()
             raise
-        # The engine reads private data from here on. Whether it fails, and its message, may
-        # depend on the data (a value that does not convert, an overflow…): the charge stays
-        # and the error says nothing the engine or the release said (not even as __cause__).
+        # The engine reads private data from here on. The path is total by construction (the
+        # SQL cannot fail on a value, keys arrive losslessly, every decode is defined); if it
+        # still fails, the charge stays and the error says nothing the engine or the release
+        # said (not even as __cause__).
         try:
             trees = (lowered.main, *(tree for _, tree in lowered.quantiles))
             tables = _execute_all(self.engine, trees, progress)
             main = tables[0]
+            if sql_dialect.sum_wraps and _may_wrap(agg, main):
+                # a group too large to certify 64-bit sums: the same statement (same salt,
+                # same rows) with exact wide sums — the same values, only slower
+                wide = lower(agg, sql_dialect, salt=salt, exact_sums=True)
+                main = self.engine.execute(wide.main)
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
-            exact = _exact_stats(
-                agg,
-                main,
-                dict(lowered.columns),
-                lowered.keys,
-                wraps=dialect_of(self.engine.dialect).sum_wraps,
-            )
-            counts = {name: _bucket_counts(t, lowered.keys) for name, t in buckets.items()}
+            exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
+            counts = {name: _bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
             result: Result | None = _release(compiled, agg, exact, counts, src, fp, consistent)
         except Exception:
             result = None
@@ -596,36 +589,44 @@ def _table(agg: Aggregate) -> str:
 _INT64_LIMIT = 1 << 63
 
 
+def _sums(agg: Aggregate) -> list[Measurement]:
+    return [m for m in agg.measurements if m.statistic in ("sum", "sum_squares")]
+
+
+def _may_wrap(agg: Aggregate, table: pa.Table) -> bool:
+    """Whether a 64-bit sum of some group may have wrapped: every term lies in
+    ``[-limit, limit]``, so no partial sum, in any order, leaves the 64-bit range while
+    ``rows · limit < 2^63``; beyond that the sums must be recomputed exactly."""
+    limit = max((m.limit for m in _sums(agg)), default=0)
+    if limit == 0 or table.num_rows == 0:
+        return False
+    rows = max(int(n) for n in table.column(COUNT_COLUMN).to_pylist())
+    return rows * limit >= _INT64_LIMIT
+
+
 def _exact_stats(
     agg: Aggregate,
     table: pa.Table,
     columns: Mapping[str, str],
     keys: Sequence[str],
-    *,
-    wraps: bool = False,
 ) -> dict[Key, dict[str, int]]:
-    """Exact statistics per group key, with the overflow check of the fixed-point sums.
+    """Exact statistics per group, keyed as the engine grouped them.
 
-    With ``wraps`` (the engine's BIGINT sum wraps silently), a sum is certified exact only when
-    ``rows · limit < 2^63``: each term lies in ``[-limit, limit]``, so no partial sum, in any
-    order, leaves the 64-bit range. Otherwise the query fails (and stays charged).
+    Invariants checked (each a bug if broken: the query then fails, charged): one row per
+    group, no NULL sum in a non-empty group, every sum within ``±rows·limit``.
     """
     data = table.to_pydict()
     out: dict[Key, dict[str, int]] = {}
     by_name = {m.name: m for m in agg.measurements}
-    for i in range(table.num_rows):
-        key = tuple(_json_key(data[k][i]) for k in keys)
+    for i, key in enumerate(group_keys(agg, table, keys)):
+        if key in out:
+            raise InternalError("the engine returned one group twice")
         rows = int(data[COUNT_COLUMN][i])
         if rows > 0 and any(data[col][i] is None for col in columns.values()):
-            # a sum over rows is never NULL unless it overflowed (Spark without ANSI mode)
             raise InternalError("an exact statistic of a non-empty group came back NULL")
         stats = {name: _integer(data[col][i]) for name, col in columns.items()}
         for name, value in stats.items():
             m = by_name[name]
-            if m.statistic in ("sum", "sum_squares") and wraps and rows * m.limit >= _INT64_LIMIT:
-                raise InternalError(
-                    f"the exact sum {name!r} over {rows} rows may have wrapped a 64-bit integer"
-                )
             if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
                 raise InternalError(
                     f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
@@ -634,32 +635,20 @@ def _exact_stats(
     return out
 
 
-def _bucket_counts(table: pa.Table, keys: Sequence[str]) -> dict[Key, dict[int, int]]:
-    data = table.to_pydict()
+def _bucket_counts(
+    agg: Aggregate, table: pa.Table, keys: Sequence[str]
+) -> dict[Key, dict[int, int]]:
+    buckets = table.column(BUCKET_COLUMN).to_pylist()
+    counts = table.column(BUCKET_COUNT_COLUMN).to_pylist()
     out: dict[Key, dict[int, int]] = {}
-    for i in range(table.num_rows):
-        key = tuple(_json_key(data[k][i]) for k in keys)
-        out.setdefault(key, {})[int(data[BUCKET_COLUMN][i])] = int(data[BUCKET_COUNT_COLUMN][i])
+    for key, b, c in zip(group_keys(agg, table, keys), buckets, counts, strict=True):
+        out.setdefault(key, {})[int(b)] = int(c)
     return out
 
 
-def _label(agg: Aggregate, key: Key) -> Key:
-    out: list[KeyValue] = []
-    for k, v in zip(agg.keys, key, strict=True):
-        if k.edges is not None and v is not None:
-            out.append(k.labels()[int(v)])
-        else:
-            out.append(_json_key(v))
-    return tuple(out)
-
-
 def _public_keys(agg: Aggregate) -> list[Key]:
-    spaces: list[list[KeyValue]] = []
-    for k in agg.keys:
-        if k.edges is not None:
-            spaces.append(list(range(len(k.edges) - 1)))
-        else:
-            spaces.append(list(k.labels()))
+    """Every key of a fully public key space, as the index each key travels as."""
+    spaces = [range(len(k.labels())) for k in agg.keys]
     return [tuple(p) for p in itertools.product(*spaces)]
 
 
@@ -723,7 +712,7 @@ def _release(
     released: Rows = []
     stats_rows: list[dict[str, int]] = []
     for i, k in enumerate(keys):
-        released.append((i, (*_label(agg, k), *table[i])))
+        released.append((i, (*released_key(agg, k), *table[i])))
         stats_rows.append(noisy[k])
     schema = agg.schema()
     columns, rows = post_process(plan, [f.name for f in schema], released)

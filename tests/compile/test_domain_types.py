@@ -61,7 +61,11 @@ def test_keys_of_the_columns_type_pass_unchanged(column: str, domain: tuple[obje
             r"'state' holds 1 \(int\), but 'state' is a string column; pass its keys "
             r"as strings",
         ),
-        ("hours", ("z",), r"'hours' holds 'z' \(str\).*real column; pass its keys as numbers"),
+        (
+            "hours",
+            ("z",),
+            r"'hours' holds 'z' \(str\).*real column; pass its keys as finite numbers",
+        ),
         ("hours", (float("nan"),), r"'hours' holds nan"),
         ("member", ("no",), r"'member' holds 'no' \(str\).*boolean column; pass its keys as True"),
         ("day", ("yesterday",), r"'day' holds 'yesterday'.*temporal column; pass its keys as ISO"),

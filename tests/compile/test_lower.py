@@ -88,12 +88,13 @@ def test_row_level_privacy_needs_no_window() -> None:
     assert sql.endswith('SELECT "__k0", COUNT(*) AS "__n" FROM __rows GROUP BY "__k0"')
 
 
-def test_sums_are_clamped_rounded_fixed_point_integers_clamped_again() -> None:
+def test_sums_are_clamped_scaled_by_a_power_of_two_and_clamped_again_before_the_cast() -> None:
     agg = compiled(aggregates=(AggregateCall("m", "avg", "income"),))
     sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
+    # width 50 → step 2^-24 (the smallest power of two with 50/step ≤ 2^30), limit 50·2^24
     assert (
-        'SUM(LEAST(GREATEST(CAST(ROUND((LEAST(GREATEST("__x0", 0), 100) - 50) * 21474836.48) '
-        "AS BIGINT), -1073741824), 1073741824))"
+        'SUM(CAST(LEAST(GREATEST(ROUND((LEAST(GREATEST("__x0", 0), 100) - 50) * 16777216), '
+        "-838860800), 838860800) AS BIGINT))"
     ) in sql
     assert 'NOT "income" IS NULL AND NOT ISNAN(CAST("income" AS DOUBLE))' in sql
 
@@ -110,7 +111,10 @@ def test_quantiles_get_a_bucket_count_statement() -> None:
     low = lower(agg, dialect("duckdb"), salt=1)
     assert [name for name, _ in low.quantiles] == ["quantile(income, 1/2)"]
     sql = to_sql(low.quantiles[0][1], "duckdb")
-    assert 'FLOOR((LEAST(GREATEST("__x0", 0), 100) - 0) * 10.24)' in sql
+    assert (
+        'CAST(LEAST(GREATEST(FLOOR((LEAST(GREATEST("__x0", 0), 100) - 0) * 10.24e0), 0), 1023) '
+        "AS BIGINT)"
+    ) in sql
     assert sql.endswith('GROUP BY "__k0", 2')
 
 

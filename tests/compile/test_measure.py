@@ -53,8 +53,11 @@ def test_count_sum_and_avg_share_one_count_and_one_centred_sum() -> None:
     assert sorted(m.name for m in d.measurements) == ["count", "sum(income)"]
     total = next(m for m in d.measurements if m.statistic == "sum")
     assert total.centre == 500_000  # the midpoint of the bounds
-    assert total.limit == FIXED_POINT_LIMIT
-    assert total.step * total.limit == 500_000
+    # the grid: the smallest power-of-two step with width/step ≤ 2^30, the limit the width
+    # in steps (rounded up) — so 1/step is an exact double and no resolution is wasted
+    assert total.step == Fraction(1, 2**11)
+    assert (total.limit - 1) * total.step < 500_000 <= total.limit * total.step
+    assert FIXED_POINT_LIMIT // 2 < total.limit <= FIXED_POINT_LIMIT
 
 
 def test_the_split_is_the_cube_root_optimum_not_an_even_split() -> None:
@@ -90,7 +93,7 @@ def test_laplace_scales_are_sensitivity_over_epsilon() -> None:
     d = build(agg(contribution=Contribution(2, 3)), Budget(epsilon=1, delta=Fraction(1, 10**9)))
     for m in d.measurements:
         if m.mechanism == "discrete_laplace":
-            per_group = 3 if m.statistic == "count" else 3 * FIXED_POINT_LIMIT
+            per_group = 3 if m.statistic == "count" else 3 * m.limit
             assert m.sensitivity == 2 * per_group
             assert m.scale == m.sensitivity / m.budget.eps
 
@@ -202,8 +205,10 @@ def test_a_tiny_epsilon_coarsens_the_fixed_point_grid_to_keep_noise_sampleable()
         Budget(epsilon="1e-6"),
     )
     total = next(m for m in d.measurements if m.statistic == "sum")
-    assert total.limit < FIXED_POINT_LIMIT
+    assert total.limit < FIXED_POINT_LIMIT // 2
     assert total.step * total.limit == 500_000  # same width, coarser grid
+    assert total.step.numerator & (total.step.numerator - 1) == 0  # still a power of two
+    assert total.step.denominator & (total.step.denominator - 1) == 0
     assert total.scale <= 2**46
     assert d.charged == Budget(epsilon="1e-6")
 

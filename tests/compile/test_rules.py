@@ -13,6 +13,7 @@ from veil.compile.rules import (
     apply_rules,
     build_measurements,
     check_domains,
+    check_numbers,
     resolve_bounds,
     set_contribution,
     set_privacy_unit,
@@ -57,6 +58,7 @@ def test_rules_run_in_the_documented_order() -> None:
         set_privacy_unit,
         set_contribution,
         resolve_bounds,
+        check_numbers,
         build_measurements,
     ) == RULES
 

@@ -30,6 +30,7 @@ from veil.plan import (
     aggregate_of,
     fields_from_arrow,
 )
+from veil.release.keys import group_keys, released_key
 
 LO, HI = -10.0, 50.0
 
@@ -75,12 +76,14 @@ def compile_for(
 
 def run(engine: DuckDBEngine, agg: Aggregate) -> tuple[Lowered, dict[str, dict[str, int]]]:
     low = lower(agg, dialect("duckdb"), salt=123)
-    table = engine.execute(low.main).to_pydict()
+    result = engine.execute(low.main)
+    table = result.to_pydict()
     cols = dict(low.columns)
     out: dict[str, dict[str, int]] = {}
-    for i, key in enumerate(table["__k0"]):
-        out[key] = {name: int(table[col][i]) for name, col in cols.items()}
-        out[key]["__rows"] = int(table["__n"][i])
+    for i, raw in enumerate(group_keys(agg, result, low.keys)):
+        (key,) = released_key(agg, raw)
+        out[str(key)] = {name: int(table[col][i]) for name, col in cols.items()}
+        out[str(key)]["__rows"] = int(table["__n"][i])
     return low, out
 
 
@@ -122,8 +125,10 @@ def test_quantile_bucket_counts_equal_pandas() -> None:
     c = df.x.clip(LO, HI)
     buckets = np.clip(np.floor((c - LO) / ((HI - LO) / 60)), 0, 59).astype(int)
     expected = pd.DataFrame({"g": df.g, "b": buckets}).value_counts()
-    for _, row in got.iterrows():
-        assert row["__c"] == expected[(row["__k0"], row["__b"])]
+    identities = group_keys(agg, engine.execute(tree), low.keys)
+    for (_, row), raw in zip(got.iterrows(), identities, strict=True):
+        (key,) = released_key(agg, raw)
+        assert row["__c"] == expected[(key, row["__b"])]
     assert got["__c"].sum() == len(df)
     assert name == "quantile(x, 1/2)"
 
@@ -160,12 +165,13 @@ def test_the_bounded_rows_do_not_depend_on_other_units() -> None:
     _, full = run(engine, agg)
     without = df[df.uid != df.uid.iloc[0]]
     _, less = run(DuckDBEngine({"t": without}), agg)
+    ms = {m.name: m for m in agg.measurements}
     g, r = 2, 2
     l1 = {name: 0 for name in full["a"]}
     for key in full:
         for name, value in full[key].items():
             diff = abs(value - less.get(key, {}).get(name, 0))
-            bound = r * (1 << 30) if name.startswith("sum") else r
+            bound = r * ms[name].limit if name.startswith("sum") else r
             assert diff <= bound, (key, name)
             l1[name] += diff
     assert l1["count"] <= g * r

@@ -20,6 +20,7 @@ from veil.engines.base import Engine
 from veil.engines.duckdb import DuckDBEngine
 from veil.plan.nodes import Aggregate, ColumnBounds, Contribution, KeyValue, Measurement
 from veil.plan.tree import aggregate_of
+from veil.release.keys import group_keys, released_key
 from veil.sql import parse
 
 Key = tuple[Any, ...]
@@ -77,20 +78,22 @@ def session_aggregate(session: Session, sql: str, **options: Any) -> Aggregate:
 
 
 def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345) -> Exact:
-    """Run ``agg``'s lowered SQL (bounding order keyed by ``salt``) on ``engine``."""
+    """Run ``agg``'s lowered SQL (bounding order keyed by ``salt``) on ``engine``; groups are
+    keyed by their released key values (``veil.release.keys.released_key``)."""
     lowered = lower(agg, dialect(engine.dialect), salt=salt)
     stats: dict[Key, dict[str, int]] = {}
-    for row in engine.execute(lowered.main).to_pylist():
-        key = tuple(row[k] for k in lowered.keys)
+    main = engine.execute(lowered.main)
+    for raw, row in zip(group_keys(agg, main, lowered.keys), main.to_pylist(), strict=True):
+        key = released_key(agg, raw)
         values = {"__n": int(row["__n"])}
         values.update({name: int(row[col]) for name, col in lowered.columns})
         stats[key] = values
     buckets: dict[str, dict[Key, dict[int, int]]] = {}
     for name, tree in lowered.quantiles:
         per: dict[Key, dict[int, int]] = {}
-        for row in engine.execute(tree).to_pylist():
-            key = tuple(row[k] for k in lowered.keys)
-            per.setdefault(key, {})[int(row["__b"])] = int(row["__c"])
+        table = engine.execute(tree)
+        for raw, row in zip(group_keys(agg, table, lowered.keys), table.to_pylist(), strict=True):
+            per.setdefault(released_key(agg, raw), {})[int(row["__b"])] = int(row["__c"])
         buckets[name] = per
     return Exact(agg, stats, buckets)
 

@@ -16,11 +16,13 @@ class Dialect:
     ``name`` is the sqlglot dialect; ``hash_function`` a multi-argument 64-bit hash (keyed by
     putting the secret salt first); ``wide_integer`` the exact integer type sums are accumulated
     in (``None`` when summing BIGINT already widens exactly, as DuckDB's HUGEINT does);
-    ``real_type`` the double type values are clamped in; ``sum_wraps`` whether a BIGINT sum
-    wraps silently on overflow (the session then certifies, from the exact row count, that no
-    partial sum could have left the 64-bit range); ``try_wrapper`` whether ``TRY(e)``
-    turns any error raised while evaluating ``e`` on a row into NULL (else the lowering
-    rewrites casts and arithmetic of row conditions into their ``TRY_`` forms).
+    ``real_type`` the double type values are clamped in; ``text_type`` the string type keys are
+    cast to for their lossless transport; ``sum_wraps`` whether a BIGINT sum wraps silently on
+    overflow (the session then certifies, from the exact row count, that no partial sum could
+    have left the 64-bit range, and otherwise runs the statement again with its sums in
+    ``exact_sum_type``); ``try_wrapper`` whether ``TRY(e)`` turns any error raised while
+    evaluating ``e`` on a row into NULL (else the lowering rewrites casts and arithmetic of row
+    conditions into their ``TRY_`` forms).
     """
 
     name: str
@@ -28,6 +30,8 @@ class Dialect:
     wide_integer: str | None
     integer_type: str = "BIGINT"
     real_type: str = "DOUBLE"
+    text_type: str = "VARCHAR"
+    exact_sum_type: str = "DECIMAL(38, 0)"
     sum_wraps: bool = False
     try_wrapper: bool = False
 
@@ -39,7 +43,13 @@ DIALECTS: dict[str, Dialect] = {
     # sum would be exact but is several times slower in Spark; BIGINT is exact whenever
     # rows·limit < 2^63 — every term is within ±limit, so no partial sum can wrap — which the
     # session checks from the exact row count before releasing anything (`sum_wraps`).
-    "spark": Dialect(name="spark", hash_function="XXHASH64", wide_integer=None, sum_wraps=True),
+    "spark": Dialect(
+        name="spark",
+        hash_function="XXHASH64",
+        wide_integer=None,
+        text_type="STRING",
+        sum_wraps=True,
+    ),
 }
 
 

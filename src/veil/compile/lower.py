@@ -13,9 +13,20 @@ The main statement computes, per group, every exact integer statistic the measur
     SELECT __k0, COUNT(*) AS __n, SUM(<clamped fixed-point integer>) AS __m1, …
     FROM __bounded GROUP BY __k0
 
-The WHERE condition is made total (``TRY(…)``, or ``TRY_CAST`` / ``TRY_DIVIDE``… where the
-dialect has no ``TRY``): a row it cannot be evaluated on is left out, so no value can make the
-statement fail. The keyed hash covers the secret per-query salt, the unit and every column
+Totality (DESIGN §1: whether the statement fails must not depend on one person's rows):
+
+- the WHERE condition is made total (``TRY(…)``, or ``TRY_CAST`` / ``TRY_DIVIDE``… where the
+  dialect has no ``TRY``): a row it cannot be evaluated on is left out;
+- every per-row number is clamped *before* it is cast to an integer (``_integer``), so no
+  value — ±inf, NaN, a huge magnitude — can make a cast fail;
+- every numeric constant comes from ``veil.compile.constants.literal``: finite, read by the
+  engine as exactly the double (or 64-bit integer) veil computed with;
+- group keys travel in a lossless form chosen here (:func:`key_transport`): integers, strings
+  and booleans as they are, everything else as text cast *before* grouping, bins (and public
+  keys of the text types) as their index — so the groups Python sees are exactly the groups
+  the engine formed, and decoding them never fails.
+
+The keyed hash covers the secret per-query salt, the unit and every column
 the aggregation uses, so the order depends only on the unit's own rows and ties are only
 between rows that contribute identically. DENSE_RANK breaks hash ties by the keys, so
 distinct groups never share a rank. Quantile measurements add one statement each: row counts
@@ -26,16 +37,36 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
+from typing import Literal
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
+from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
 from veil.errors import InternalError
-from veil.plan.nodes import Aggregate, Filter, GroupKey, KeyValue, Measurement, Plan, Scan
+from veil.plan.nodes import (
+    Aggregate,
+    ColumnType,
+    Filter,
+    GroupKey,
+    KeyValue,
+    Measurement,
+    Plan,
+    Scan,
+)
 
-__all__ = ["COUNT_COLUMN", "UNITS_COLUMN", "Lowered", "lower", "to_sql"]
+__all__ = [
+    "BUCKET_COLUMN",
+    "BUCKET_COUNT_COLUMN",
+    "COUNT_COLUMN",
+    "UNITS_COLUMN",
+    "KeyTransport",
+    "Lowered",
+    "key_transport",
+    "lower",
+    "to_sql",
+]
 
 COUNT_COLUMN = "__n"
 UNITS_COLUMN = "__u"
@@ -65,18 +96,6 @@ def _col(name: str, table: str | None = None) -> exp.Column:
     return exp.column(name, table=table, quoted=True)
 
 
-def _num(x: Fraction | int | float) -> exp.Expr:
-    if isinstance(x, Fraction):
-        if x.denominator == 1:
-            value: int | float = x.numerator
-        else:
-            value = float(x)
-    else:
-        value = x
-    lit = exp.Literal.number(abs(value))
-    return exp.Neg(this=lit) if value < 0 else lit
-
-
 def _value(v: KeyValue) -> exp.Expr:
     if v is None:
         return exp.Null()
@@ -84,7 +103,7 @@ def _value(v: KeyValue) -> exp.Expr:
         return exp.Boolean(this=v)
     if isinstance(v, str):
         return exp.Literal.string(v)
-    return _num(v)
+    return literal(v)
 
 
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
@@ -137,10 +156,13 @@ _TRY_FUNCTIONS: dict[type[exp.Expr], str] = {
 
 
 class _Lowering:
-    def __init__(self, agg: Aggregate, dialect: Dialect, salt: int | None) -> None:
+    def __init__(
+        self, agg: Aggregate, dialect: Dialect, salt: int | None, exact_sums: bool
+    ) -> None:
         self.agg = agg
         self.d = dialect
         self.salt = salt
+        self.wide = dialect.exact_sum_type if exact_sums else dialect.wide_integer
         self.keys = tuple(f"__k{i}" for i in range(len(agg.keys)))
         read: list[str] = []  # every column an aggregate reads (the NULL rule applies to them)
         for a in agg.aggregates:
@@ -199,20 +221,23 @@ class _Lowering:
         return q.where(cond) if cond is not None else q
 
     def _key(self, key: GroupKey, where: list[exp.Expr]) -> exp.Expr:
+        """The key as it travels to Python (see :func:`key_transport`)."""
         col = _col(key.column)
         if key.edges is not None:
             x = self._cast(col, self.d.real_type)
             e = key.edges
-            where.append(exp.Between(this=x.copy(), low=_num(e[0]), high=_num(e[-1])))
+            where.append(exp.Between(this=x.copy(), low=literal(e[0]), high=literal(e[-1])))
             where.append(exp.Not(this=exp.func("ISNAN", x.copy())))
             case = exp.Case()
             for i in range(len(e) - 1):
                 upper: exp.Expr = (
-                    exp.LT(this=x.copy(), expression=_num(e[i + 1]))
+                    exp.LT(this=x.copy(), expression=literal(e[i + 1]))
                     if i < len(e) - 2
-                    else exp.LTE(this=x.copy(), expression=_num(e[i + 1]))
+                    else exp.LTE(this=x.copy(), expression=literal(e[i + 1]))
                 )
-                cond = exp.And(this=exp.GTE(this=x.copy(), expression=_num(e[i])), expression=upper)
+                cond = exp.And(
+                    this=exp.GTE(this=x.copy(), expression=literal(e[i])), expression=upper
+                )
                 case = case.when(cond, exp.Literal.number(i))
             return case
         if key.domain is not None:
@@ -224,6 +249,19 @@ class _Lowering:
                 parts.append(exp.Is(this=col.copy(), expression=exp.Null()))
             either = parts[0] if len(parts) == 1 else exp.Or(this=parts[0], expression=parts[1])
             where.append(exp.paren(either))
+            if key_transport(self.agg.child.field(key.column).type) == "native":
+                return col  # exact as it is: mapped to its index in Python
+            index = exp.Case()
+            for i, v in enumerate(key.domain):  # the first listed key a value equals wins
+                equal: exp.Expr = (
+                    exp.Is(this=col.copy(), expression=exp.Null())
+                    if v is None
+                    else exp.EQ(this=col.copy(), expression=_value(v))
+                )
+                index = index.when(equal, exp.Literal.number(i))
+            return index
+        if key_transport(self.agg.child.field(key.column).type) == "text":
+            return self._cast(col, self.d.text_type)
         return col
 
     # bounded rows ------------------------------------------------------------------------------
@@ -289,11 +327,14 @@ class _Lowering:
         b = self.agg.bounds_of(m.column)
         if b is None:
             raise InternalError(f"no bounds for {m.column!r} at lowering")
-        return _clamp(_col(self.x[m.column]), _num(b.lower), _num(b.upper))
+        return _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
 
     def _integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
-        as_int = self._cast(exp.func("ROUND", e), self.d.integer_type)
-        return _clamp(as_int, _num(lo), _num(hi))
+        """``e`` (a double) as an integer in ``[lo, hi]``, total: clamped *before* the cast, so
+        no value — ±inf, NaN (which sorts above every number in both engines), a huge product
+        — can make the cast fail; rounding a double in ``[lo, hi]`` stays in ``[lo, hi]``."""
+        clamped = _clamp(exp.func("ROUND", e), literal(lo), literal(hi))
+        return self._cast(clamped, self.d.integer_type)
 
     def statistic(self, m: Measurement) -> exp.Expr:
         if m.statistic == "count":
@@ -310,31 +351,32 @@ class _Lowering:
                 false=exp.Literal.number(0),
             )
             return exp.Sum(this=first)
-        centred = exp.Sub(this=self._clamped(m), expression=_num(m.centre))
+        # (clamp(x) − c)·2^-e: exact scaling by a power of two, |·| ≤ limit up to rounding
+        centred = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
+        scaled = exp.Mul(this=exp.paren(centred), expression=literal(1 / m.step))
         if m.statistic == "sum":
-            v = self._integer(
-                exp.Mul(this=exp.paren(centred), expression=_num(1 / m.step)), -m.limit, m.limit
-            )
+            v = self._integer(scaled, -m.limit, m.limit)
         elif m.statistic == "sum_squares":
-            ratio = exp.Mul(this=exp.paren(centred), expression=_num(1 / (m.step * m.limit)))
-            sq = exp.Mul(
-                this=exp.func("POWER", ratio, exp.Literal.number(2)), expression=_num(m.limit)
+            # w = round(scaled² / limit) ∈ [0, limit]; the engine sums 2w − limit
+            square = exp.Div(
+                this=exp.func("POWER", scaled, exp.Literal.number(2)), expression=literal(m.limit)
             )
-            w = self._integer(sq, 0, m.limit)
+            w = self._integer(square, 0, m.limit)
             v = exp.Sub(
-                this=exp.Mul(this=exp.Literal.number(2), expression=w), expression=_num(m.limit)
+                this=exp.Mul(this=exp.Literal.number(2), expression=w), expression=literal(m.limit)
             )
         else:
             raise InternalError(f"statistic {m.statistic!r} is not a per-group column")
-        if self.d.wide_integer is not None:
-            v = self._cast(v, self.d.wide_integer)
+        if self.wide is not None:
+            v = self._cast(v, self.wide)
         return exp.Sum(this=v)
 
     def bucket(self, m: Measurement) -> exp.Expr:
-        offset = exp.Sub(this=self._clamped(m), expression=_num(m.centre))
-        scaled = exp.Mul(this=exp.paren(offset), expression=_num(1 / m.step))
-        as_int = self._cast(exp.func("FLOOR", scaled), self.d.integer_type)
-        return _clamp(as_int, exp.Literal.number(0), _num(m.limit - 1))
+        offset = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
+        scaled = exp.Mul(this=exp.paren(offset), expression=literal(1 / m.step))
+        # floor, clamped to a bucket before the cast (total, as in _integer)
+        index = _clamp(exp.func("FLOOR", scaled), literal(0), literal(m.limit - 1))
+        return self._cast(index, self.d.integer_type)
 
     # statements ------------------------------------------------------------------------------
     def _from_bounded(self, select: exp.Select) -> exp.Select:
@@ -373,20 +415,45 @@ class _Lowering:
         return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
 
 
-def lower(agg: Aggregate, dialect: Dialect, *, salt: int | None) -> Lowered:
+def lower(
+    agg: Aggregate, dialect: Dialect, *, salt: int | None, exact_sums: bool = False
+) -> Lowered:
     """The SQL trees computing ``agg``'s exact statistics (see the module docstring).
 
-    Precondition: ``agg`` is compiled (its measurements are built). ``salt`` is the secret
-    per-query key of the bounding order (0 ≤ salt < 2^63); ``None`` writes a ``salt``
-    placeholder instead (SQL to show, never to run: ``explain``).
+    Precondition: ``agg`` is compiled (its measurements are built) and passed the rules'
+    number checks. ``salt`` is the secret per-query key of the bounding order
+    (0 ≤ salt < 2^63); ``None`` writes a ``salt`` placeholder instead (SQL to show, never to
+    run: ``explain``). ``exact_sums`` accumulates the fixed-point sums in the dialect's
+    ``exact_sum_type`` (for an engine whose 64-bit sums wrap, when a group is too large to
+    certify them: same values, slower).
     """
     if not agg.measurements:
         raise InternalError("lowering an aggregation whose measurements are not built")
     if salt is not None and not 0 <= salt < 2**63:
         raise InternalError("the bounding salt must be a 63-bit non-negative integer")
-    low = _Lowering(agg, dialect, salt)
+    low = _Lowering(agg, dialect, salt, exact_sums)
     main, columns = low.main()
     quantiles = tuple(
         (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
     )
     return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
+
+
+KeyTransport = Literal["native", "text"]
+
+
+def key_transport(kind: ColumnType) -> KeyTransport:
+    """How a group key of an unknown domain travels from the engine to Python, losslessly.
+
+    Integers (any width Arrow holds in 64 bits), strings and booleans arrive as they are and
+    convert to Python exactly. Every other type — floating point, DECIMAL and 128-bit integers
+    (Arrow's ``decimal128(38, 0)`` cannot hold every HUGEINT), dates and times (Python's cannot
+    hold years beyond 9999 or before 1, or nanoseconds), intervals, UUIDs, blobs, enums and
+    nested values — is cast to text *in SQL, before grouping*, so the engine groups by that
+    text: each row's group is a function of its own value (−0.0 and 0.0 are two groups, every
+    NaN one), and no group is ever merged, split or failed in Python. Histogram bins, and
+    public-domain keys of the text types, travel as the integer index of their bin or key
+    instead (a ``CASE``, the first listed key a value equals); public-domain keys of the
+    native types travel as they are and Python maps them to their index.
+    """
+    return "native" if kind in ("integer", "string", "boolean") else "text"

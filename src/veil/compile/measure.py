@@ -34,6 +34,7 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
+from veil.compile.constants import fixed_point, nearest_double
 from veil.compile.sensitivity import (
     effective_groups,
     per_group_bound,
@@ -60,8 +61,11 @@ __all__ = [
 ]
 
 FIXED_POINT_LIMIT = 1 << 30
-"""Per-row integers of sums lie in [−2^30, 2^30]: a resolution of 2^−30 of the bounds' width,
-and sums of up to 2^96 rows fit in 128-bit integers."""
+"""Per-row integers of sums lie in [−2^30, 2^30]: the grid step is the smallest power of two
+with width/step ≤ 2^30 (``veil.compile.constants.fixed_point``), a resolution of at least
+2^−30 of the width, and sums of up to 2^96 rows fit in 128-bit integers."""
+
+_EXACT_INTEGERS = 1 << 53  # doubles hold every integer up to here: exact integer candidates
 
 _DENOMINATOR = 10**9
 
@@ -101,13 +105,24 @@ def _bounds(agg: Aggregate, column: str) -> ColumnBounds:
     return b
 
 
+def _ends(b: ColumnBounds) -> tuple[Fraction, Fraction]:
+    """The bounds as the engine clamps to them: the doubles nearest the declared ends."""
+    return Fraction(nearest_double(b.lower)), Fraction(nearest_double(b.upper))
+
+
 def _centres(b: ColumnBounds) -> list[Fraction]:
-    nearest_zero = min(max(Fraction(0), b.lower), b.upper)
-    return [b.midpoint] if nearest_zero == b.midpoint else [b.midpoint, nearest_zero]
+    """Candidate centres, each a double (so the lowering writes it exactly): the midpoint of
+    the clamping interval, and its point nearest 0 when that differs."""
+    lo, hi = _ends(b)
+    mid = Fraction(nearest_double((lo + hi) / 2))
+    nearest_zero = min(max(Fraction(0), lo), hi)
+    return [mid] if nearest_zero == mid else [mid, nearest_zero]
 
 
 def _width(b: ColumnBounds, c: Fraction) -> Fraction:
-    return max(b.upper - c, c - b.lower)
+    """The largest |clamp(x) − c| over the clamping interval."""
+    lo, hi = _ends(b)
+    return max(hi - c, c - lo)
 
 
 def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
@@ -169,14 +184,14 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
                 d = 2 * (g * r * wid) ** 2 if not gaussian else g * r * r * wid * wid / 2
             else:
                 d = 2 * (g * r * wid * wid / 2) ** 2 if not gaussian else g * r * r * wid**4 / 8
-            step = width / FIXED_POINT_LIMIT if width > 0 else Fraction(1)
+            step, limit = fixed_point(width, FIXED_POINT_LIMIT)
             needs[name] = _Need(
                 name,
                 stat,
                 column=col,
                 centre=c,
                 step=step,
-                limit=FIXED_POINT_LIMIT,
+                limit=limit,
                 weight=coef * d,
             )
     # a column summed only with c = 0 and no count asked: no count needed
@@ -241,7 +256,8 @@ def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
             name = f"quantile({col}, {a.q})"
             span = b.upper - b.lower
             integral = b.lower.denominator == 1 and b.upper.denominator == 1
-            if agg.child.field(col).type == "integer" and integral and span < 4 * buckets:
+            small = max(abs(b.lower), abs(b.upper)) <= _EXACT_INTEGERS
+            if agg.child.field(col).type == "integer" and integral and small and span < 4 * buckets:
                 # integers: every value in the bounds is a candidate (no bucket edges)
                 need = _Need(
                     name,
@@ -392,7 +408,7 @@ def _calibrate(
             # fixed-point grid: the noise then still dwarfs the rounding (≥ 2^16 grid steps)
             cap = MAX_SCALE * MAX_SCALE / 16 if gaussian else MAX_SCALE / 4
             while n.statistic in ("sum", "sum_squares") and scale > cap and limit > 1 << 10:
-                limit //= 2
+                limit = (limit + 1) // 2  # ceil(width / (2·step)) = ceil(ceil(width / step) / 2)
                 step *= 2
                 sens = sensitivity(agg, n.statistic, mech, limit)
                 scale = sens / (2 * part) if gaussian else sens / part

@@ -2,8 +2,9 @@
 
 ``RULES`` checks public domains against the column types (a wrong-type key is refused before
 anything is reserved), then runs bounding (privacy unit, contribution limits), clamping (bounds
-for every column an aggregate clamps) and mechanism choice with the budget split
-(measurements and partition selection). Each rule returns a new plan; none reads data.
+for every column an aggregate clamps, within the range ``veil.compile.constants`` supports) and
+mechanism choice with the budget split (measurements and partition selection). Each rule
+returns a new plan; none reads data.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from veil.accounting.budget import Budget
+from veil.compile.constants import check_bounds, check_edges
 from veil.compile.measure import build
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
@@ -27,6 +29,7 @@ __all__ = [
     "apply_rules",
     "build_measurements",
     "check_domains",
+    "check_numbers",
     "resolve_bounds",
     "set_contribution",
     "set_privacy_unit",
@@ -48,8 +51,8 @@ class Context:
 Rule = Callable[[Plan, Context], Plan]
 
 _EXAMPLES: dict[str, str] = {
-    "integer": "integers, e.g. [18, 19, 20]",
-    "real": "numbers, e.g. [0.5, 1.0]",
+    "integer": "integers of the 64-bit range, e.g. [18, 19, 20]",
+    "real": "finite numbers, e.g. [0.5, 1.0]",
     "string": "strings, e.g. ['CA', 'NY']",
     "boolean": "True/False",
     "temporal": "ISO dates or timestamps as strings, e.g. ['2024-01-31']",
@@ -58,16 +61,26 @@ _EXAMPLES: dict[str, str] = {
 _ARTICLE = {"integer": "an", "other": "an"}
 
 
+_INTEGER_KEYS = (-(1 << 63), 1 << 64)  # every value of a signed or unsigned 64-bit column
+
+
 def _fits(value: KeyValue, kind: ColumnType) -> bool:
     if value is None or kind == "other":
         return True
     if kind == "integer":
         if isinstance(value, float):
-            return math.isfinite(value) and value.is_integer()
-        return isinstance(value, int) and not isinstance(value, bool)
+            whole = math.isfinite(value) and value.is_integer()
+            return whole and _INTEGER_KEYS[0] <= value < _INTEGER_KEYS[1]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return False
+        return _INTEGER_KEYS[0] <= value < _INTEGER_KEYS[1]
     if kind == "real":
-        finite = not isinstance(value, float) or math.isfinite(value)
-        return isinstance(value, int | float) and not isinstance(value, bool) and finite
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        try:
+            return math.isfinite(float(value))
+        except OverflowError:
+            return False
     if kind == "boolean":
         return isinstance(value, bool)
     if kind == "temporal":
@@ -147,6 +160,19 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
     return replace_aggregate(plan, dataclasses.replace(agg, bounds=bounds))
 
 
+def check_numbers(plan: Plan, ctx: Context) -> Plan:
+    """Bounds and histogram edges within the range the lowering can write exactly and no row
+    can overflow (``veil.compile.constants``): a ``BoundsError`` otherwise, before anything is
+    reserved — a bound the engine misreads (1e-300 makes the fixed-point scale infinite) would
+    make the query fail on some rows only."""
+    agg = aggregate_of(plan)
+    for b in agg.bounds:
+        check_bounds(b)
+    for key in agg.keys:
+        check_edges(key)
+    return plan
+
+
 def build_measurements(plan: Plan, ctx: Context) -> Plan:
     """Mechanism choice and budget split (``veil.compile.measure``): fills the aggregation's
     measurements, partition selection and charged loss."""
@@ -172,6 +198,7 @@ RULES: tuple[Rule, ...] = (
     set_privacy_unit,
     set_contribution,
     resolve_bounds,
+    check_numbers,
     build_measurements,
 )
 

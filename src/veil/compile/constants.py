@@ -1,0 +1,170 @@
+"""The numbers the lowering may write into SQL, and the range veil supports (DESIGN §1).
+
+Whether a query fails is released to the analyst, so every constant of the generated SQL must
+be decided — finite, exactly what the engine will read, small enough that no per-row
+expression can overflow — *before* the budget is reserved, from the plan alone. This module is
+the one place that knows those rules:
+
+- **The supported range.** Every clamping bound and histogram edge lies in
+  ``[-MAX_MAGNITUDE, MAX_MAGNITUDE]`` (10^100) and a bounded column's width ``upper - lower`` is
+  at least ``MIN_WIDTH`` (10^-100) *and* its two ends are distinct doubles. Inside that range
+  every intermediate value of the per-row expressions (``clamp(x) - centre``, its square over
+  the fixed-point grid, the released sums and their error bars) is a finite double, so no
+  value can make the engine or the release fail. :func:`check_bounds` / :func:`check_edges`
+  refuse anything else with a :class:`veil.errors.BoundsError` that names the value and the
+  range, before anything is charged.
+- **Exact fixed-point grids.** A summed column is converted to integers
+  ``round((clamp(x) - c) · 2^-e)`` with a power-of-two step ``2^e`` (:func:`fixed_point`):
+  multiplying a double by a power of two is exact, so the only rounding is the subtraction's.
+  The centre ``c`` is itself a double (:func:`nearest_double`).
+- **Literals.** :func:`literal` is the only way the lowering emits a number: an integer inside
+  the 64-bit range as an integer literal, anything else as the nearest double in exponent form
+  (``0.1e0``), which DuckDB and Spark both read as exactly that DOUBLE (never a DECIMAL, a
+  BIGNUM or an infinity). A non-finite value is an :class:`veil.errors.InternalError` (the
+  checks above should have refused it: this is a bug).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+from sqlglot import exp
+
+from veil.errors import BoundsError, InternalError
+from veil.plan.nodes import ColumnBounds, GroupKey
+
+__all__ = [
+    "MAX_MAGNITUDE",
+    "MIN_WIDTH",
+    "check_bounds",
+    "check_edges",
+    "fixed_point",
+    "literal",
+    "nearest_double",
+    "show",
+]
+
+MAX_MAGNITUDE = Fraction(10) ** 100
+"""The largest |bound| or |edge| veil accepts (10^100)."""
+
+MIN_WIDTH = Fraction(1, 10**100)
+"""The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
+
+_INT64 = 1 << 63
+
+
+def show(x: Fraction) -> str:
+    """``x`` as a person wrote it: an integer, the shortest decimal of a float, or ``p/q``."""
+    if x.denominator == 1 and abs(x.numerator) < 10**17:
+        return str(x.numerator)
+    try:
+        text = repr(float(x))
+    except OverflowError:
+        text = "inf"
+    if text not in ("inf", "-inf") and Fraction(text) == x:
+        return text  # what a float prints as: 0.1, 1e+300, 5e-324
+    if text in ("0.0", "-0.0"):  # below every double: show its order of magnitude
+        digits = len(str(x.denominator // abs(x.numerator)))
+        return f"{'-' if x < 0 else ''}≈1e-{digits - 1}"
+    if text in ("inf", "-inf"):
+        digits = len(str(abs(x.numerator) // x.denominator))
+        return f"{'-' if x < 0 else ''}≈1e{digits - 1}"
+    if x.denominator == 1 or len(str(x.denominator)) > 17:
+        return f"≈{float(x):.6g}"
+    return f"{x.numerator}/{x.denominator}"
+
+
+def nearest_double(x: Fraction | int | float) -> float:
+    """The double nearest ``x`` (ties to even); ``InternalError`` if it is not finite."""
+    try:
+        value = float(x)
+    except OverflowError:
+        raise InternalError(f"the constant {x} is beyond the double range") from None
+    if not math.isfinite(value):
+        raise InternalError(f"the constant {x} is not a finite double")
+    return value
+
+
+def check_bounds(b: ColumnBounds) -> None:
+    """Refuse bounds outside the supported range (see the module docstring).
+
+    Raises ``BoundsError`` naming the column, its bounds and the rule. Decided from the plan
+    alone, so it runs before anything is reserved.
+    """
+    lo, hi = b.lower, b.upper
+    name = b.column
+    given = f"bounds for {name!r} are ({show(lo)}, {show(hi)})"
+    for end in (lo, hi):
+        if abs(end) > MAX_MAGNITUDE:
+            raise BoundsError(
+                f"{given}: veil supports bounds within ±1e100; rescale the column or narrow "
+                f"the bounds, e.g. bounds={{{name!r}: (0, 1e6)}}"
+            )
+    if hi - lo < MIN_WIDTH or float(lo) >= float(hi):
+        raise BoundsError(
+            f"{given}: the upper bound must exceed the lower one by at least 1e-100 and be a "
+            f"different double; widen them, e.g. bounds={{{name!r}: ({show(lo)}, "
+            f"{show(lo + 1)})}}"
+        )
+
+
+def check_edges(key: GroupKey) -> None:
+    """Refuse histogram edges outside ±1e100, or that are not distinct as doubles."""
+    if key.edges is None:
+        return
+    for edge in key.edges:
+        if abs(edge) > MAX_MAGNITUDE:
+            raise BoundsError(
+                f"histogram edge {show(edge)} of {key.column!r} is outside the supported range "
+                "±1e100; use edges within it"
+            )
+    doubles = [float(e) for e in key.edges]
+    for a, b in itertools.pairwise(doubles):
+        if a >= b:
+            raise BoundsError(
+                f"histogram edges {a!r} and {b!r} of {key.column!r} are the same double; "
+                "space the edges further apart"
+            )
+
+
+def fixed_point(width: Fraction, limit: int) -> tuple[Fraction, int]:
+    """The grid of a summed column: ``(2^e, n)`` with ``e`` the smallest integer such that
+    ``width / 2^e ≤ limit``, and ``n = ceil(width / 2^e) ≤ limit`` the largest integer a row
+    can contribute.
+
+    Precondition: ``MIN_WIDTH ≤ width ≤ 2·MAX_MAGNITUDE``, ``limit ≥ 1``. Postcondition:
+    ``(n - 1)·2^e < width ≤ n·2^e``, so the per-row integers use the grid's full resolution
+    and ``1/2^e`` is an exact double.
+    """
+    if width <= 0 or limit < 1:
+        raise InternalError(f"no fixed-point grid for width {width} and limit {limit}")
+    ratio = width / limit
+    e = ratio.numerator.bit_length() - ratio.denominator.bit_length()
+    # now 2^(e-1) < ratio < 2^(e+1): settle on the smallest e with ratio ≤ 2^e
+    while Fraction(2) ** e < ratio:
+        e += 1
+    while Fraction(2) ** (e - 1) >= ratio:
+        e -= 1
+    step = Fraction(2) ** e
+    n = math.ceil(width / step)
+    return step, n
+
+
+def literal(x: Fraction | int | float) -> exp.Expr:
+    """The SQL literal of ``x``: integers in the 64-bit range exactly, everything else as the
+    nearest double in exponent form (read as DOUBLE by every dialect veil lowers to)."""
+    if isinstance(x, bool):
+        raise InternalError(f"a boolean {x!r} where a number was expected")
+    if isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1):
+        n = int(x)
+        if -_INT64 <= n < _INT64:
+            lit = exp.Literal.number(abs(n))
+            return exp.Neg(this=lit) if n < 0 else lit
+    value = nearest_double(x)
+    text = repr(abs(value))
+    if "e" not in text and "E" not in text:
+        text += "e0"
+    lit = exp.Literal.number(text)
+    return exp.Neg(this=lit) if math.copysign(1.0, value) < 0 else lit

@@ -1,0 +1,225 @@
+"""Audit regressions: the exact failure oracles of the adversarial-analyst review.
+
+Each was one bit per query, at any ε: a query that failed iff one person's row existed. Each
+test runs the attack on a pair of neighbouring tables (with and without the target's rows) and
+checks that the outcome — released, refused before reserving (free), failed after the charge —
+is the same on both, and that nothing failed after the charge at all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+import veil
+from veil.cli import app
+from veil.errors import BoundsError, QueryFailedError, UserError
+
+Outcome = tuple[str, str]
+
+
+def outcome(session: veil.Session, ask: Callable[[veil.Session], object]) -> Outcome:
+    """("released", ""), ("refused", error type) with nothing charged, or ("failed", "")."""
+    before = session.remaining()
+    try:
+        ask(session)
+    except QueryFailedError:
+        return ("failed", "")
+    except UserError as err:
+        assert session.remaining() == before, "a refused query was charged"
+        return ("refused", type(err).__name__)
+    return ("released", "")
+
+
+def patients(with_target: bool) -> pa.Table:
+    rows = [{"uid": i, "name": f"P{i}", "diagnosis": "flu", "age": 20.0 + i} for i in range(1, 30)]
+    if with_target:
+        rows.append({"uid": 99, "name": "X", "diagnosis": "diabetes", "age": 61.0})
+    return pa.Table.from_pylist(rows)
+
+
+TARGETED = "SELECT {agg} FROM t WHERE name = 'X' AND diagnosis = 'diabetes'"
+
+
+@pytest.mark.parametrize("agg", ["SUM(age)", "AVG(age)", "MEDIAN(age)", "VARIANCE(age)"])
+@pytest.mark.parametrize("bounds", [(0, 1e-300), (0, 1e-320), (0, 1e308), (-1e308, 1e308)])
+def test_bounds_the_engine_cannot_represent_are_refused_free_on_both_neighbours(
+    agg: str, bounds: tuple[float, float]
+) -> None:
+    outcomes = []
+    for with_target in (True, False):
+        s = veil.Session.local(
+            {"t": patients(with_target)}, privacy_unit="uid", budget=veil.Budget(epsilon=1)
+        )
+        sql = TARGETED.format(agg=agg)
+        outcomes.append(outcome(s, lambda s: s.sql(sql, epsilon=1e-9, bounds={"age": bounds})))
+        with pytest.raises(BoundsError, match="bounds for 'age' are"):
+            s.explain(sql, epsilon=0.01, bounds={"age": bounds})
+    assert outcomes == [("refused", "BoundsError")] * 2
+
+
+def test_the_cli_exit_status_is_the_same_on_both_neighbours(tmp_path: Path) -> None:
+    codes = []
+    for with_target in (True, False):
+        path = tmp_path / f"t{with_target}.parquet"
+        import pyarrow.parquet as pq
+
+        pq.write_table(patients(with_target), path)
+        result = CliRunner().invoke(
+            app,
+            [
+                "query",
+                TARGETED.format(agg="SUM(age)"),
+                "--table",
+                f"t={path}",
+                "--epsilon",
+                "0.01",
+                "--privacy-unit",
+                "uid",
+                "--bounds",
+                "age=0:1e-300",
+            ],
+        )
+        codes.append(result.exit_code)
+        assert "bounds for 'age' are (0, 1e-300)" in result.output
+    assert codes == [2, 2]
+
+
+def keyed(con: duckdb.DuckDBPyConnection, key_sql: str, target_sql: str | None) -> veil.Session:
+    """1000 users in one ordinary group, plus (optionally) one unit with an adversarial key."""
+    con.execute(
+        f"CREATE OR REPLACE TABLE t AS SELECT range AS uid, {key_sql} AS k FROM range(1000)"
+    )
+    if target_sql is not None:
+        con.execute(f"INSERT INTO t VALUES (5000, {target_sql})")
+    return veil.Session.local(
+        {"t": "t"},
+        connection=con,
+        privacy_unit="uid",
+        budget=veil.Budget(epsilon=100, delta=1e-6),
+    )
+
+
+ADVERSARIAL_KEYS = [
+    pytest.param("DATE '2020-01-01'", "make_date(12000, 1, 1)", id="date-beyond-9999"),
+    pytest.param("DATE '2020-01-01'", "make_date(-44, 3, 15)", id="date-before-year-1"),
+    pytest.param("DATE '2020-01-01'", "'infinity'::DATE", id="date-infinity"),
+    pytest.param(
+        "TIMESTAMP_NS '2020-01-01 00:00:00'",
+        "TIMESTAMP_NS '2020-01-01 00:00:00.000000001'",
+        id="timestamp-nanoseconds",
+    ),
+    pytest.param(
+        "TIMESTAMPTZ '2020-01-01 00:00:00+00'",
+        "TIMESTAMPTZ '2020-01-01 00:00:00+05'",
+        id="timestamptz",
+    ),
+    pytest.param(
+        "0.1::DECIMAL(38, 20)", "0.10000000000000000001::DECIMAL(38, 20)", id="decimal-merge"
+    ),
+    pytest.param(
+        "1::HUGEINT", "170141183460469231731687303715884105727::HUGEINT", id="hugeint-max"
+    ),
+    pytest.param("1::UHUGEINT", "(2::UHUGEINT ** 127)::UHUGEINT", id="uhugeint-2^127"),
+    pytest.param("0.0::DOUBLE", "-0.0::DOUBLE", id="minus-zero"),
+    pytest.param("1.0::DOUBLE", "'nan'::DOUBLE", id="nan"),
+    pytest.param("'a'::BLOB", "'\\xFF\\x00'::BLOB", id="blob"),
+    pytest.param("INTERVAL 1 DAY", "INTERVAL 1 MICROSECOND", id="interval"),
+    pytest.param("[1, 2]", "[1, NULL]", id="list"),
+]
+
+
+@pytest.mark.parametrize(("ordinary", "adversarial"), ADVERSARIAL_KEYS)
+def test_a_unit_with_a_key_python_cannot_hold_changes_neither_outcome_nor_other_groups(
+    ordinary: str, adversarial: str
+) -> None:
+    """A key Python's types cannot hold (years past 9999, nanoseconds, 39-digit integers) once
+    failed the whole query; keys that became equal in Python (two DECIMALs, -0.0 and 0.0)
+    merged two groups, so one unit could overwrite a 1000-user group's statistics."""
+    sql = "SELECT k, COUNT(*) AS n FROM t GROUP BY k"
+    released = []
+    for target in (adversarial, None):
+        con = duckdb.connect()
+        s = keyed(con, ordinary, target)
+        assert outcome(s, lambda s: released.append(s.sql(sql, epsilon=20, delta=1e-6))) == (
+            "released",
+            "",
+        )
+    with_unit, without = released
+    big = [row for row in with_unit.rows if row[1] > 500]
+    assert len(big) == 1 and abs(big[0][1] - 1000) < 10  # the big group is intact
+    assert len(without.rows) == 1 and abs(without.rows[0][1] - 1000) < 10
+    assert len(with_unit.rows) <= 2  # the unit's own group is at most one more, and small
+
+
+def test_adversarial_keys_are_released_as_their_exact_text_or_number() -> None:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT range AS uid, CASE WHEN range < 500 THEN make_date(12000, 1, 1)"
+        " ELSE DATE '2020-01-31' END AS d, CASE WHEN range < 500 THEN 0.1::DECIMAL(38, 20) ELSE "
+        "0.10000000000000000001::DECIMAL(38, 20) END AS m FROM range(1000)"
+    )
+    s = veil.Session.local(
+        {"t": "t"}, connection=con, privacy_unit="uid", budget=veil.Budget(epsilon=100, delta=1e-6)
+    )
+    dates = s.sql("SELECT d, COUNT(*) FROM t GROUP BY d ORDER BY d", epsilon=10, delta=1e-7)
+    assert [row[0] for row in dates.rows] == ["12000-01-01", "2020-01-31"]
+    decimals = s.sql("SELECT m, COUNT(*) FROM t GROUP BY m", epsilon=10, delta=1e-7)
+    assert sorted(row[0] for row in decimals.rows) == [0.1, 0.1]  # two groups, one label
+    assert all(abs(row[1] - 500) < 20 for row in decimals.rows)
+
+
+def test_public_domains_of_text_typed_columns_are_released_by_index() -> None:
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT range AS uid, DATE '2020-01-01' + (range % 3)::INTEGER AS d, "
+        "(range % 2)::DOUBLE - 0.5 AS h FROM range(300)"
+    )
+    s = veil.Session.local(
+        {"t": "t"}, connection=con, privacy_unit="uid", budget=veil.Budget(epsilon=100)
+    )
+    r = s.sql(
+        "SELECT d, COUNT(*) FROM t GROUP BY d",
+        epsilon=10,
+        domains={"d": ["2020-01-01", "2020-01-03", "1999-01-01"]},
+    )
+    assert [row[0] for row in r.rows] == ["2020-01-01", "2020-01-03", "1999-01-01"]
+    assert [round(row[1], -1) for row in r.rows] == [100, 100, 0]
+    h = s.sql("SELECT h, COUNT(*) FROM t GROUP BY h", epsilon=10, domains={"h": [-0.5, 0.5]})
+    assert [row[0] for row in h.rows] == [-0.5, 0.5]
+
+
+def test_a_timestamp_key_with_nanoseconds_needs_no_pandas() -> None:
+    """Without pandas, pyarrow cannot turn a TIMESTAMP_NS with sub-microsecond digits into a
+    Python value; keys travel as text, so no conversion is attempted."""
+    table = pa.table(
+        {
+            "uid": pa.array(range(400)),
+            "ts": pa.array([1_700_000_000_000_000_001] * 400, pa.timestamp("ns")),
+        }
+    )
+    s = veil.Session.local(
+        {"t": table}, privacy_unit="uid", budget=veil.Budget(epsilon=1, delta=1e-6)
+    )
+    r = s.sql("SELECT ts, COUNT(*) FROM t GROUP BY ts", epsilon=1, delta=1e-7)
+    assert r.rows[0][0] == "2023-11-14 22:13:20.000000001"
+    assert isinstance(r.rows[0][0], str)
+
+
+def test_dates_are_not_python_dates_anywhere_in_the_release() -> None:
+    table = pa.table(
+        {"uid": list(range(300)), "d": [datetime.date(2024, 1, 31)] * 300},
+    )
+    s = veil.Session.local(
+        {"t": table}, privacy_unit="uid", budget=veil.Budget(epsilon=1, delta=1e-6)
+    )
+    r = s.sql("SELECT d, COUNT(*) FROM t GROUP BY d", epsilon=1, delta=1e-7)
+    assert r.rows[0][0] == "2024-01-31"
+    assert not any(isinstance(v, datetime.date | decimal.Decimal) for row in r.rows for v in row)
