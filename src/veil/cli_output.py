@@ -20,7 +20,7 @@ from rich.table import Table
 from veil.accounting.budget import Budget
 from veil.errors import InternalError
 from veil.release.explain import Explanation
-from veil.release.result import Result, Usage
+from veil.release.result import NOT_PRIVATE, Result, Usage
 
 __all__ = [
     "OutputFormat",
@@ -130,6 +130,7 @@ def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[s
         "usage": [_usage_json(u) for u in result.usage],
         "notes": list(result.notes),
         "fingerprint": result.fingerprint,
+        "private": result.private,
     }
     if remaining is not None:
         payload["remaining"] = budget_json(remaining)
@@ -176,6 +177,8 @@ def print_result(
         parts.append("quantiles carry no error bar (exponential mechanism)")
     render_table(out, payload["columns"], payload["rows"], payload["error_bars"], title=title)
     out.print("; ".join(parts), style="dim", markup=False)
+    if not result.private:
+        out.print(NOT_PRIVATE, style="bold red", markup=False)
     for note in result.notes:
         out.print(f"note: {note}", style="dim", markup=False)
 

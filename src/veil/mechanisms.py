@@ -38,7 +38,7 @@ from veil.noise._exact import (
 from veil.noise.calibrate import sigma2_for_approx_dp
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
-from veil.random import RandomSource
+from veil.random import RandomSource, is_private
 from veil.sensitivity import ObservedSensitivity
 
 __all__ = [
@@ -63,7 +63,9 @@ class Release:
 
     ``scale`` is the noise's scale in value units (Laplace: b of ``exp(-|x|/b)``; Gaussian: σ²
     is ``sigma2``, ``scale = σ``), ``grid`` is the output grid exponent (None for integer
-    mechanisms), ``loss`` the exact privacy loss the mechanism satisfies.
+    mechanisms), ``loss`` the exact privacy loss the mechanism satisfies. ``private`` is False
+    when the noise came from a caller-supplied source (a seeded one, for tests): such a release
+    can be replayed and protects nothing.
     """
 
     value: Any
@@ -73,6 +75,7 @@ class Release:
     loss: Budget
     grid: int | None = None
     noise_scale: Fraction | None = None  # in grid units: Laplace scale, or σ² for Gaussian
+    private: bool = True  # False when drawn from a caller-supplied (replayable) source
 
     def error_bar(self, level: float = 0.95) -> float:
         """Half-width ``t`` (value units) with ``P(|value − true value| ≤ t) ≥ level``.
@@ -266,6 +269,7 @@ def laplace(
         loss=Budget(epsilon=eps),
         grid=k,
         noise_scale=scale_units,
+        private=is_private(source),
     )
 
 
@@ -290,6 +294,7 @@ def discrete_laplace(
         sensitivity=sens,
         loss=Budget(epsilon=eps),
         noise_scale=scale,
+        private=is_private(source),
     )
 
 
@@ -380,6 +385,7 @@ def gaussian(
         loss=loss,
         grid=k,
         noise_scale=sigma2,
+        private=is_private(source),
     )
 
 
@@ -409,6 +415,7 @@ def discrete_gaussian(
         sensitivity=sens,
         loss=loss,
         noise_scale=sigma2,
+        private=is_private(source),
     )
 
 
@@ -586,6 +593,7 @@ def randomized_response(
         scale=None,
         sensitivity=Fraction(1),
         loss=Budget(epsilon=eps),
+        private=is_private(source),
     )
 
 

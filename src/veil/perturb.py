@@ -53,9 +53,9 @@ import pyarrow.compute as pc
 from veil import mechanisms, noise
 from veil.accounting.budget import Budget, exact
 from veil.engines.spark import is_spark_dataframe, require_pyspark
-from veil.errors import BoundsError, InvalidArgumentError, SchemaError
+from veil.errors import BoundsError, InvalidArgumentError, QueryFailedError, SchemaError
 from veil.noise.grid import from_grid, grid_exponent, to_grid
-from veil.random import RandomSource, system_source
+from veil.random import RandomSource, is_private, system_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -94,13 +94,15 @@ class Perturbation:
 
     ``data`` is a ``pyarrow.Table`` (DuckDB/Arrow inputs) or a checkpointed Spark DataFrame;
     ``loss`` is the ε charged (once, for the whole table); ``reservation_id`` names the ledger
-    charge when a ledger was given.
+    charge when a ledger was given; ``private`` is False when the noise came from a
+    caller-supplied source (tests only: it can be replayed).
     """
 
     data: Any
     loss: Budget
     columns: tuple[ColumnPerturbation, ...]
     reservation_id: int | None = field(default=None)
+    private: bool = True
 
 
 def perturb(
@@ -134,8 +136,10 @@ def perturb(
       randomized response is ε-LDP (Warner 1965; Kairouz et al. 2016); the row's columns
       compose sequentially (basic composition, Dwork–Roth 2014, Thm 3.14).
     - Charge: with a ``ledger``, ``Budget(epsilon=epsilon)`` is reserved for ``(analyst,
-      dataset)`` before any noise is drawn and committed once the release is materialised; a
-      failure during the perturbation leaves it charged (conservative).
+      dataset)`` before any record is read and committed once the release is materialised.
+      Everything decidable from the schema (columns, types, categories of the column's type)
+      is refused before that, free. The kernel is total; a failure that still happens keeps
+      the charge and raises :class:`veil.errors.QueryFailedError`, which quotes nothing.
     """
     specs = _column_specs(epsilon, bounds or {}, categories or {})
     loss = Budget(epsilon=exact(epsilon, "epsilon"))
@@ -149,6 +153,12 @@ def perturb(
                 "use a row-level session (privacy_unit=None) on a table with one row per unit"
             )
         ledger, analyst, dataset = session.ledger, session.analyst, session.dataset
+    if ledger is not None and not is_private(source) and ledger.persistent:
+        raise InvalidArgumentError(
+            f"source={source!r} is a caller-supplied random source, which would make the noise "
+            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
+            "source= (veil draws from the operating system's CSPRNG)"
+        )
     if ledger is not None and (not analyst or not dataset):
         raise InvalidArgumentError(
             "charging a perturbation needs the analyst and the dataset: "
@@ -171,15 +181,35 @@ def perturb(
         reservation = ledger.reserve(
             str(analyst), str(dataset), loss, fingerprint=_fingerprint(specs)
         )
-    # from here on noise is drawn: a failure leaves the reservation charged (conservative)
-    if spark:
-        released: Any = _materialise(job)
-    else:
-        released = _perturb_arrow(reader, specs, source)
+    # From here on records are read and noise is drawn. The kernel is total (types were
+    # checked above, casts cannot fail, outside values are mapped): if it still fails, the
+    # charge stays and the error quotes nothing — its text could hold a record's value.
+    try:
+        if spark:
+            released: Any = _materialise(job)
+        else:
+            released = _perturb_arrow(reader, specs, source)
+    except Exception:
+        released = None
+    if released is None:
+        if reservation is not None:
+            reservation.commit(None)
+        raise QueryFailedError(
+            f"the perturbation failed after it began reading the records; the charge stays "
+            f"({loss}), because a failure that depends on the data would otherwise leak it for "
+            "free. The engine's message is withheld for the same reason: try the call on "
+            "synthetic data with the same schema"
+        )
     if reservation is not None:
         reservation.commit(None)
     rid = None if reservation is None else int(reservation.id)
-    return Perturbation(data=released, loss=loss, columns=specs, reservation_id=rid)
+    return Perturbation(
+        data=released,
+        loss=loss,
+        columns=specs,
+        reservation_id=rid,
+        private=is_private(source),
+    )
 
 
 # -- specification --------------------------------------------------------------------------
@@ -246,13 +276,27 @@ def _is_number(kind: pa.DataType) -> bool:
 
 
 def _check_types(schema: pa.Schema, specs: Sequence[ColumnPerturbation]) -> None:
+    """Refuse, from the schema alone (before anything is charged), every column the kernel
+    could not perturb: a non-number given bounds, categories that are not values of the
+    column's type. After this, :func:`perturb_batch` is defined for every value."""
     for spec in specs:
         kind = schema.field(spec.name).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
         if spec.mechanism == "laplace" and not _is_number(kind):
             raise SchemaError(
                 f"column {spec.name!r} has type {kind}, not a number; perturb it with "
                 f"categories={{{spec.name!r}: [...]}} or cast it to a number first"
             )
+        if spec.mechanism == "randomized_response":
+            try:
+                domain = pa.array(list(spec.categories), kind)
+                pc.index_in(pa.array([], kind), value_set=domain)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                raise SchemaError(
+                    f"the categories of {spec.name!r} are not all values of its type {kind}; "
+                    f"pass categories of that type, e.g. categories={{{spec.name!r}: [...]}}"
+                ) from None
 
 
 def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
@@ -299,9 +343,10 @@ def laplace_calibration(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, 
 def _perturb_numeric(column: pa.Array, spec: ColumnPerturbation, source: RandomSource) -> pa.Array:
     if spec.lower is None or spec.upper is None:  # pragma: no cover - built by _column_specs
         raise InvalidArgumentError(f"column {spec.name!r} has no bounds")
-    _check_types(pa.schema([pa.field(spec.name, column.type)]), [spec])
     lo, hi = float(spec.lower), float(spec.upper)
-    values = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    # an unchecked cast: an int64 beyond 2^53 or a wide DECIMAL rounds to the nearest double
+    # (then it is clamped anyway) instead of failing on one record's value
+    values = pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     values = np.where(np.isnan(values), lo, values)  # NULL (→ NaN) and NaN become the lower bound
     clamped = np.clip(values, lo, hi)  # rows: one clamped value per record, in [lo, hi]
     k, scale_units = laplace_calibration(spec.upper - spec.lower, spec.epsilon)

@@ -2,7 +2,9 @@
 
 Every random bit veil uses comes from :func:`system_source`, the operating system's CSPRNG,
 or from a :class:`RandomSource` that a caller passes *explicitly* (tests pass a seeded one).
-There is no global switch and no user-settable seed.
+There is no global switch and no user-settable seed: a caller-supplied source is refused by
+everything charged to a persistent ledger, and whatever is drawn from one is marked as not
+private (:func:`is_private`).
 
 Contract of :class:`SystemSource`:
 
@@ -26,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from veil.errors import InvalidArgumentError, RandomnessError
 
-__all__ = ["RandomSource", "SystemSource", "system_source"]
+__all__ = ["RandomSource", "SystemSource", "is_private", "system_source"]
 
 _DIRECT_LIMIT = 4096
 _KEY_BYTES = 32
@@ -80,3 +82,11 @@ _SYSTEM = SystemSource()
 def system_source() -> RandomSource:
     """The default source: the operating system's CSPRNG (see the module contract)."""
     return _SYSTEM
+
+
+def is_private(source: RandomSource | None) -> bool:
+    """Whether noise drawn from ``source`` is private: only the system CSPRNG (``None`` means
+    it). Any other source — a seeded one for tests — can be replayed, so two releases drawn
+    from it with the same seed cancel: such releases are marked as not private, and a session
+    or perturbation charged to a persistent ledger refuses them."""
+    return source is None or isinstance(source, SystemSource)

@@ -57,7 +57,7 @@ from veil.plan.nodes import (
     as_fraction,
 )
 from veil.plan.tree import aggregate_of
-from veil.random import RandomSource, system_source
+from veil.random import RandomSource, is_private, system_source
 from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.explain import Explanation, describe_usage, expected_errors
@@ -137,6 +137,7 @@ class Session:
             k: tuple(v) for k, v in (domains or {}).items()
         }
         self.quantile_buckets = quantile_buckets
+        _refuse_replayable(source, ledger)
         self._source = source
         self._closed = False
 
@@ -429,6 +430,7 @@ class Session:
             raise InvalidArgumentError(
                 f"progress must be a function taking a fraction (or None), got {progress!r}"
             )
+        _refuse_replayable(source, self.ledger)
         compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
         agg = aggregate_of(compiled)
         if agg.budget is None:
@@ -450,7 +452,8 @@ class Session:
         )
         if hit is not None:
             return Result.from_json(hit, cached=True)
-        src = source or self._source or system_source()
+        chosen = source if source is not None else self._source
+        src = chosen if chosen is not None else system_source()
         reservation = self.ledger.reserve(
             self.analyst, self.dataset, loss, fingerprint=fp, data_version=version
         )
@@ -477,7 +480,9 @@ class Session:
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
             exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: _bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
-            result: Result | None = _release(compiled, agg, exact, counts, src, fp, consistent)
+            result: Result | None = _release(
+                compiled, agg, exact, counts, src, fp, consistent, private=is_private(chosen)
+            )
         except Exception:
             result = None
         if result is None:
@@ -568,6 +573,18 @@ def _execute_all(
         return part
 
     return [engine.execute_with_progress(tree, share(i)) for i, tree in enumerate(trees)]
+
+
+def _refuse_replayable(source: RandomSource | None, ledger: Ledger) -> None:
+    """A caller-supplied random source is for tests on an in-memory ledger only: with one, two
+    charged queries can draw the same noise and their difference reveals a person exactly."""
+    if not is_private(source) and ledger.persistent:
+        raise InvalidArgumentError(
+            f"source={source!r} is a caller-supplied random source, which would make the noise "
+            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
+            "source= (veil draws from the operating system's CSPRNG), or test on an in-memory "
+            "ledger (ledger=None)"
+        )
 
 
 def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
@@ -668,6 +685,8 @@ def _release(
     source: RandomSource,
     fp: str,
     consistent: bool = False,
+    *,
+    private: bool = True,
 ) -> Result:
     """Noise, selection, estimators, post-processing: from exact statistics to a Result.
 
@@ -727,4 +746,5 @@ def _release(
         stats=tuple(stats_rows[i] for i, _ in rows),
         models={c.alias: c for c in models},
         noise={n.name: n for n in noise_by_name.values() if n.mechanism != "exponential"},
+        private=private,
     )

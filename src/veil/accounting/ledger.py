@@ -146,6 +146,7 @@ class Ledger:
 
     def __init__(self, url: str | os.PathLike[str] = "sqlite:///veil-ledger.db") -> None:
         self._engine, memory = open_engine(url)
+        self._memory = memory
         self.url = self._engine.url.render_as_string(hide_password=True)
         self._postgres = self._engine.dialect.name == "postgresql"
         # one shared in-memory connection: serialise transactions across threads here
@@ -166,6 +167,12 @@ class Ledger:
                     alive.dispose(close=False)
 
             os.register_at_fork(after_in_child=forget_parent_connections)
+
+    @property
+    def persistent(self) -> bool:
+        """True for a ledger that outlives this process (a SQLite file, PostgreSQL); False for
+        an in-memory one, whose budgets and charges vanish with it."""
+        return not self._memory
 
     # -- plumbing -------------------------------------------------------------------------
 

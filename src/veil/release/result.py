@@ -13,7 +13,12 @@ from veil.accounting.budget import Budget
 from veil.errors import InvalidArgumentError, MissingDependencyError
 from veil.release.estimators import ColumnModel, NoiseModel, halfwidth
 
-__all__ = ["Result", "Usage"]
+__all__ = ["NOT_PRIVATE", "Result", "Usage"]
+
+NOT_PRIVATE = (
+    "NOT PRIVATE: the noise was drawn from a caller-supplied random source (for tests only); "
+    "anyone with the source can remove it"
+)
 
 _ARROW_TYPES = {
     "integer": pa.int64(),
@@ -64,7 +69,10 @@ class Result:
     ``columns`` and ``rows`` (list of lists, in column order) hold the released values;
     ``error_bars(level)`` the half-widths at ``level`` (same shape, ``None`` for group keys and
     quantiles); ``cost`` what the query was charged (zero for a cached answer); ``usage`` what
-    each part of the budget paid for; ``cached`` whether the answer came from the ledger cache.
+    each part of the budget paid for; ``cached`` whether the answer came from the ledger cache;
+    ``private`` is False when its noise was drawn from a caller-supplied random source (a
+    seeded one, for tests): such an answer can be replayed and protects nothing, and its
+    printout and JSON say so.
     """
 
     columns: tuple[str, ...]
@@ -75,6 +83,7 @@ class Result:
     fingerprint: str = ""
     cached: bool = False
     notes: tuple[str, ...] = ()
+    private: bool = True
     stats: tuple[Mapping[str, int], ...] = field(default=(), repr=False)
     models: Mapping[str, ColumnModel] = field(default_factory=dict, repr=False)
     noise: Mapping[str, NoiseModel] = field(default_factory=dict, repr=False)
@@ -139,6 +148,8 @@ class Result:
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
         lines.append(f"cost: {self.cost}" + (" (cached answer)" if self.cached else ""))
+        if not self.private:
+            lines.append(NOT_PRIVATE)
         return "\n".join(lines)
 
     # -- the cached form (JSON) -------------------------------------------------------------
@@ -151,6 +162,7 @@ class Result:
             "usage": [u.to_json() for u in self.usage],
             "fingerprint": self.fingerprint,
             "notes": list(self.notes),
+            "private": self.private,
             "stats": [{k: str(v) for k, v in s.items()} for s in self.stats],
             "models": [m.to_json() for m in self.models.values()],
             "noise": [n.to_json() for n in self.noise.values()],
@@ -170,6 +182,7 @@ class Result:
             fingerprint=str(d.get("fingerprint", "")),
             cached=cached,
             notes=tuple(d.get("notes", ())),
+            private=bool(d.get("private", True)),
             stats=tuple({k: int(v) for k, v in s.items()} for s in d["stats"]),
             models={m.alias: m for m in models},
             noise={n.name: n for n in noise},
