@@ -125,6 +125,11 @@ def _width(b: ColumnBounds, c: Fraction) -> Fraction:
     return max(hi - c, c - lo)
 
 
+def _scale(b: ColumnBounds) -> Fraction:
+    """The magnitude of a column's bounds (a positive number)."""
+    return max(abs(b.lower), abs(b.upper), b.upper - b.lower)
+
+
 def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
     """Moment measurements with their objective weights A_m·D_m (D_m per unit budget)."""
     g = effective_groups(agg)
@@ -146,8 +151,11 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
             col = agg_call.column or ""
             b = _bounds(agg, col)
             c = centres[col]
-            mid, rad = float(b.midpoint), float(b.radius)
-            cf = float(c)
+            # in units of the column's own scale: every term is a *relative* variance, so
+            # this changes no weight, and keeps the arithmetic finite for any bounds
+            scale = _scale(b)
+            mid, rad = float(b.midpoint / scale), float(b.radius / scale)
+            cf = float(c / scale)
             m2 = max(mid * mid + rad * rad / 3, 1e-300)
             vc = (mid - cf) ** 2 + rad * rad / 3
             if f == "sum":
@@ -179,7 +187,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
             b = _bounds(agg, col)
             c = centres[col]
             width = _width(b, c)
-            wid = float(width)
+            wid = float(width / _scale(b))  # the column's scale, as in the weights above
             if stat == "sum":
                 d = 2 * (g * r * wid) ** 2 if not gaussian else g * r * r * wid * wid / 2
             else:

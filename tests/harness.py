@@ -1,0 +1,97 @@
+"""The engines every cross-engine test runs on (import as ``harness``).
+
+One small class per engine turns an Arrow table (plus, for DuckDB, casts into types Arrow and
+Parquet cannot carry: HUGEINT, UUID, INTERVAL…) into a :class:`veil.Session` over a table
+``t``. A new engine adds a class here and is then run by every test that iterates over
+:data:`HARNESSES` — the neighbouring-outcome test among them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import veil
+
+_FILES = itertools.count()
+
+
+class Harness(Protocol):
+    """How a test gets a session on one engine."""
+
+    name: str
+
+    def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
+        """Whether this engine can hold ``table`` with ``casts`` (else the case is skipped)."""
+        ...
+
+    def session(
+        self,
+        table: pa.Table,
+        casts: Mapping[str, str],
+        tmp: Path,
+        **options: Any,
+    ) -> veil.Session:
+        """A session over ``table`` registered as ``t``; ``casts`` maps a column to a DuckDB SQL
+        expression of that column (``"CAST(g AS HUGEINT)"``); ``options`` go to the session."""
+        ...
+
+
+class DuckDBHarness:
+    """The embedded engine, over a native DuckDB table (so DuckDB-only types can be tested)."""
+
+    name = "duckdb"
+
+    def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
+        return True
+
+    def session(
+        self, table: pa.Table, casts: Mapping[str, str], tmp: Path, **options: Any
+    ) -> veil.Session:
+        con = duckdb.connect()
+        con.register("__source", table)
+        columns = ", ".join(
+            f'{casts[c]} AS "{c}"' if c in casts else f'"{c}"' for c in table.column_names
+        )
+        con.execute(f"CREATE TABLE t AS SELECT {columns} FROM __source")
+        con.unregister("__source")
+        return veil.Session.local({"t": "t"}, connection=con, **options)
+
+
+class SparkHarness:
+    """Apache Spark (``local[2]``), over a Parquet file written from the Arrow table."""
+
+    name = "spark"
+
+    def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
+        if casts:
+            return False  # DuckDB-only types
+        for f in table.schema:
+            kind = f.type
+            if pa.types.is_timestamp(kind) and kind.unit == "ns":
+                return False  # Spark has no nanosecond timestamps
+        return True
+
+    def session(
+        self, table: pa.Table, casts: Mapping[str, str], tmp: Path, **options: Any
+    ) -> veil.Session:
+        from spark_support import spark_session
+
+        spark = spark_session()
+        path = tmp / f"t{next(_FILES)}.parquet"
+        pq.write_table(table, path)
+        return veil.Session.spark(spark, {"t": str(path)}, **options)
+
+
+HARNESSES = [
+    pytest.param(DuckDBHarness(), id="duckdb"),
+    pytest.param(SparkHarness(), id="spark", marks=pytest.mark.spark),
+]
+"""Every engine, as pytest parameters (Spark marked ``spark``)."""
