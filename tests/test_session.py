@@ -213,7 +213,7 @@ def test_histograms_release_every_bin() -> None:
         "SELECT BIN(age, 0, 18, 65, 120) AS band, COUNT(*) AS n FROM people GROUP BY band",
         epsilon=1,
     )
-    assert [row[0] for row in r.rows] == ["[0, 18)", "[18, 65)", "[65, 120)"]
+    assert [row[0] for row in r.rows] == ["[0, 18)", "[18, 65)", "[65, 120]"]
 
 
 def test_session_local_reads_pandas_and_answers() -> None:

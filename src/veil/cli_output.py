@@ -99,15 +99,27 @@ def render_table(
     error_bars: Sequence[Sequence[Any]],
     *,
     title: str | None = None,
+    keys: frozenset[str] = frozenset(),
 ) -> None:
-    """Print released rows as a rich table, each noisy value with its 95 % ± half-width."""
+    """Print released rows as a rich table, each noisy value with its 95 % ± half-width;
+    group ``keys`` are printed as they are (a year is 2004, not 2,004)."""
     table = Table(title=title)
     for i, name in enumerate(columns):
         numeric = any(isinstance(_plain(row[i]), int | float) for row in rows)
         table.add_column(name, justify="right" if numeric else "left")
     for row, bars in zip(rows, error_bars, strict=True):
-        table.add_row(*(format_cell(v, b) for v, b in zip(row, bars, strict=True)))
+        table.add_row(
+            *(
+                _key_cell(v) if name in keys else format_cell(v, b)
+                for name, v, b in zip(columns, row, bars, strict=True)
+            )
+        )
     console.print(table)
+
+
+def _key_cell(value: Any) -> str:
+    plain = _plain(value)
+    return "—" if plain is None else str(plain)
 
 
 def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[str, Any]:
@@ -175,7 +187,10 @@ def print_result(
         for i in range(len(result.columns))
     ):
         parts.append("quantiles carry no error bar (exponential mechanism)")
-    render_table(out, payload["columns"], payload["rows"], payload["error_bars"], title=title)
+    keys = frozenset(c for c in result.columns if c not in result.models)
+    render_table(
+        out, payload["columns"], payload["rows"], payload["error_bars"], title=title, keys=keys
+    )
     out.print("; ".join(parts), style="dim", markup=False)
     if not result.private:
         out.print(NOT_PRIVATE, style="bold red", markup=False)

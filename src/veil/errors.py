@@ -98,10 +98,21 @@ class BudgetExhaustedError(UserError):
         self.dataset = dataset
         who = f" for analyst {analyst!r} on dataset {dataset!r}" if analyst or dataset else ""
         super().__init__(
-            f"privacy budget exhausted{who}: requested {requested}, remaining {remaining}, "
-            f"short by {requested.shortfall(remaining)}; ask an administrator to grant more, "
-            "or ask a cheaper query (smaller epsilon)"
+            f"privacy budget exhausted{who}: requested {requested.precise()}, remaining "
+            f"{remaining.precise()}, short by {requested.shortfall(remaining)}; "
+            f"{_advice(requested, remaining)}"
         )
+
+
+def _advice(requested: Budget, remaining: Budget) -> str:
+    """What to do about a refusal: the part of the budget that ran out decides it."""
+    if requested.kind == "approx" and requested.delta > remaining.delta:
+        return (
+            "δ ran out (grouping by a column without declared keys spends δ on partition "
+            "selection): declare the keys' domain to spend none, ask for a smaller delta, or "
+            "ask an administrator to grant more"
+        )
+    return "ask an administrator to grant more, or ask a cheaper query (smaller epsilon)"
 
 
 class LedgerError(UserError):

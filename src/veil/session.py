@@ -320,7 +320,7 @@ class Session:
     def _compile(
         self,
         plan: Plan,
-        epsilon: Number | None,
+        epsilon: Number | Budget | None,
         delta: Number | None,
         bounds: BoundsArg,
         max_groups: int | None,
@@ -329,10 +329,24 @@ class Session:
         if epsilon is None:
             raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
         agg = aggregate_of(plan)
-        d = delta
-        if d is None and not agg.public_keys:
-            d = self._default_delta(epsilon)
-        budget = Budget(epsilon=epsilon, delta=d)
+        if isinstance(epsilon, Budget):  # what even_split / split_budget return
+            if delta is not None:
+                raise InvalidArgumentError(
+                    f"epsilon={epsilon!r} is a Budget, which carries its own delta; pass "
+                    "either epsilon=Budget(...) or epsilon= and delta= as numbers"
+                )
+            if epsilon.kind == "zcdp":
+                budget = epsilon
+            else:
+                given: Fraction | None = epsilon.delta if epsilon.kind == "approx" else None
+                if given is None and not agg.public_keys:
+                    given = self._default_delta(epsilon.eps)
+                budget = Budget(epsilon=epsilon.eps, delta=given)
+        else:
+            d = delta
+            if d is None and not agg.public_keys:
+                d = self._default_delta(epsilon)
+            budget = Budget(epsilon=epsilon, delta=d)
         contribution = self.contribution
         if max_groups is not None or max_rows_per_group is not None:
             base = contribution or agg.contribution
@@ -349,9 +363,13 @@ class Session:
         )
         return apply_rules(plan, ctx)
 
-    def _default_delta(self, epsilon: Number) -> Fraction:
+    def _default_delta(self, epsilon: Number | Budget) -> Fraction:
         """δ for partition selection when the query gives none: the grant's δ, scaled by the
         query's share of the grant's ε."""
+        if isinstance(epsilon, Budget):
+            if epsilon.kind == "approx":
+                return epsilon.delta
+            epsilon = epsilon.eps if epsilon.kind == "pure" else 1
         try:
             granted = self.ledger.granted(self.analyst, self.dataset)
         except VeilError:
@@ -370,7 +388,7 @@ class Session:
         self,
         text: str,
         *,
-        epsilon: Number | None = None,
+        epsilon: Number | Budget | None = None,
         delta: Number | None = None,
         bounds: BoundsArg = None,
         max_groups: int | None = None,
@@ -405,7 +423,7 @@ class Session:
         self,
         plan: Plan,
         *,
-        epsilon: Number | None = None,
+        epsilon: Number | Budget | None = None,
         delta: Number | None = None,
         bounds: BoundsArg = None,
         max_groups: int | None = None,
@@ -500,7 +518,7 @@ class Session:
         self,
         query: str | Plan,
         *,
-        epsilon: Number | None = None,
+        epsilon: Number | Budget | None = None,
         delta: Number | None = None,
         bounds: BoundsArg = None,
         max_groups: int | None = None,

@@ -136,6 +136,6 @@ def test_an_approximate_budget_converts_only_to_a_larger_delta() -> None:
 
 
 def test_shortfall_is_reported_in_the_remainder_terms() -> None:
-    assert Budget(epsilon=1).shortfall(Budget(epsilon=0.25)) == "epsilon=0.75"
-    assert Budget(epsilon=1).shortfall(Budget(rho=0.25)) == "rho=0.25"
-    assert Budget(epsilon=0.5, delta=1e-5).shortfall(Budget(epsilon=1, delta=1e-6)) == "delta=9e-06"
+    assert Budget(epsilon=1).shortfall(Budget(epsilon=0.25)) == "ε=0.75"
+    assert Budget(epsilon=1).shortfall(Budget(rho=0.25)) == "ρ=0.25"
+    assert Budget(epsilon=0.5, delta=1e-5).shortfall(Budget(epsilon=1, delta=1e-6)) == "δ=9e-06"

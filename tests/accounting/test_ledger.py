@@ -37,7 +37,7 @@ def test_a_refusal_names_requested_remaining_and_the_difference(ledger: Ledger) 
     message = str(info.value)
     assert "requested ε=0.5" in message
     assert "remaining ε=0.25" in message
-    assert "short by epsilon=0.25" in message
+    assert "short by ε=0.25" in message
     assert "'alice'" in message
     assert "'people'" in message
 

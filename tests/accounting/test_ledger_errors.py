@@ -115,7 +115,7 @@ BAD_CALLS: list[tuple[str, Callable[[Ledger], Any], type[Exception], str]] = [
         "an over-budget charge",
         lambda led: led.reserve("alice", "people", Budget(epsilon=0.6), fingerprint="z"),
         BudgetExhaustedError,
-        r"requested ε=0.6, remaining \(ε=0.5, δ=1e-06\), short by epsilon=0.1",
+        r"requested ε=0.6, remaining \(ε=0.5, δ=1e-06\), short by ε=0.1",
     ),
     (
         "an (ε, δ) charge on a zCDP grant",

@@ -56,7 +56,7 @@ def test_aggregate_schema_lists_keys_then_aggregates() -> None:
 def test_histogram_key_is_a_string_bin_label() -> None:
     a = agg(keys=(GroupKey("age", edges=(0, 18, 65, 120), alias="band"),))
     assert a.schema()[0] == Field("band", "string")
-    assert a.keys[0].labels() == ("[0, 18)", "[18, 65)", "[65, 120)")
+    assert a.keys[0].labels() == ("[0, 18)", "[18, 65)", "[65, 120]")
     assert a.public_keys
 
 

@@ -269,7 +269,7 @@ def test_histogram_bins_are_public_keys() -> None:
     plan = sql_plan("SELECT BIN(age, 0, 18, 65, 120) AS band, COUNT(*) FROM people GROUP BY band")
     assert isinstance(plan, Aggregate)
     assert plan.public_keys
-    assert plan.keys[0].labels() == ("[0, 18)", "[18, 65)", "[65, 120)")
+    assert plan.keys[0].labels() == ("[0, 18)", "[18, 65)", "[65, 120]")
 
 
 def test_identifiers_resolve_case_insensitively_to_the_schema_names() -> None:

@@ -186,7 +186,7 @@ REFUSED: list[tuple[str, str, str]] = [
     ),
     (
         "SELECT state, COUNT(*) FROM people GROUP BY state LIMIT x",
-        "LIMIT takes a whole number, got x",
+        "LIMIT takes a whole number ≥ 0, got x",
         "x",
     ),
     (

@@ -77,6 +77,33 @@ def _show(value: Fraction) -> str:
     return f"'{value}'"
 
 
+def _plain(value: Fraction) -> str:
+    """A number as a person wrote it: ``0.1``, ``1.5``, ``3/7``, ``1e-300``."""
+    text = _show(value)
+    if not text.startswith("'"):
+        return text
+    try:
+        as_float = repr(float(value))
+    except OverflowError:
+        return str(value)
+    return as_float if Fraction(as_float) == value else str(value)
+
+
+def _precise(value: Fraction) -> str:
+    """Enough digits to compare two nearby budgets: exact when the decimal is short, else
+    17 significant digits (``0.9999997``, ``0.33333333333333331``)."""
+    if value.denominator == 1 and abs(value.numerator) < 10**17:
+        return str(value.numerator)
+    try:
+        shortest = repr(float(value))
+    except OverflowError:
+        shortest = ""
+    if shortest and Fraction(shortest) == value:
+        return shortest  # 0.9999997, 3e-07, 1e-06
+    text = _show(value)
+    return f"{float(value):.17g}" if text.startswith("'") else text
+
+
 @dataclass(frozen=True, init=False)
 class Budget:
     """An exact privacy loss (or an allowance of one): pure ε, (ε, δ) or zCDP ρ.
@@ -106,7 +133,7 @@ class Budget:
                 )
             r = exact(rho, "rho")
             if r < 0:
-                raise InvalidArgumentError(f"rho must be ≥ 0, got {rho!r}")
+                raise InvalidArgumentError(f"rho must be ≥ 0, got {_plain(r)}")
             self._set("zcdp", None, Fraction(0), r)
             return
         if epsilon is None:
@@ -115,11 +142,11 @@ class Budget:
             )
         e = exact(epsilon, "epsilon")
         if e < 0:
-            raise InvalidArgumentError(f"epsilon must be ≥ 0, got {epsilon!r}")
+            raise InvalidArgumentError(f"epsilon must be ≥ 0, got {_plain(e)}")
         d = Fraction(0) if delta is None else exact(delta, "delta")
         if not 0 <= d < 1:
             raise InvalidArgumentError(
-                f"delta must lie in [0, 1) (typically below 1/n), got {delta!r}"
+                f"delta must lie in [0, 1) (typically far below 1/n), got {_plain(d)}"
             )
         self._set("pure" if d == 0 else "approx", e, d, None)
 
@@ -316,17 +343,28 @@ class Budget:
     # -- formatting -----------------------------------------------------------------------
 
     def shortfall(self, remaining: Budget) -> str:
-        """How much more than ``remaining`` this budget asks, in words (for error messages)."""
+        """How much more than ``remaining`` this budget asks, in words (for error messages),
+        with enough digits to explain a refusal by a hair."""
         if remaining.kind == "zcdp" and self.kind != "approx":
-            return f"rho={float(self.rho_value - (remaining.rho or 0)):.6g}"
+            return f"ρ={_precise(self.rho_value - (remaining.rho or 0))}"
         if self.kind == "zcdp":
-            return f"rho={float(self.rho or 0):.6g} against an (ε, δ) remainder of {remaining}"
+            return (
+                f"ρ={_precise(self.rho or Fraction(0))} against an (ε, δ) remainder of {remaining}"
+            )
         parts = []
         if remaining.epsilon is not None and self.eps > remaining.epsilon:
-            parts.append(f"epsilon={float(self.eps - remaining.epsilon):.6g}")
+            parts.append(f"ε={_precise(self.eps - remaining.epsilon)}")
         if self.delta > remaining.delta:
-            parts.append(f"delta={float(self.delta - remaining.delta):.3g}")
+            parts.append(f"δ={_precise(self.delta - remaining.delta)}")
         return ", ".join(parts) or "nothing in ε or δ alone (the combination does not fit)"
+
+    def precise(self) -> str:
+        """Like ``str(budget)`` with every digit needed to compare it with a nearby budget."""
+        if self.kind == "zcdp":
+            return f"ρ={_precise(self.rho or Fraction(0))}"
+        if self.kind == "pure":
+            return f"ε={_precise(self.eps)}"
+        return f"(ε={_precise(self.eps)}, δ={_precise(self.delta)})"
 
     def __repr__(self) -> str:
         if self.kind == "zcdp":

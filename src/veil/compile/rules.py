@@ -14,9 +14,10 @@ import datetime
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from veil.accounting.budget import Budget
-from veil.compile.constants import check_bounds, check_edges
+from veil.compile.constants import check_bounds, check_edges, show
 from veil.compile.measure import build
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
@@ -30,6 +31,7 @@ __all__ = [
     "build_measurements",
     "check_domains",
     "check_numbers",
+    "check_query_budget",
     "resolve_bounds",
     "set_contribution",
     "set_privacy_unit",
@@ -160,6 +162,40 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
     return replace_aggregate(plan, dataclasses.replace(agg, bounds=bounds))
 
 
+MIN_EPSILON = Fraction(1, 10**12)
+MAX_EPSILON = Fraction(10**4)
+MAX_DELTA = Fraction(1, 2)
+
+
+def check_query_budget(budget: Budget) -> None:
+    """The privacy parameters one query may ask for: ε in [1e-12, 1e4] (ρ in the matching
+    [5e-25, 5e7]), δ below 1/2. Outside, the noise cannot be sampled exactly (a scale past
+    2^48) or the guarantee is void (δ ≥ 1/2 allows releasing a person's row outright)."""
+    if budget.kind == "zcdp":
+        rho = budget.rho or Fraction(0)
+        if not MIN_EPSILON**2 / 2 <= rho <= MAX_EPSILON**2 / 2:
+            raise InvalidArgumentError(
+                f"rho={show(rho)} is outside the range one query may spend, [5e-25, 5e7]; "
+                "pass e.g. rho=0.05"
+            )
+        return
+    eps = budget.eps
+    if eps <= 0:
+        raise InvalidArgumentError(
+            f"a query needs epsilon > 0, got {budget}; pass epsilon=0.1 (for example)"
+        )
+    if not MIN_EPSILON <= eps <= MAX_EPSILON:
+        raise InvalidArgumentError(
+            f"epsilon={show(eps)} is outside the range one query may spend, [1e-12, 1e4] "
+            "(below it the noise is too large to sample exactly); pass e.g. epsilon=0.1"
+        )
+    if budget.delta >= MAX_DELTA:
+        raise InvalidArgumentError(
+            f"delta={show(budget.delta)} protects nothing (δ ≥ 1/2 allows releasing a person's "
+            "row outright); pass a delta far below 1/n, e.g. delta=1e-6"
+        )
+
+
 def check_numbers(plan: Plan, ctx: Context) -> Plan:
     """Bounds and histogram edges within the range the lowering can write exactly and no row
     can overflow (``veil.compile.constants``): a ``BoundsError`` otherwise, before anything is
@@ -177,10 +213,7 @@ def build_measurements(plan: Plan, ctx: Context) -> Plan:
     """Mechanism choice and budget split (``veil.compile.measure``): fills the aggregation's
     measurements, partition selection and charged loss."""
     agg = aggregate_of(plan)
-    if ctx.budget.kind != "zcdp" and (ctx.budget.epsilon or 0) <= 0:
-        raise InvalidArgumentError(
-            f"a query needs epsilon > 0, got {ctx.budget}; pass epsilon=0.1 (for example)"
-        )
+    check_query_budget(ctx.budget)
     if ctx.quantile_buckets < 1:
         raise InvalidArgumentError("quantile_buckets must be a positive integer")
     design = build(agg, ctx.budget, buckets=ctx.quantile_buckets)

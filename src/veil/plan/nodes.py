@@ -193,7 +193,8 @@ class GroupKey:
     - ``domain``: the public list of keys; every key in it is released (empty ones with a count
       of zero), rows with other keys are dropped.
     - ``edges``: a histogram over declared bins ``[e0, e1), [e1, e2), …, [e_{n-1}, e_n]``
-      (the last bin closed); the key is the bin label ``"[e_i, e_{i+1})"``, every bin is
+      (the last bin closed); the key is the bin label ``"[e_i, e_{i+1})"`` (``"[e_{n-1},
+      e_n]"`` for the last), every bin is
       released, rows outside ``[e0, e_n]`` or NULL are dropped.
     ``alias`` is the output column name (defaults to ``column``).
     """
@@ -246,7 +247,9 @@ class GroupKey:
         if self.domain is not None:
             return self.domain
         if self.edges is not None:
-            return tuple(_bin_label(a, b) for a, b in zip(self.edges, self.edges[1:], strict=False))
+            pairs = list(itertools.pairwise(self.edges))
+            last = len(pairs) - 1  # the last bin is closed: it holds its upper edge
+            return tuple(_bin_label(a, b, closed=i == last) for i, (a, b) in enumerate(pairs))
         raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
 
 
@@ -254,8 +257,8 @@ def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-def _bin_label(lo: Fraction, hi: Fraction) -> str:
-    return f"[{_num(lo)}, {_num(hi)})"
+def _bin_label(lo: Fraction, hi: Fraction, *, closed: bool = False) -> str:
+    return f"[{_num(lo)}, {_num(hi)}{']' if closed else ')'}"
 
 
 @dataclass(frozen=True)

@@ -347,6 +347,12 @@ class _Reader:
                     "columns",
                     self.at.keyword(kinds) or self.at.keyword({TokenType.GROUP_BY}),
                 )
+        if not group.expressions:
+            raise self.refuse(
+                "GROUP BY lists no column; name the columns to group by (GROUP BY state) or "
+                "drop GROUP BY",
+                self.at.keyword({TokenType.GROUP_BY}),
+            )
         items = [(_unalias(e), e) for e in select.expressions]
         aliases = {
             e.alias.lower(): (_unalias(e)) for e in select.expressions if isinstance(e, exp.Alias)
@@ -713,9 +719,10 @@ class _Reader:
 
     def integer(self, node: exp.Expression | None, clause: str) -> int:
         if not isinstance(node, exp.Literal) or node.is_string or not node.this.isdigit():
-            raise self.refuse(
-                f"{clause} takes a whole number, got {self.at.text_of(node) or 'nothing'}", node
-            )
+            text = self.at.text_of(node)
+            if isinstance(node, exp.Neg) and not text.lstrip().startswith("-"):
+                text = f"-{self.at.text_of(node.this)}"  # the sign is not in the span
+            raise self.refuse(f"{clause} takes a whole number ≥ 0, got {text or 'nothing'}", node)
         return int(node.this)
 
 

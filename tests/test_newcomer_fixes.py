@@ -1,0 +1,101 @@
+"""Rough edges a new user hit on real data (issue 9), each pinned by a test that failed before."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pyarrow as pa
+import pytest
+from rich.console import Console
+
+import veil
+from veil.accounting import even_split
+from veil.cli_output import print_result
+from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
+
+
+def session(**kw: object) -> veil.Session:
+    table = pa.table(
+        {
+            "uid": list(range(200)),
+            "age": [120] * 100 + [30] * 100,
+            "year": [2004] * 200,
+            "state": ["CA", "NY"] * 100,
+        }
+    )
+    options: dict[str, object] = {"privacy_unit": "uid", "budget": veil.Budget(epsilon=100)}
+    options.update(kw)
+    return veil.Session.local({"t": table}, **options)  # type: ignore[arg-type]
+
+
+def test_the_last_histogram_bin_is_labelled_closed_because_it_holds_its_upper_edge() -> None:
+    r = session().sql(
+        "SELECT BIN(age, 0, 18, 65, 120) AS b, COUNT(*) AS n FROM t GROUP BY b", epsilon=5
+    )
+    assert [row[0] for row in r.rows] == ["[0, 18)", "[18, 65)", "[65, 120]"]
+    assert 90 < r.rows[2][1] < 110  # age = 120 is in it
+
+
+def test_group_by_with_nothing_after_it_is_refused_with_its_position() -> None:
+    with pytest.raises(UnsupportedQueryError, match=r"GROUP BY lists no column.*line 1, column 24"):
+        session().sql("SELECT COUNT(*) FROM t GROUP BY", epsilon=1)
+
+
+def test_a_negative_limit_is_quoted_with_its_sign() -> None:
+    with pytest.raises(UnsupportedQueryError, match=r"LIMIT takes a whole number ≥ 0, got -1"):
+        session().sql("SELECT COUNT(*) AS n FROM t LIMIT -1", epsilon=1)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"epsilon": 1e-300},
+            r"epsilon=1e-300 is outside the range one query may spend, \[1e-12, 1e4\]",
+        ),
+        ({"epsilon": 1e5}, r"epsilon=100000 is outside the range"),
+        ({"epsilon": 1, "delta": 0.5}, r"delta=0.5 protects nothing"),
+        ({"epsilon": 1, "delta": Fraction(3, 2)}, r"delta must lie in \[0, 1\).*got 1.5$"),
+    ],
+)
+def test_privacy_parameters_outside_the_supported_range_are_user_errors_naming_it(
+    options: dict[str, object], message: str
+) -> None:
+    s = session()
+    with pytest.raises(InvalidArgumentError, match=message):
+        s.sql("SELECT COUNT(*) FROM t", **options)  # type: ignore[arg-type]
+    assert s.remaining() == veil.Budget(epsilon=100)
+
+
+def test_epsilon_accepts_the_budgets_an_allocation_policy_returns() -> None:
+    s = session(budget=veil.Budget(epsilon=1, delta=1e-6))
+    parts = even_split(veil.Budget(epsilon=1, delta=1e-6), 4)
+    r = s.sql("SELECT state, COUNT(*) FROM t GROUP BY state", epsilon=parts[0])
+    assert r.cost == parts[0]
+    with pytest.raises(InvalidArgumentError, match="carries its own delta"):
+        s.sql("SELECT COUNT(*) FROM t", epsilon=parts[1], delta=1e-7)
+
+
+def test_a_refusal_shows_the_digits_that_explain_it() -> None:
+    s = session(budget=veil.Budget(epsilon=1))
+    s.sql("SELECT COUNT(*) FROM t", epsilon="0.0000003")
+    with pytest.raises(BudgetExhaustedError) as info:
+        s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
+    assert "requested ε=1, remaining ε=0.9999997, short by ε=3e-07" in str(info.value)
+
+
+def test_running_out_of_delta_advises_declaring_the_keys() -> None:
+    s = session(budget=veil.Budget(epsilon=10, delta=1e-6))
+    s.sql("SELECT state, COUNT(*) FROM t GROUP BY state", epsilon=1, delta=1e-6)
+    with pytest.raises(BudgetExhaustedError, match="δ ran out.*declare the keys' domain"):
+        s.sql("SELECT year, COUNT(*) FROM t GROUP BY year", epsilon=1, delta=1e-6)
+
+
+def test_integer_group_keys_print_without_thousands_separators() -> None:
+    r = session().sql(
+        "SELECT year, COUNT(*) AS n FROM t WHERE year IN (2004) GROUP BY year", epsilon=5
+    )
+    console = Console(record=True, width=80)
+    print_result(r, veil.cli_output.OutputFormat.table, console=console)
+    text = console.export_text()
+    assert "2004" in text and "2,004" not in text
