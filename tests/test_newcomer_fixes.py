@@ -99,3 +99,89 @@ def test_integer_group_keys_print_without_thousands_separators() -> None:
     print_result(r, veil.cli_output.OutputFormat.table, console=console)
     text = console.export_text()
     assert "2004" in text and "2,004" not in text
+
+
+def test_max_groups_zero_is_refused_not_silently_raised_to_one() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_groups must be a positive integer, got 0"):
+        session(max_groups=0)
+
+
+def test_a_result_shows_an_html_table_with_error_bars_in_a_notebook() -> None:
+    r = session().sql(
+        "SELECT state, COUNT(*) AS n FROM t WHERE state IN ('CA', '<b>') GROUP BY state",
+        epsilon=1,
+    )
+    page = r._repr_html_()
+    assert page.startswith("<table><thead><tr><th>state</th><th>n</th></tr>")
+    assert "&lt;b&gt;" in page and "<b>" not in page.replace("<b style", "")  # keys escaped
+    assert page.count("<small>± ") == 2
+    assert "cost ε=1" in page
+
+
+MECHANISMS = [
+    ("laplace", lambda M, **c: M.laplace(3.5, sensitivity=1, epsilon=0.5, **c), "ε=0.5"),
+    (
+        "discrete_laplace",
+        lambda M, **c: M.discrete_laplace([1, 2], sensitivity=1, epsilon=0.5, **c),
+        "ε=0.5",
+    ),
+    ("gaussian", lambda M, **c: M.gaussian(3.5, sensitivity=1, rho=0.125, **c), "ρ=0.125"),
+    (
+        "discrete_gaussian",
+        lambda M, **c: M.discrete_gaussian(7, sensitivity=1, epsilon=1, delta=1e-6, **c),
+        "(ε=1, δ=1e-06)",
+    ),
+    (
+        "exponential",
+        lambda M, **c: M.exponential({"a": 3, "b": 5}, sensitivity=1, epsilon=0.5, **c),
+        "ε=0.5",
+    ),
+    (
+        "report_noisy_max",
+        lambda M, **c: M.report_noisy_max([3, 5], sensitivity=1, epsilon=0.5, **c),
+        "ε=0.5",
+    ),
+    (
+        "randomized_response",
+        lambda M, **c: M.randomized_response(["x"], categories=["x", "y"], epsilon=0.5, **c),
+        "ε=0.5",
+    ),
+    (
+        "object form",
+        lambda M, **c: veil.LaplaceMechanism(epsilon=0.5, sensitivity=1).add_noise(1.0, **c),
+        "ε=0.5",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "loss"), MECHANISMS, ids=[m[0] for m in MECHANISMS])
+def test_a_mechanism_called_directly_is_charged_to_the_ledger_it_is_given(
+    name: str, call: object, loss: str
+) -> None:
+    from veil import mechanisms
+
+    ledger = veil.Ledger("sqlite://")
+    grant = veil.Budget(rho=1) if loss.startswith("ρ") else veil.Budget(epsilon=1, delta=1e-5)
+    ledger.grant("shop", "orders", grant)
+    before = ledger.remaining("shop", "orders")
+    call(mechanisms, ledger=ledger, analyst="shop", dataset="orders")  # type: ignore[operator]
+    history = ledger.history("shop", "orders")
+    charges = [r for r in history if r.event == "charge"]
+    assert len(charges) == 1 and charges[0].status == "committed"
+    assert str(charges[0].loss) == loss
+    assert charges[0].fingerprint and charges[0].fingerprint.startswith("mechanism:")
+    assert ledger.remaining("shop", "orders") != before
+
+
+def test_a_mechanism_beyond_the_budget_draws_nothing_and_is_refused() -> None:
+    from veil import mechanisms
+
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("shop", "orders", veil.Budget(epsilon=0.1))
+    with pytest.raises(BudgetExhaustedError, match="requested ε=0.5, remaining ε=0.1"):
+        mechanisms.laplace(
+            3.0, sensitivity=1, epsilon=0.5, ledger=ledger, analyst="shop", dataset="orders"
+        )
+    assert ledger.remaining("shop", "orders") == veil.Budget(epsilon=0.1)
+    with pytest.raises(InvalidArgumentError, match="needs ledger= too"):
+        mechanisms.laplace(3.0, sensitivity=1, epsilon=0.5, analyst="shop")

@@ -5,6 +5,12 @@ the distribution, its scale, the sensitivity it was calibrated to and the exact 
 (a :class:`veil.Budget`). Parameters are read exactly (``epsilon=0.1`` is 1/10, see
 :func:`veil.accounting.budget.exact`) and the loss reported is exactly the one the noise gives.
 
+Every mechanism can be charged to a ledger, as :func:`veil.perturb` is: pass ``ledger=``,
+``analyst=`` and ``dataset=`` and the loss is reserved for that analyst's grant before any noise
+is drawn and committed when the release exists (:class:`veil.errors.BudgetExhaustedError`, and
+nothing drawn, when it does not fit). Without a ledger nothing is charged and the caller
+accounts for ``release.loss``. Privacy then rests on the caller's sensitivity claim.
+
 Real-valued mechanisms (:func:`laplace`, :func:`gaussian`) work on the 2^k grid of
 :mod:`veil.noise.grid`: the input is rounded exactly to the grid, integer noise in grid units is
 added, calibrated to the sensitivity *plus the rounding* (``Δ/2^k + d`` grid units for L1,
@@ -13,12 +19,14 @@ added, calibrated to the sensitivity *plus the rounding* (``Δ/2^k + d`` grid un
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,6 +49,9 @@ from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.random import RandomSource, is_private
 from veil.sensitivity import ObservedSensitivity
 
+if TYPE_CHECKING:
+    from veil.accounting.ledger import Ledger, Reservation
+
 __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
@@ -55,6 +66,7 @@ __all__ = [
 ]
 
 Number = int | float | Fraction | Decimal | str
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,6 +245,71 @@ def _add_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[n
     return values + noise
 
 
+# ------------------------------------------------------------------------------- charging
+
+
+def _reserve(
+    ledger: Ledger | None,
+    analyst: str | None,
+    dataset: str | None,
+    loss: Budget,
+    *,
+    mechanism: str,
+    sensitivity: Fraction,
+    size: int,
+    source: RandomSource | None,
+) -> Reservation | None:
+    """Reserve ``loss`` on (``analyst``, ``dataset``) before noise is drawn (None: no ledger).
+
+    Refuses, before anything is charged: analyst or dataset without a ledger (or a ledger
+    without them), and a caller-supplied source with a persistent ledger (replayable noise).
+    """
+    if ledger is None:
+        if analyst is not None or dataset is not None:
+            raise InvalidArgumentError(
+                "analyst= and dataset= name the grant to charge, which needs ledger= too: "
+                "laplace(x, ..., ledger=ledger, analyst='alice', dataset='people')"
+            )
+        return None
+    if not analyst or not dataset:
+        raise InvalidArgumentError(
+            "charging a mechanism needs the analyst and the dataset: "
+            f"{mechanism}(..., ledger=ledger, analyst='alice', dataset='people')"
+        )
+    if not is_private(source) and ledger.persistent:
+        raise InvalidArgumentError(
+            f"source={source!r} is a caller-supplied random source, which would make the noise "
+            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
+            "source= (veil draws from the operating system's CSPRNG)"
+        )
+    text = json.dumps(
+        {
+            "operation": "mechanism",
+            "mechanism": mechanism,
+            "loss": loss.to_dict(),
+            "sensitivity": str(sensitivity),
+            "size": size,
+        },
+        sort_keys=True,
+    )
+    fingerprint = "mechanism:" + hashlib.sha256(text.encode()).hexdigest()
+    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint)
+
+
+def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:
+    """Run ``draw`` (the noise) and commit the reservation; refund it if drawing fails (no
+    value is released, and drawing reads no private data)."""
+    try:
+        out = draw()
+    except BaseException:
+        if reservation is not None:
+            reservation.refund()
+        raise
+    if reservation is not None:
+        reservation.commit(None)
+    return out
+
+
 def _ceil_sqrt(n: int) -> int:
     r = math.isqrt(n)
     return r if r * r == n else r + 1
@@ -242,7 +319,14 @@ def _ceil_sqrt(n: int) -> int:
 
 
 def laplace(
-    values: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+    values: Any,
+    *,
+    sensitivity: Number,
+    epsilon: Number,
+    source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Release:
     """ε-DP Laplace mechanism for real values on the 2^k grid.
 
@@ -260,7 +344,12 @@ def laplace(
     step = Fraction(2) ** k
     units = to_grid(flat, k)
     scale_units = (sens / step + d) / eps
-    noisy = _add_noise(units, samplers.discrete_laplace(scale_units, d, source=source))
+    held = _reserve(
+        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="laplace",
+        sensitivity=sens, size=d, source=source,
+    )  # fmt: skip
+    noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
+    noisy = _add_noise(units, noise)
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="laplace",
@@ -274,7 +363,14 @@ def laplace(
 
 
 def discrete_laplace(
-    values: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+    values: Any,
+    *,
+    sensitivity: Number,
+    epsilon: Number,
+    source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Release:
     """ε-DP discrete Laplace (geometric) mechanism for integer values.
 
@@ -286,7 +382,12 @@ def discrete_laplace(
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_laplace")
     scale = sens / eps
-    noisy = _add_noise(ints, samplers.discrete_laplace(scale, ints.size, source=source))
+    held = _reserve(
+        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="discrete_laplace",
+        sensitivity=sens, size=ints.size, source=source,
+    )  # fmt: skip
+    noise = _drawn(held, lambda: samplers.discrete_laplace(scale, ints.size, source=source))
+    noisy = _add_noise(ints, noise)
     return Release(
         value=_shape_out(noisy, shape, scalar),
         mechanism="discrete_laplace",
@@ -357,6 +458,9 @@ def gaussian(
     epsilon: Number | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Release:
     """Gaussian mechanism for real values on the 2^k grid (discrete Gaussian noise).
 
@@ -376,7 +480,12 @@ def gaussian(
     sens_units = sens / step + _ceil_sqrt(d)
     sigma2, loss = _gaussian_loss(sens_units, d, rho, epsilon, delta)
     units = to_grid(flat, k)
-    noisy = _add_noise(units, samplers.discrete_gaussian(sigma2, d, source=source))
+    held = _reserve(
+        ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
+        source=source,
+    )  # fmt: skip
+    noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, d, source=source))
+    noisy = _add_noise(units, noise)
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="gaussian",
@@ -397,6 +506,9 @@ def discrete_gaussian(
     epsilon: Number | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Release:
     """Discrete Gaussian mechanism for integer values (same calibration as :func:`gaussian`).
 
@@ -407,7 +519,12 @@ def discrete_gaussian(
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_gaussian")
     sigma2, loss = _gaussian_loss(sens, ints.size, rho, epsilon, delta)
-    noisy = _add_noise(ints, samplers.discrete_gaussian(sigma2, ints.size, source=source))
+    held = _reserve(
+        ledger, analyst, dataset, loss, mechanism="discrete_gaussian", sensitivity=sens,
+        size=ints.size, source=source,
+    )  # fmt: skip
+    noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, ints.size, source=source))
+    noisy = _add_noise(ints, noise)
     return Release(
         value=_shape_out(noisy, shape, scalar),
         mechanism="discrete_gaussian",
@@ -483,7 +600,14 @@ def _first_accepted(
 
 
 def exponential(
-    scores: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+    scores: Any,
+    *,
+    sensitivity: Number,
+    epsilon: Number,
+    source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Any:
     """The exponential mechanism: candidate ``i`` with probability ∝ ``exp(ε·score_i/(2Δ))``.
 
@@ -501,12 +625,20 @@ def exponential(
     src = resolve_source(source)
     n = len(keys)
     batch = max(64, min(4 * n, 1 << 16))
-    while True:
-        idx = uniform_int(n, batch, source=src)
-        u = draw_u32(src, batch).astype(np.int64)
-        chosen = _first_accepted(idx, u, gammas, lo, hi, src)
-        if chosen is not None:
-            return keys[chosen]
+
+    def choose() -> int:
+        while True:
+            idx = uniform_int(n, batch, source=src)
+            u = draw_u32(src, batch).astype(np.int64)
+            chosen = _first_accepted(idx, u, gammas, lo, hi, src)
+            if chosen is not None:
+                return chosen
+
+    held = _reserve(
+        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="exponential",
+        sensitivity=sens, size=n, source=source,
+    )  # fmt: skip
+    return keys[_drawn(held, choose)]
 
 
 def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
@@ -519,7 +651,14 @@ def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
 
 
 def report_noisy_max(
-    scores: Any, *, sensitivity: Number, epsilon: Number, source: RandomSource | None = None
+    scores: Any,
+    *,
+    sensitivity: Number,
+    epsilon: Number,
+    source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Any:
     """Report-noisy-max with exponential noise, sampled as permute-and-flip.
 
@@ -533,12 +672,22 @@ def report_noisy_max(
     keys, sc = _scores(scores)
     gammas, lo, hi = _acceptance(sc, sens, eps)
     src = resolve_source(source)
-    order = _uniform_permutation(len(keys), src)
-    u = draw_u32(src, len(keys)).astype(np.int64)
-    chosen = _first_accepted(order, u, gammas, lo, hi, src)
-    if chosen is None:
-        raise InternalError("permute-and-flip rejected the best candidate, which has probability 1")
-    return keys[chosen]
+
+    def choose() -> int:
+        order = _uniform_permutation(len(keys), src)
+        u = draw_u32(src, len(keys)).astype(np.int64)
+        chosen = _first_accepted(order, u, gammas, lo, hi, src)
+        if chosen is None:
+            raise InternalError(
+                "permute-and-flip rejected the best candidate, which has probability 1"
+            )
+        return chosen
+
+    held = _reserve(
+        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="report_noisy_max",
+        sensitivity=sens, size=len(keys), source=source,
+    )  # fmt: skip
+    return keys[_drawn(held, choose)]
 
 
 def randomized_response(
@@ -547,6 +696,9 @@ def randomized_response(
     categories: Sequence[Hashable],
     epsilon: Number,
     source: RandomSource | None = None,
+    ledger: Ledger | None = None,
+    analyst: str | None = None,
+    dataset: str | None = None,
 ) -> Release:
     """k-ary randomized response: keep the true category with probability ``e^ε/(e^ε + k − 1)``,
     else report one of the other ``k − 1`` uniformly.
@@ -573,18 +725,27 @@ def randomized_response(
             "map unknown values to a declared category first"
         ) from exc
     src = resolve_source(source)
-    out = np.empty(true.size, dtype=np.int64)
-    pending = np.arange(true.size)
     bounds = exp_bounds(eps)
     lo, hi = bounds(32)
-    while pending.size:
-        prop = uniform_int(len(cats), pending.size, source=src)
-        u = draw_u32(src, pending.size).astype(np.int64)
-        accept = (prop == true[pending]) | (u < lo)
-        for j in np.flatnonzero(~accept & (u >= lo) & (u < hi)):
-            accept[j] = LazyUniform(int(u[j]), 32, src).below(bounds)
-        out[pending[accept]] = prop[accept]
-        pending = pending[~accept]
+
+    def respond() -> NDArray[np.int64]:
+        out = np.empty(true.size, dtype=np.int64)
+        pending = np.arange(true.size)
+        while pending.size:
+            prop = uniform_int(len(cats), pending.size, source=src)
+            u = draw_u32(src, pending.size).astype(np.int64)
+            accept = (prop == true[pending]) | (u < lo)
+            for j in np.flatnonzero(~accept & (u >= lo) & (u < hi)):
+                accept[j] = LazyUniform(int(u[j]), 32, src).below(bounds)
+            out[pending[accept]] = prop[accept]
+            pending = pending[~accept]
+        return out
+
+    held = _reserve(
+        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="randomized_response",
+        sensitivity=Fraction(1), size=true.size, source=source,
+    )  # fmt: skip
+    out = _drawn(held, respond)
     reported = np.empty(true.size, dtype=object)
     reported[:] = [cats[i] for i in out]
     return Release(
@@ -615,12 +776,39 @@ class LaplaceMechanism:
         _epsilon(self.epsilon)
         _sensitivity(self.sensitivity)
 
-    def release(self, values: Any, *, source: RandomSource | None = None) -> Release:
-        return laplace(values, sensitivity=self.sensitivity, epsilon=self.epsilon, source=source)
+    def release(
+        self,
+        values: Any,
+        *,
+        source: RandomSource | None = None,
+        ledger: Ledger | None = None,
+        analyst: str | None = None,
+        dataset: str | None = None,
+    ) -> Release:
+        """:func:`laplace` with this mechanism's parameters (charged like it)."""
+        return laplace(
+            values,
+            sensitivity=self.sensitivity,
+            epsilon=self.epsilon,
+            source=source,
+            ledger=ledger,
+            analyst=analyst,
+            dataset=dataset,
+        )
 
-    def add_noise(self, values: Any, *, source: RandomSource | None = None) -> Any:
+    def add_noise(
+        self,
+        values: Any,
+        *,
+        source: RandomSource | None = None,
+        ledger: Ledger | None = None,
+        analyst: str | None = None,
+        dataset: str | None = None,
+    ) -> Any:
         """The noisy value(s) (``release(values).value``)."""
-        return self.release(values, source=source).value
+        return self.release(
+            values, source=source, ledger=ledger, analyst=analyst, dataset=dataset
+        ).value
 
 
 @dataclass(frozen=True)
@@ -636,7 +824,16 @@ class GaussianMechanism:
         _sensitivity(self.sensitivity)
         _gaussian_params(self.rho, self.epsilon, self.delta)
 
-    def release(self, values: Any, *, source: RandomSource | None = None) -> Release:
+    def release(
+        self,
+        values: Any,
+        *,
+        source: RandomSource | None = None,
+        ledger: Ledger | None = None,
+        analyst: str | None = None,
+        dataset: str | None = None,
+    ) -> Release:
+        """:func:`gaussian` with this mechanism's parameters (charged like it)."""
         return gaussian(
             values,
             sensitivity=self.sensitivity,
@@ -644,8 +841,21 @@ class GaussianMechanism:
             epsilon=self.epsilon,
             delta=self.delta,
             source=source,
+            ledger=ledger,
+            analyst=analyst,
+            dataset=dataset,
         )
 
-    def add_noise(self, values: Any, *, source: RandomSource | None = None) -> Any:
+    def add_noise(
+        self,
+        values: Any,
+        *,
+        source: RandomSource | None = None,
+        ledger: Ledger | None = None,
+        analyst: str | None = None,
+        dataset: str | None = None,
+    ) -> Any:
         """The noisy value(s) (``release(values).value``)."""
-        return self.release(values, source=source).value
+        return self.release(
+            values, source=source, ledger=ledger, analyst=analyst, dataset=dataset
+        ).value

@@ -608,7 +608,10 @@ def _refuse_replayable(source: RandomSource | None, ledger: Ledger) -> None:
 def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
     if max_groups is None and max_rows is None:
         return None
-    return Contribution(max_groups or 1, max_rows or 1)
+    # None means the default (1); any other value, 0 included, is checked by Contribution
+    return Contribution(
+        1 if max_groups is None else max_groups, 1 if max_rows is None else max_rows
+    )
 
 
 def _table(agg: Aggregate) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -151,6 +152,30 @@ class Result:
         if not self.private:
             lines.append(NOT_PRIVATE)
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """An HTML table for notebooks: each value with its 95 % error bar, then the cost."""
+        bars = self.error_bars()
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+        body = []
+        for row, bar in zip(self.values, bars, strict=True):
+            cells = []
+            for v, b in zip(row, bar, strict=True):
+                cell = html.escape(f"{v:.6g}" if isinstance(v, float) else str(v))
+                if b is not None:
+                    cell += f" <small>± {b:.3g}</small>"
+                cells.append(f"<td>{cell}</td>")
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        foot = f"cost {html.escape(str(self.cost))}"
+        if self.cached:
+            foot += " (cached answer: nothing spent)"
+        foot += "; ± 95 % error bars (noise only)"
+        if not self.private:
+            foot += f"<br><b style='color:#b00'>{html.escape(NOT_PRIVATE)}</b>"
+        return (
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            f"<p style='font-size:smaller'>{foot}</p>"
+        )
 
     # -- the cached form (JSON) -------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
