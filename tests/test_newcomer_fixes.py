@@ -87,7 +87,7 @@ def test_a_refusal_shows_the_digits_that_explain_it() -> None:
 def test_running_out_of_delta_advises_declaring_the_keys() -> None:
     s = session(budget=veil.Budget(epsilon=10, delta=1e-6))
     s.sql("SELECT state, COUNT(*) FROM t GROUP BY state", epsilon=1, delta=1e-6)
-    with pytest.raises(BudgetExhaustedError, match="δ ran out.*declare the keys' domain"):
+    with pytest.raises(BudgetExhaustedError, match=r"δ ran out.*declare the keys' domain"):
         s.sql("SELECT year, COUNT(*) FROM t GROUP BY year", epsilon=1, delta=1e-6)
 
 
@@ -98,7 +98,8 @@ def test_integer_group_keys_print_without_thousands_separators() -> None:
     console = Console(record=True, width=80)
     print_result(r, veil.cli_output.OutputFormat.table, console=console)
     text = console.export_text()
-    assert "2004" in text and "2,004" not in text
+    assert "2004" in text
+    assert "2,004" not in text
 
 
 def test_max_groups_zero_is_refused_not_silently_raised_to_one() -> None:
@@ -113,7 +114,8 @@ def test_a_result_shows_an_html_table_with_error_bars_in_a_notebook() -> None:
     )
     page = r._repr_html_()
     assert page.startswith("<table><thead><tr><th>state</th><th>n</th></tr>")
-    assert "&lt;b&gt;" in page and "<b>" not in page.replace("<b style", "")  # keys escaped
+    assert "&lt;b&gt;" in page
+    assert "<b>" not in page.replace("<b style", "")
     assert page.count("<small>± ") == 2
     assert "cost ε=1" in page
 
@@ -167,9 +169,11 @@ def test_a_mechanism_called_directly_is_charged_to_the_ledger_it_is_given(
     call(mechanisms, ledger=ledger, analyst="shop", dataset="orders")  # type: ignore[operator]
     history = ledger.history("shop", "orders")
     charges = [r for r in history if r.event == "charge"]
-    assert len(charges) == 1 and charges[0].status == "committed"
+    assert len(charges) == 1
+    assert charges[0].status == "committed"
     assert str(charges[0].loss) == loss
-    assert charges[0].fingerprint and charges[0].fingerprint.startswith("mechanism:")
+    assert charges[0].fingerprint
+    assert charges[0].fingerprint.startswith("mechanism:")
     assert ledger.remaining("shop", "orders") != before
 
 
@@ -178,10 +182,24 @@ def test_a_mechanism_beyond_the_budget_draws_nothing_and_is_refused() -> None:
 
     ledger = veil.Ledger("sqlite://")
     ledger.grant("shop", "orders", veil.Budget(epsilon=0.1))
-    with pytest.raises(BudgetExhaustedError, match="requested ε=0.5, remaining ε=0.1"):
+    with pytest.raises(BudgetExhaustedError, match=r"requested ε=0\.5, remaining ε=0\.1"):
         mechanisms.laplace(
             3.0, sensitivity=1, epsilon=0.5, ledger=ledger, analyst="shop", dataset="orders"
         )
     assert ledger.remaining("shop", "orders") == veil.Budget(epsilon=0.1)
     with pytest.raises(InvalidArgumentError, match="needs ledger= too"):
         mechanisms.laplace(3.0, sensitivity=1, epsilon=0.5, analyst="shop")
+
+
+def test_the_audit_trail_records_the_text_of_each_charged_query() -> None:
+    s = session(budget=veil.Budget(epsilon=10, delta=1e-6))
+    sql = "SELECT state, COUNT(*) AS n FROM t GROUP BY state"
+    s.sql(sql, epsilon=1)
+    s.query("t").count("n").run(epsilon=1)
+    charges = [r for r in s.ledger.history(s.analyst, s.dataset) if r.event == "charge"]
+    assert charges[0].query == sql
+    assert charges[1].query is not None
+    assert '"node":"aggregate"' in charges[1].query
+    exported = s.ledger.export_csv()
+    assert "query_text" in exported.splitlines()[0]
+    assert sql in exported

@@ -293,7 +293,8 @@ def _reserve(
         sort_keys=True,
     )
     fingerprint = "mechanism:" + hashlib.sha256(text.encode()).hexdigest()
-    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint)
+    described = f"{mechanism} over {size} value(s), sensitivity {sensitivity}, loss {loss}"
+    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
 
 
 def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:

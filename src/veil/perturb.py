@@ -178,8 +178,13 @@ def perturb(
         _check_types(reader.schema, specs)
     reservation = None
     if ledger is not None:
+        described = ", ".join(f"{sp.name} ({sp.mechanism}, ε={sp.epsilon})" for sp in specs)
         reservation = ledger.reserve(
-            str(analyst), str(dataset), loss, fingerprint=_fingerprint(specs)
+            str(analyst),
+            str(dataset),
+            loss,
+            fingerprint=_fingerprint(specs),
+            query=f"perturb {described}",
         )
     # From here on records are read and noise is drawn. The kernel is total (types were
     # checked above, casts cannot fail, outside values are mapped): if it still fails, the

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
@@ -45,7 +46,7 @@ from veil.errors import (
     VeilError,
 )
 from veil.noise import discrete_gaussian, discrete_laplace
-from veil.plan.canonical import fingerprint
+from veil.plan.canonical import canonical, fingerprint
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
@@ -417,6 +418,7 @@ class Session:
             consistent=consistent,
             source=source,
             progress=progress,
+            text=text,
         )
 
     def run(
@@ -431,8 +433,12 @@ class Session:
         consistent: bool = False,
         source: RandomSource | None = None,
         progress: Progress | None = None,
+        text: str | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
+
+        ``text`` is what the ledger's audit trail records with the charge (``sql`` passes the
+        SQL); by default the plan's canonical form.
 
         ``progress`` (optional) is called with how far the engine's scan is, if the engine can
         tell (:class:`veil.engines.base.ProgressReporting`; DuckDB and Spark can): ``None``
@@ -472,8 +478,10 @@ class Session:
             return Result.from_json(hit, cached=True)
         chosen = source if source is not None else self._source
         src = chosen if chosen is not None else system_source()
+        if text is None:
+            text = json.dumps(canonical(plan), sort_keys=True, separators=(",", ":"))
         reservation = self.ledger.reserve(
-            self.analyst, self.dataset, loss, fingerprint=fp, data_version=version
+            self.analyst, self.dataset, loss, fingerprint=fp, data_version=version, query=text
         )
         try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)

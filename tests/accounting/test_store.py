@@ -40,13 +40,14 @@ def test_opening_an_older_ledger_runs_the_missing_migrations(
         ran.append(2)
         conn.execute(text("ALTER TABLE veil_budgets ADD COLUMN note TEXT"))
 
-    # a later release: schema version 2, with its migration step
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store.MIGRATIONS, 2, add_note_column)
+    # a later release: the next schema version, with its migration step
+    later = store.SCHEMA_VERSION + 1
+    monkeypatch.setattr(store, "SCHEMA_VERSION", later)
+    monkeypatch.setitem(store.MIGRATIONS, later, add_note_column)
     with Ledger(sqlite_url) as new:
         assert new.remaining("alice", "people") == Budget(epsilon=0.5)
     assert ran == [2]
-    assert _version(sqlite_url) == 2
+    assert _version(sqlite_url) == later
     with Ledger(sqlite_url):
         pass
     assert ran == [2]  # migrations run once
@@ -56,10 +57,29 @@ def test_a_ledger_without_a_migration_path_is_refused(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     Ledger(sqlite_url).close()
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 3)
-    with pytest.raises(LedgerError, match="no migration to version 2"):
+    current = store.SCHEMA_VERSION
+    monkeypatch.setattr(store, "SCHEMA_VERSION", current + 2)
+    with pytest.raises(LedgerError, match=f"no migration to version {current + 1}"):
         Ledger(sqlite_url)
-    assert _version(sqlite_url) == 1
+    assert _version(sqlite_url) == current
+
+
+def test_a_version_1_ledger_gains_the_query_text_of_its_charges(sqlite_url: str) -> None:
+    with Ledger(sqlite_url) as led:
+        led.grant("alice", "people", Budget(epsilon=1))
+        led.reserve("alice", "people", Budget(epsilon=0.25), fingerprint="old").commit()
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    db.execute("ALTER TABLE veil_events DROP COLUMN query_text")  # as version 1 had it
+    db.execute("UPDATE veil_schema_version SET version = 1")
+    db.commit()
+    db.close()
+    with Ledger(sqlite_url) as led:
+        led.reserve(
+            "alice", "people", Budget(epsilon=0.25), fingerprint="new", query="SELECT 1"
+        ).commit()
+        charges = [r for r in led.history("alice", "people") if r.event == "charge"]
+    assert [(r.fingerprint, r.query) for r in charges] == [("old", None), ("new", "SELECT 1")]
+    assert _version(sqlite_url) == 2
 
 
 def test_losses_are_stored_as_exact_fractions_never_floats(ledger: Ledger) -> None:

@@ -59,7 +59,9 @@ def test_bounds_the_engine_cannot_represent_are_refused_free_on_both_neighbours(
             {"t": patients(with_target)}, privacy_unit="uid", budget=veil.Budget(epsilon=1)
         )
         sql = TARGETED.format(agg=agg)
-        outcomes.append(outcome(s, lambda s: s.sql(sql, epsilon=1e-9, bounds={"age": bounds})))
+        outcomes.append(
+            outcome(s, lambda s, sql=sql: s.sql(sql, epsilon=1e-9, bounds={"age": bounds}))
+        )
         with pytest.raises(BoundsError, match="bounds for 'age' are"):
             s.explain(sql, epsilon=0.01, bounds={"age": bounds})
     assert outcomes == [("refused", "BoundsError")] * 2
@@ -154,8 +156,10 @@ def test_a_unit_with_a_key_python_cannot_hold_changes_neither_outcome_nor_other_
         )
     with_unit, without = released
     big = [row for row in with_unit.rows if row[1] > 500]
-    assert len(big) == 1 and abs(big[0][1] - 1000) < 10  # the big group is intact
-    assert len(without.rows) == 1 and abs(without.rows[0][1] - 1000) < 10
+    assert len(big) == 1
+    assert abs(big[0][1] - 1000) < 10
+    assert len(without.rows) == 1
+    assert abs(without.rows[0][1] - 1000) < 10
     assert len(with_unit.rows) <= 2  # the unit's own group is at most one more, and small
 
 

@@ -76,9 +76,7 @@ def test_categories_of_another_type_are_refused_before_anything_is_charged() -> 
     ledger.grant("alice", "t", veil.Budget(epsilon=2))
     table = pa.table({"c": ["a", SECRET]})
     with pytest.raises(SchemaError, match="categories of 'c' are not all values of its type"):
-        perturb(
-            table, epsilon=1, categories={"c": [1, 2]}, ledger=ledger, analyst="a", dataset="t"
-        )
+        perturb(table, epsilon=1, categories={"c": [1, 2]}, ledger=ledger, analyst="a", dataset="t")
     ledger.grant("a", "t", veil.Budget(epsilon=1))
     assert ledger.remaining("a", "t") == veil.Budget(epsilon=1)
 
@@ -105,5 +103,6 @@ def test_a_failure_after_the_charge_keeps_it_and_quotes_nothing() -> None:
             source=_FailingSource(),
         )
     assert SECRET not in str(info.value)
-    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None
     assert ledger.remaining("alice", "t") == veil.Budget(epsilon=1)

@@ -70,7 +70,8 @@ def test_the_fixed_point_grid_is_a_power_of_two_that_uses_the_whole_limit(
     assert (n - 1) * step < width <= n * step
     assert n <= limit
     assert width / (step / 2) > limit  # the smallest such power
-    assert math.isfinite(float(1 / step)) and Fraction(float(1 / step)) == 1 / step
+    assert math.isfinite(float(1 / step))
+    assert Fraction(float(1 / step)) == 1 / step
 
 
 def test_a_grid_for_a_non_positive_width_is_a_bug() -> None:
@@ -130,4 +131,5 @@ def test_double_literals_read_back_in_spark_as_exactly_those_doubles() -> None:
     schema = spark.sql("SELECT " + ", ".join(f"{t} AS c{i}" for i, t in enumerate(texts))).schema
     assert {f.dataType.typeName() for f in schema.fields} == {"double"}
     for i, v in enumerate(values):
-        assert row[i] == v and math.copysign(1, row[i]) == math.copysign(1, v), (texts[i], row[i])
+        assert row[i] == v, (texts[i], row[i])
+        assert math.copysign(1, row[i]) == math.copysign(1, v), (texts[i], row[i])

@@ -368,8 +368,12 @@ class Ledger:
         *,
         fingerprint: str,
         data_version: str = "",
+        query: str | None = None,
     ) -> Reservation:
         """Atomically check that ``loss`` fits and charge it; return the reservation.
+
+        ``query`` is the text recorded with the charge for the audit trail (the SQL, a plan,
+        the call), never used to decide anything.
 
         Raises ``BudgetExhaustedError`` (nothing charged) when it does not fit, ``LedgerError``
         for an unknown analyst or dataset or a loss of a kind the grant cannot pay for.
@@ -380,6 +384,8 @@ class Ledger:
         _name(fingerprint, "fingerprint")
         if not isinstance(data_version, str):
             raise InvalidArgumentError(f"data_version must be a string, got {data_version!r}")
+        if query is not None and not isinstance(query, str):
+            raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
         now = records.now()
         fired: list[int] = []
         with self._tx() as conn:
@@ -401,6 +407,7 @@ class Ledger:
                         fingerprint=fingerprint,
                         data_version=data_version,
                         updated_at=now,
+                        query_text=query,
                         **records.loss_columns(loss),
                     )
                 )

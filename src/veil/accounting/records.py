@@ -20,7 +20,7 @@ __all__ = ["Alert", "Record"]
 
 CSV_COLUMNS = (
     "id", "at", "analyst", "dataset", "event", "status", "fingerprint", "data_version",
-    "loss_kind", "epsilon", "delta", "rho", "answer_id", "detail",
+    "loss_kind", "epsilon", "delta", "rho", "answer_id", "detail", "query_text",
 )  # fmt: skip
 
 
@@ -74,6 +74,7 @@ class Record:
     loss: Budget | None  # the loss charged (for a cache hit: the loss of the cached answer)
     answer_id: int | None
     detail: str | None
+    query: str | None = None  # charges: the SQL (or plan) that was charged
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def record(r: Row[Any], analyst: str, dataset: str) -> Record:
         loss=loss,
         answer_id=r.answer_id,
         detail=r.detail,
+        query=r.query_text,
     )
 
 

@@ -37,7 +37,7 @@ from veil.errors import LedgerError, MissingDependencyError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "metadata", "open_engine", "prepare_schema"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SQLITE_BUSY_TIMEOUT_S = 60.0
 
 metadata = MetaData()
@@ -86,6 +86,7 @@ events = Table(
     Column("answer_id", Integer),
     Column("detail", Text),
     Column("updated_at", Text),
+    Column("query_text", Text),  # charges: the SQL (or plan) that was charged (version 2)
     Index("veil_events_budget", "budget_id", "event", "status"),
 )
 
@@ -116,8 +117,14 @@ alerts = Table(
     UniqueConstraint("budget_id", "threshold", name="veil_alerts_once"),
 )
 
+
+def _add_query_text(conn: Connection) -> None:
+    """Version 2: each charge records the query text, for the audit trail."""
+    conn.execute(text("ALTER TABLE veil_events ADD COLUMN query_text TEXT"))
+
+
 # version -> the step that upgrades a database at version - 1 to it
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_query_text}
 
 
 def _hidden(url: URL) -> str:
