@@ -72,9 +72,7 @@ def test_a_release_from_a_seeded_source_says_it_is_not_private(
 
 
 def test_a_release_from_the_system_source_is_private(tmp_path: Path) -> None:
-    s = veil.Session.local(
-        {"t": TABLE}, ledger=file_ledger(tmp_path), analyst="alice", dataset="t"
-    )
+    s = veil.Session.local({"t": TABLE}, ledger=file_ledger(tmp_path), analyst="alice", dataset="t")
     r = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
     assert r.private
     assert NOT_PRIVATE not in str(r)
