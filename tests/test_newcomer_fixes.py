@@ -203,3 +203,15 @@ def test_the_audit_trail_records_the_text_of_each_charged_query() -> None:
     exported = s.ledger.export_csv()
     assert "query_text" in exported.splitlines()[0]
     assert sql in exported
+
+
+def test_explain_says_whether_the_remaining_budget_covers_the_query() -> None:
+    s = session(budget=veil.Budget(epsilon=1))
+    ok = s.explain("SELECT COUNT(*) FROM t", epsilon=0.5)
+    assert ok.covered is True
+    assert "remaining ε=1: covers it" in str(ok)
+    s.sql("SELECT COUNT(*) FROM t", epsilon=0.75)
+    short = s.explain("SELECT COUNT(*) FROM t", epsilon=0.5)
+    assert short.covered is False
+    assert "remaining ε=0.25: does NOT cover it" in str(short)
+    assert s.remaining() == veil.Budget(epsilon=0.25)  # explain charged nothing

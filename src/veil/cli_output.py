@@ -209,6 +209,8 @@ def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
             "contribution": explanation.contribution,
             "usage": [_usage_json(u) for u in explanation.usage],
             "expected_error_bars": dict(explanation.errors),
+            "remaining": budget_json(explanation.remaining),
+            "covered": explanation.covered,
         }
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
@@ -216,6 +218,8 @@ def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
     console.print(
         f"[bold]cost[/bold] {explanation.cost}  (a dry run: nothing read, nothing charged)"
     )
+    style = "red" if explanation.covered is False else "default"
+    console.print(f"[bold]budget[/bold] {explanation.budget_line}", style=style)
     console.print(f"[bold]contribution bounding[/bold] {explanation.contribution}", markup=True)
     usage = Table(title="budget use", title_justify="left")
     for name in ("measurement", "mechanism", "loss", "sensitivity", "noise", "used by"):

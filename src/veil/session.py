@@ -563,7 +563,14 @@ class Session:
             if agg.privacy_unit
             else "row-level privacy (each row is a unit)"
         )
+        remaining: Budget | None = None
+        covered: bool | None = None
+        if self.ledger.has_grant(self.analyst, self.dataset):
+            remaining = self.ledger.remaining(self.analyst, self.dataset)
+            covered = self.ledger.covers(self.analyst, self.dataset, agg.budget)
         return Explanation(
+            remaining=remaining,
+            covered=covered,
             plan=compiled,
             sql=to_sql(lowered.main, self.engine.dialect),
             quantile_sql=tuple(to_sql(t, self.engine.dialect) for _, t in lowered.quantiles),

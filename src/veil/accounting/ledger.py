@@ -358,6 +358,19 @@ class Ledger:
             row = self._budget_row(conn, analyst, dataset)
             return spending.remaining(self._granted(row), self._spent(row))
 
+    def covers(self, analyst: str, dataset: str, loss: Budget) -> bool:
+        """Whether ``loss`` would fit what ``analyst`` has left on ``dataset`` now (a read:
+        nothing is reserved, and a concurrent charge may change the answer)."""
+        _loss(loss)
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            total = self._granted(row)
+            try:
+                after = spending.add_charge(total, self._spent(row), loss)
+            except LedgerError:  # a loss of a kind the grant cannot pay
+                return False
+            return spending.fits(total, after)
+
     # -- the protocol ---------------------------------------------------------------------
 
     def reserve(

@@ -195,16 +195,26 @@ class Explanation:
     errors: dict[str, str]
     contribution: str
     notes: tuple[str, ...] = ()
+    remaining: Budget | None = None  # the caller's remaining budget (None: no grant)
+    covered: bool | None = None  # whether it covers ``cost`` (None: no grant to ask)
 
     @property
     def canonical(self) -> dict[str, object]:
         return canonical(self.plan)
 
+    @property
+    def budget_line(self) -> str:
+        """Whether the caller's budget covers the query, in words."""
+        if self.remaining is None:
+            return "no budget is granted to this analyst on this dataset"
+        verdict = "covers it" if self.covered else "does NOT cover it"
+        return f"remaining {self.remaining.precise()}: {verdict}"
+
     def __str__(self) -> str:
         lines = ["plan:", *("  " + line for line in plan_tree(self.plan).splitlines())]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(f"contribution bounding: {self.contribution}")
-        lines.append(f"cost: {self.cost}")
+        lines.append(f"cost: {self.cost}; {self.budget_line}")
         lines.append("budget use:")
         for u in self.usage:
             lines.append(
