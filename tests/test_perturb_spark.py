@@ -72,3 +72,14 @@ def test_a_spark_perturbation_is_charged_once(spark: Any, two_partitions: Any) -
 def test_a_random_source_cannot_be_shipped_to_executors(two_partitions: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="cannot be shipped to Spark executors"):
         perturb(two_partitions, epsilon=1, bounds={"x": (0, 1)}, source=SeededSource(1))
+
+
+def test_estimates_from_a_spark_release_match_the_arrow_path_math(two_partitions: Any) -> None:
+    out = perturb(two_partitions, epsilon=2, bounds={"x": (0, 1)}, categories={"c": ["a", "b"]})
+    # Spark draws from each executor's CSPRNG (no seed): bars at 1 − 1e-9, so that the three
+    # checks fail together with probability below 1e-8
+    mean = out.mean("x", level=1 - 1e-9)
+    assert abs(mean.value - 0.5) <= mean.error_bar
+    freq = out.frequencies("c", level=1 - 1e-9)
+    assert abs(freq["b"].value - 2 * ROWS_PER_PARTITION) <= freq["b"].error_bar
+    assert abs(freq["a"].value) <= freq["a"].error_bar

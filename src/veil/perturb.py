@@ -55,6 +55,7 @@ from veil.accounting.budget import Budget, exact
 from veil.engines.spark import is_spark_dataframe, require_pyspark
 from veil.errors import BoundsError, InvalidArgumentError, QueryFailedError, SchemaError
 from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.postprocess import Estimate, laplace_mean, rr_frequencies
 from veil.random import RandomSource, is_private, system_source
 
 if TYPE_CHECKING:
@@ -103,6 +104,50 @@ class Perturbation:
     columns: tuple[ColumnPerturbation, ...]
     reservation_id: int | None = field(default=None)
     private: bool = True
+
+    def _spec(self, column: str, mechanism: str) -> ColumnPerturbation:
+        for spec in self.columns:
+            if spec.name == column:
+                if spec.mechanism != mechanism:
+                    raise InvalidArgumentError(
+                        f"column {column!r} was perturbed by {spec.mechanism}, not {mechanism}"
+                    )
+                return spec
+        names = ", ".join(s.name for s in self.columns)
+        raise SchemaError(f"column {column!r} was not perturbed; the release has: {names}")
+
+    def frequencies(self, column: str, *, level: float = 0.95) -> dict[Any, Estimate]:
+        """Debiased counts of each declared category of ``column`` with error bars
+        (:func:`veil.postprocess.rr_frequencies`). Post-processing: free."""
+        spec = self._spec(column, "randomized_response")
+        if is_spark_dataframe(self.data):
+            rows = self.data.groupBy(column).count().collect()
+            reports: dict[Any, int] = {r[column]: int(r["count"]) for r in rows}
+        else:
+            counted = pc.value_counts(self.data.column(column)).to_pylist()
+            reports = {r["values"]: int(r["counts"]) for r in counted}
+        return rr_frequencies(
+            reports, categories=spec.categories, epsilon=spec.epsilon, level=level
+        )
+
+    def mean(self, column: str, *, level: float = 0.95) -> Estimate:
+        """The mean of ``column``'s clamped values over all records, estimated from the
+        release, with its error bar (:func:`veil.postprocess.laplace_mean`; NULL and NaN
+        inputs count as the lower bound, as perturbed). Post-processing: free."""
+        spec = self._spec(column, "laplace")
+        if spec.lower is None or spec.upper is None:  # pragma: no cover - built with bounds
+            raise InvalidArgumentError(f"column {column!r} has no bounds")
+        k, scale = laplace_calibration(spec.upper - spec.lower, spec.epsilon)
+        if is_spark_dataframe(self.data):
+            functions = importlib.import_module("pyspark.sql.functions")
+            row = self.data.agg(
+                functions.count(column).alias("n"), functions.avg(column).alias("m")
+            ).first()
+            n, m = int(row["n"]), float(row["m"] or 0.0)
+        else:
+            values = self.data.column(column)
+            n, m = len(values), float(pc.mean(values).as_py() or 0.0)
+        return laplace_mean((), noise_scale=scale, grid=k, level=level, count=n, mean=m)
 
 
 def perturb(
