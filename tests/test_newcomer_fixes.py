@@ -215,3 +215,36 @@ def test_explain_says_whether_the_remaining_budget_covers_the_query() -> None:
     assert short.covered is False
     assert "remaining ε=0.25: does NOT cover it" in str(short)
     assert s.remaining() == veil.Budget(epsilon=0.25)  # explain charged nothing
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "SELECT state AS s, COUNT(*) AS total FROM t GROUP BY state",  # aliases
+        "SELECT COUNT(*) AS n, state FROM t GROUP BY state",  # SELECT order
+        "SELECT state, COUNT(*) AS n FROM t GROUP BY state ORDER BY n DESC LIMIT 1",
+        "SELECT state, COUNT(*) AS n FROM t GROUP BY state HAVING n > 10",
+    ],
+)
+def test_changing_only_post_processing_is_answered_from_the_cache_free(variant: str) -> None:
+    s = session(budget=veil.Budget(epsilon=10, delta=1e-6))
+    first = s.sql("SELECT state, COUNT(*) AS n FROM t GROUP BY state", epsilon=1)
+    left = s.remaining()
+    again = s.sql(variant, epsilon=1)
+    assert again.cached
+    assert s.remaining() == left
+    noisy = {row[0]: row[1] for row in first.rows}
+    for row in again.rows:
+        key = next(v for v in row if isinstance(v, str))
+        count = next(v for v in row if isinstance(v, int))
+        assert noisy[key] == count  # the same noisy counts, post-processed
+    hits = [r for r in s.ledger.history(s.analyst, s.dataset) if r.event == "cache_hit"]
+    assert len(hits) == 1
+
+
+def test_a_different_measurement_is_charged_again() -> None:
+    s = session(budget=veil.Budget(epsilon=10, delta=1e-6))
+    s.sql("SELECT state, COUNT(*) AS n FROM t GROUP BY state", epsilon=1)
+    other = s.sql("SELECT state, COUNT(*) AS n FROM t WHERE age > 50 GROUP BY state", epsilon=1)
+    assert not other.cached
+    assert s.remaining() == veil.Budget(epsilon=8, delta=8e-7)  # δ: a 1/10 share each

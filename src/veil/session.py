@@ -18,8 +18,6 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -35,7 +33,6 @@ from veil.builder import Query
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
 from veil.compile.rules import Context, apply_rules
-from veil.compile.sensitivity import thresholded
 from veil.compile.verify import check_loss
 from veil.engines.base import Engine, Progress, ProgressReporting
 from veil.errors import (
@@ -45,8 +42,7 @@ from veil.errors import (
     SessionStateError,
     VeilError,
 )
-from veil.noise import discrete_gaussian, discrete_laplace
-from veil.plan.canonical import canonical, fingerprint
+from veil.plan.canonical import canonical, measurement_fingerprint
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
@@ -59,12 +55,9 @@ from veil.plan.nodes import (
 )
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, system_source
-from veil.release.consistency import consistent_counts
-from veil.release.estimators import column_models, estimate, noise_models
+from veil.release.draw import Measured, finish, measure
 from veil.release.explain import Explanation, describe_usage, expected_errors
-from veil.release.keys import group_keys, released_key
-from veil.release.post import Rows, post_process
-from veil.release.quantiles import choose_quantile
+from veil.release.keys import group_keys
 from veil.release.result import Result
 
 __all__ = ["Result", "Session"]
@@ -460,9 +453,9 @@ class Session:
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
         loss = agg.budget
-        fp = fingerprint(compiled)
-        if consistent:  # a different post-processing is a different cached answer
-            fp = hashlib.sha256(f"{fp}|consistent".encode()).hexdigest()
+        # the cache key is what is measured: a query that differs only in post-processing
+        # (HAVING, ORDER BY, LIMIT, aliases, consistent=) is answered from the cache, free
+        fp = measurement_fingerprint(agg)
         sql_dialect = dialect_of(self.engine.dialect)
         # lowered once before reserving: every constant it writes is checked here, free
         probe = lower(agg, sql_dialect, salt=0)
@@ -474,8 +467,9 @@ class Session:
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
         )
-        if hit is not None:
-            return Result.from_json(hit, cached=True)
+        cached = Measured.from_json(hit) if hit is not None else None
+        if cached is not None:
+            return finish(compiled, agg, cached, fp, consistent=consistent, cached=True)
         chosen = source if source is not None else self._source
         src = chosen if chosen is not None else system_source()
         if text is None:
@@ -506,20 +500,24 @@ class Session:
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
             exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: _bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
-            result: Result | None = _release(
-                compiled, agg, exact, counts, src, fp, consistent, private=is_private(chosen)
-            )
+            measured: Measured | None = measure(agg, exact, counts, src, private=is_private(chosen))
         except Exception:
-            result = None
+            measured = None
+        result: Result | None = None
+        if measured is not None:
+            try:  # post-processing of the measurement: a failure here is a bug
+                result = finish(compiled, agg, measured, fp, consistent=consistent)
+            except Exception:
+                result = None
         if result is None:
-            reservation.commit()
+            reservation.commit(None if measured is None else measured.to_json())
             raise QueryFailedError(
                 f"the query failed after the engine began reading the data; the charge stays "
                 f"({loss}), because a failure that depends on the data would otherwise leak it "
                 "for free. The engine's message is withheld for the same reason: check the "
                 "query on synthetic or public data with the same schema"
             )
-        reservation.commit(result.to_json())
+        reservation.commit(measured.to_json() if measured is not None else None)
         return result
 
     def explain(
@@ -697,90 +695,3 @@ def _bucket_counts(
     for key, b, c in zip(group_keys(agg, table, keys), buckets, counts, strict=True):
         out.setdefault(key, {})[int(b)] = int(c)
     return out
-
-
-def _public_keys(agg: Aggregate) -> list[Key]:
-    """Every key of a fully public key space, as the index each key travels as."""
-    spaces = [range(len(k.labels())) for k in agg.keys]
-    return [tuple(p) for p in itertools.product(*spaces)]
-
-
-def _draw(m: Measurement, size: int, source: RandomSource) -> list[int]:
-    if size == 0:
-        return []
-    if m.mechanism == "discrete_laplace":
-        return [int(x) for x in discrete_laplace(m.scale, size, source=source)]
-    return [int(x) for x in discrete_gaussian(m.scale, size, source=source)]
-
-
-def _release(
-    plan: Plan,
-    agg: Aggregate,
-    exact: dict[Key, dict[str, int]],
-    counts: Mapping[str, dict[Key, dict[int, int]]],
-    source: RandomSource,
-    fp: str,
-    consistent: bool = False,
-    *,
-    private: bool = True,
-) -> Result:
-    """Noise, selection, estimators, post-processing: from exact statistics to a Result.
-
-    ``consistent``: released counts are projected to non-negative integers that add up to the
-    noisy grand total (``veil.release.consistency``) instead of being clamped one by one."""
-    # every public key is released; unknown keys in an order that depends on the keys alone
-    keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
-    names = [m.name for m in agg.measurements if m.statistic != "quantile"]
-    zero = dict.fromkeys(names, 0)
-    noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
-    for m in agg.measurements:
-        if m.statistic == "quantile":
-            continue
-        noise = _draw(m, len(keys), source)
-        for k, z in zip(keys, noise, strict=True):
-            noisy[k][m.name] += z
-    if agg.selection is not None:
-        chosen = thresholded(agg.measurements)
-        if chosen is None:
-            raise InternalError("partition selection without a noisy count")
-        count = chosen.name
-        keys = [k for k in keys if noisy[k][count] >= agg.selection.threshold]
-    for m in agg.measurements:
-        if m.statistic != "quantile":
-            continue
-        per_key = counts.get(m.name, {})
-        for k in keys:
-            cells = per_key.get(k, {})
-            vector = [cells.get(b, 0) for b in range(m.limit)]
-            noisy[k][m.name] = choose_quantile(m, vector, source=source)
-    models = column_models(agg)
-    noise_by_name = noise_models(agg)
-    table = [[estimate(c, noisy[k], noise_by_name) for c in models] for k in keys]
-    if consistent:
-        for j, c in enumerate(models):
-            if c.function in ("count", "count_distinct"):
-                raw = [
-                    noisy[k][(c.count if c.function == "count" else c.units) or ""] for k in keys
-                ]
-                for row, value in zip(table, consistent_counts(raw), strict=True):
-                    row[j] = value
-    released: Rows = []
-    stats_rows: list[dict[str, int]] = []
-    for i, k in enumerate(keys):
-        released.append((i, (*released_key(agg, k), *table[i])))
-        stats_rows.append(noisy[k])
-    schema = agg.schema()
-    columns, rows = post_process(plan, [f.name for f in schema], released)
-    types = {f.name: f.type for f in plan.schema()}
-    return Result(
-        columns=tuple(columns),
-        types=tuple(types[c] for c in columns),
-        values=tuple(r for _, r in rows),
-        cost=agg.budget or Budget(epsilon=0),
-        usage=describe_usage(agg),
-        fingerprint=fp,
-        stats=tuple(stats_rows[i] for i, _ in rows),
-        models={c.alias: c for c in models},
-        noise={n.name: n for n in noise_by_name.values() if n.mechanism != "exponential"},
-        private=private,
-    )

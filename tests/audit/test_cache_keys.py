@@ -42,3 +42,31 @@ def test_the_same_question_with_other_bounds_or_epsilon_is_not_a_cache_hit() -> 
     assert not s.sql(q, epsilon=2, bounds={"a": (0, 10)}).cached
     assert base.fingerprint
     assert s.remaining() == veil.Budget(epsilon=6)
+
+
+GOLDEN = [
+    (
+        "SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t WHERE b > 1 GROUP BY a",
+        {"epsilon": 1, "bounds": {"b": (0, 10)}, "domains": {"a": [0, 1, 2]}},
+        "1edc534d6783e637aadc6a0879a3635ac457a4d615c6052d2a94fadc3b629a3e",
+    ),
+    (
+        "SELECT MEDIAN(b) AS m FROM t",
+        {"epsilon": "0.5", "delta": 1e-6, "bounds": {"b": (0, 10)}},
+        "110944ee21923fbedd49ca7283ed9a56707070c912010ebebec11a047a1f7453",
+    ),
+]
+
+
+@pytest.mark.parametrize(("sql", "options", "expected"), GOLDEN)
+def test_measurement_fingerprints_are_stable_so_existing_ledgers_keep_their_cache(
+    sql: str, options: dict[str, object], expected: str
+) -> None:
+    """A refactor that changes a cache key silently re-charges every cached question in every
+    deployed ledger. Changing one on purpose (a new measurement design) means updating these
+    golden values — and saying so in the release notes."""
+    from veil.plan.canonical import measurement_fingerprint
+    from veil.plan.tree import aggregate_of
+
+    plan = session().explain(sql, **options).plan  # type: ignore[arg-type]
+    assert measurement_fingerprint(aggregate_of(plan)) == expected

@@ -358,6 +358,13 @@ class Ledger:
             row = self._budget_row(conn, analyst, dataset)
             return spending.remaining(self._granted(row), self._spent(row))
 
+    def used_share(self, analyst: str, dataset: str) -> Fraction:
+        """The share of the grant spent — the largest over its parts (ε, δ, ρ), as the alerts
+        count it: 1 means exhausted. The one definition of "spent" everywhere veil shows it."""
+        with self._tx() as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            return spending.used_fraction(self._granted(row), self._spent(row))
+
     def covers(self, analyst: str, dataset: str, loss: Budget) -> bool:
         """Whether ``loss`` would fit what ``analyst`` has left on ``dataset`` now (a read:
         nothing is reserved, and a concurrent charge may change the answer)."""

@@ -7,6 +7,7 @@ canonical form ask the same question; ``fingerprint(plan)`` is the SHA-256 of it
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from fractions import Fraction
@@ -32,7 +33,7 @@ from veil.plan.nodes import (
 )
 from veil.plan.visitor import PlanVisitor
 
-__all__ = ["canonical", "fingerprint"]
+__all__ = ["canonical", "fingerprint", "measurement_fingerprint"]
 
 Json = dict[str, Any]
 FORMAT_VERSION = 2
@@ -179,4 +180,25 @@ def canonical(plan: Plan) -> Json:
 def fingerprint(plan: Plan) -> str:
     """SHA-256 (hex) of the canonical form: equal plans ⇔ equal fingerprints."""
     text = json.dumps(canonical(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def measurement_fingerprint(agg: Aggregate) -> str:
+    """SHA-256 (hex) of what an aggregation *measures*: its canonical form with the output
+    names (aggregate and key aliases) replaced by their positions, and without the nodes
+    above it (HAVING, ORDER BY, LIMIT, the SELECT order).
+
+    Two queries with the same measurement fingerprint, data version and loss draw the same
+    noisy statistics; everything that differs between them is post-processing, so the ledger
+    may answer the second from the first's cached measurement at no cost.
+    """
+    positional = dataclasses.replace(
+        agg,
+        keys=tuple(dataclasses.replace(k, alias=f"k{i}") for i, k in enumerate(agg.keys)),
+        aggregates=tuple(
+            dataclasses.replace(a, alias=f"a{i}") for i, a in enumerate(agg.aggregates)
+        ),
+    )
+    form = {"veil_measurement": FORMAT_VERSION, "root": _Canonical().visit(positional)}
+    text = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,181 @@
+"""From exact statistics to a release, in two stages with a cache between them.
+
+- :func:`measure` is the differentially private part: it adds noise to every group's exact
+  statistics, runs partition selection and the quantile choices. Its output, :class:`Measured`
+  — the released groups and their noisy integer statistics — is what the ledger charges for and
+  caches, keyed by the *measurement's* fingerprint
+  (``veil.plan.canonical.measurement_fingerprint``).
+- :func:`finish` is post-processing of a :class:`Measured` and public parameters only: the
+  estimators, consistent counts, key labels, HAVING / ORDER BY / LIMIT and the SELECT order. A
+  query that differs from a cached one only there (or in its aliases, or ``consistent=``) is
+  answered from the cache at no cost — post-processing of a released measurement is free
+  (Dwork & Roth 2014, Prop. 2.1).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from veil.accounting.budget import Budget
+from veil.compile.sensitivity import thresholded
+from veil.errors import InternalError
+from veil.noise import discrete_gaussian, discrete_laplace
+from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
+from veil.random import RandomSource
+from veil.release.consistency import consistent_counts
+from veil.release.estimators import column_models, estimate, noise_models
+from veil.release.explain import describe_usage
+from veil.release.keys import released_key
+from veil.release.post import Rows, post_process
+from veil.release.quantiles import choose_quantile
+from veil.release.result import Result
+
+__all__ = ["Measured", "finish", "measure"]
+
+Key = tuple[KeyValue, ...]
+FORMAT = 1  # of Measured's JSON
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The released groups of one aggregation, in release order, each with its noisy integer
+    statistics (one per measurement; a quantile's is the chosen candidate's index).
+
+    ``groups`` keys are the groups' identities (``veil.release.keys.group_keys``); ``private``
+    is False when the noise came from a caller-supplied source.
+    """
+
+    groups: tuple[tuple[Key, Mapping[str, int]], ...]
+    private: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "veil_measured": FORMAT,
+            "groups": [[list(k), dict(stats)] for k, stats in self.groups],
+            "private": self.private,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Measured | None:
+        """The measurement cached as ``d``, or None for any other form (an older release's
+        cached answer: not served)."""
+        if d.get("veil_measured") != FORMAT:
+            return None
+        groups = tuple(
+            (tuple(key), {str(name): int(v) for name, v in stats.items()})
+            for key, stats in d["groups"]
+        )
+        return Measured(groups, bool(d.get("private", True)))
+
+
+def _public_keys(agg: Aggregate) -> list[Key]:
+    """Every key of a fully public key space, as the index each key is identified by."""
+    spaces = [range(len(k.labels())) for k in agg.keys]
+    return [tuple(p) for p in itertools.product(*spaces)]
+
+
+def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
+    """``size`` draws of measurement ``m``'s additive noise."""
+    if size == 0:
+        return []
+    match m.mechanism:
+        case "discrete_laplace":
+            return [int(x) for x in discrete_laplace(m.scale, size, source=source)]
+        case "discrete_gaussian":
+            return [int(x) for x in discrete_gaussian(m.scale, size, source=source)]
+        case "exponential":
+            raise InternalError(f"measurement {m.name!r} is not additive noise")
+        case _:
+            assert_never(m.mechanism)
+
+
+def measure(
+    agg: Aggregate,
+    exact: Mapping[Key, Mapping[str, int]],
+    counts: Mapping[str, Mapping[Key, Mapping[int, int]]],
+    source: RandomSource,
+    *,
+    private: bool = True,
+) -> Measured:
+    """Noise, partition selection and quantile choices over the exact statistics.
+
+    Contract: every public key is released (empty groups with zero statistics); unknown keys
+    are visited in an order that depends on the keys alone and released iff their noisy count
+    reaches the selection threshold; each measurement's noise is drawn once per visited group
+    from ``source`` with the compiled scale, and each quantile is chosen by the exponential
+    mechanism over the group's exact bucket counts.
+    """
+    keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
+    names = [m.name for m in agg.measurements if m.statistic != "quantile"]
+    zero = dict.fromkeys(names, 0)
+    noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
+    for m in agg.measurements:
+        if m.statistic == "quantile":
+            continue
+        for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
+            noisy[k][m.name] += z
+    if agg.selection is not None:
+        chosen = thresholded(agg.measurements)
+        if chosen is None:
+            raise InternalError("partition selection without a noisy count")
+        keys = [k for k in keys if noisy[k][chosen.name] >= agg.selection.threshold]
+    for m in agg.measurements:
+        if m.statistic != "quantile":
+            continue
+        per_key = counts.get(m.name, {})
+        for k in keys:
+            cells = per_key.get(k, {})
+            vector = [cells.get(b, 0) for b in range(m.limit)]
+            noisy[k][m.name] = choose_quantile(m, vector, source=source)
+    return Measured(tuple((k, noisy[k]) for k in keys), private)
+
+
+def finish(
+    plan: Plan,
+    agg: Aggregate,
+    measured: Measured,
+    fingerprint: str,
+    *,
+    consistent: bool = False,
+    cached: bool = False,
+) -> Result:
+    """The Result of ``plan`` from its aggregation's measurement (post-processing only).
+
+    ``consistent``: released counts are projected to non-negative integers that add up to the
+    noisy grand total (``veil.release.consistency``) instead of being clamped one by one.
+    ``cached``: the measurement came from the ledger's cache, so the result cost nothing.
+    """
+    models = column_models(agg)
+    noise_by_name = noise_models(agg)
+    groups = measured.groups
+    table = [[estimate(c, stats, noise_by_name) for c in models] for _, stats in groups]
+    if consistent:
+        for j, c in enumerate(models):
+            if c.function in ("count", "count_distinct"):
+                name = (c.count if c.function == "count" else c.units) or ""
+                raw = [stats[name] for _, stats in groups]
+                for row, value in zip(table, consistent_counts(raw), strict=True):
+                    row[j] = value
+    released: Rows = [
+        (i, (*released_key(agg, key), *table[i])) for i, (key, _) in enumerate(groups)
+    ]
+    columns, rows = post_process(plan, [f.name for f in agg.schema()], released)
+    types = {f.name: f.type for f in plan.schema()}
+    return Result(
+        columns=tuple(columns),
+        types=tuple(types[c] for c in columns),
+        values=tuple(r for _, r in rows),
+        cost=Budget.zero(agg.budget.kind if agg.budget else "pure")
+        if cached
+        else agg.budget or Budget(epsilon=0),
+        usage=describe_usage(agg),
+        fingerprint=fingerprint,
+        cached=cached,
+        stats=tuple(groups[i][1] for i, _ in rows),
+        models={c.alias: c for c in models},
+        noise={n.name: n for n in noise_by_name.values() if n.mechanism != "exponential"},
+        private=measured.private,
+    )
