@@ -83,3 +83,13 @@ def test_estimates_from_a_spark_release_match_the_arrow_path_math(two_partitions
     freq = out.frequencies("c", level=1 - 1e-9)
     assert abs(freq["b"].value - 2 * ROWS_PER_PARTITION) <= freq["b"].error_bar
     assert abs(freq["a"].value) <= freq["a"].error_bar
+
+
+def test_workers_that_cannot_import_veil_are_detected_before_anything_is_charged() -> None:
+    import sys
+
+    from veil.perturb import workers_import_veil
+
+    assert workers_import_veil(sys.executable)
+    # a bare interpreter without this project's packages (the machine's, or none at all)
+    assert not workers_import_veil("/nonexistent/python3")

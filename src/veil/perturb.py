@@ -36,9 +36,14 @@ sensitivity measured on the data; both are refused here (DESIGN §8).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +58,13 @@ import pyarrow.compute as pc
 from veil import mechanisms, noise
 from veil.accounting.budget import Budget, exact
 from veil.engines.spark import is_spark_dataframe, require_pyspark
-from veil.errors import BoundsError, InvalidArgumentError, QueryFailedError, SchemaError
+from veil.errors import (
+    BoundsError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    QueryFailedError,
+    SchemaError,
+)
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
 from veil.random import RandomSource, is_private, system_source
@@ -513,9 +524,44 @@ class _ExecutorPerturbation:
             yield perturb_batch(batch, self.specs, source)
 
 
+@functools.lru_cache(maxsize=16)
+def workers_import_veil(executable: str) -> bool:
+    """Whether the Python ``executable`` Spark starts for its workers can import veil (this
+    interpreter, or one that has veil installed)."""
+    found = shutil.which(executable) or executable
+    if os.path.realpath(found) == os.path.realpath(sys.executable):
+        return True
+    try:
+        done = subprocess.run(
+            [found, "-c", "import veil"], capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _check_workers(frame: SparkDataFrame) -> None:
+    """On a local master, refuse (before anything is charged) a Spark whose Python workers
+    cannot import veil, saying how to start it; on a cluster, see the README's spark-submit
+    recipe (the workers' environment is the cluster's)."""
+    context = getattr(frame.sparkSession, "sparkContext", None)
+    master = str(getattr(context, "master", ""))
+    executable = getattr(context, "pythonExec", None)
+    if not master.startswith("local") or not isinstance(executable, str):
+        return
+    if not workers_import_veil(executable):
+        raise MissingDependencyError(
+            f"Spark's Python workers run {executable!r}, which cannot import veil, so perturb "
+            "cannot run on them; start Spark with this interpreter: set "
+            f"PYSPARK_PYTHON={sys.executable} before creating the SparkSession (or "
+            f".config('spark.pyspark.python', {sys.executable!r}))"
+        )
+
+
 def _spark_job(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> Any:
     """The lazy perturbed DataFrame (nothing runs until it is materialised)."""
     require_pyspark()
+    _check_workers(frame)
     types = importlib.import_module("pyspark.sql.pandas.types")
     _check_columns(list(frame.columns), specs)
     projected = frame.select(*[s.name for s in specs])
