@@ -248,3 +248,19 @@ def test_a_different_measurement_is_charged_again() -> None:
     other = s.sql("SELECT state, COUNT(*) AS n FROM t WHERE age > 50 GROUP BY state", epsilon=1)
     assert not other.cached
     assert s.remaining() == veil.Budget(epsilon=8, delta=8e-7)  # δ: a 1/10 share each
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"epsilon": 20}, r"epsilon=20 for one query protects little"),
+        ({"epsilon": 1, "delta": 1e-3}, r"delta=0\.001 is large: δ must be far below 1/n"),
+        ({"epsilon": 1, "bounds": {"age": (0, 99)}}, r"bounds for 'age' are ignored"),
+    ],
+)
+def test_what_is_allowed_but_rarely_meant_gets_a_veil_warning(
+    options: dict[str, object], message: str
+) -> None:
+    s = session()
+    with pytest.warns(veil.VeilWarning, match=message):
+        s.sql("SELECT COUNT(*) FROM t", **options)  # type: ignore[arg-type]

@@ -202,7 +202,8 @@ def test_the_builder_runs_through_the_session() -> None:
 
 def test_a_median_with_a_large_epsilon_lands_near_the_truth() -> None:
     s, _ = fake_session(budget=veil.Budget(epsilon=100))
-    r = s.sql("SELECT MEDIAN(age) AS med FROM people", epsilon=50, bounds={"age": (0, 100)})
+    with pytest.warns(veil.VeilWarning, match="epsilon=50 for one query protects little"):
+        r = s.sql("SELECT MEDIAN(age) AS med FROM people", epsilon=50, bounds={"age": (0, 100)})
     truth = float(people().to_pandas().age.median())
     assert abs(r.rows[0][0] - truth) <= 2
 
@@ -309,10 +310,12 @@ def test_date_keys_are_released_as_iso_strings_and_cached() -> None:
     s, _ = fake_session(FakeEngine({"people": t}), budget=veil.Budget(epsilon=100))
     s.domains["day"] = ("2024-01-01", "2024-01-02")
     q = "SELECT day, COUNT(*) AS n FROM people GROUP BY day"
-    r = s.sql(q, epsilon=20)
+    with pytest.warns(veil.VeilWarning, match="epsilon=20"):
+        r = s.sql(q, epsilon=20)
     assert [row[0] for row in r.rows] == ["2024-01-01", "2024-01-02"]
     assert [row[1] for row in r.rows] == [1, 2]  # ε = 20: the noise is almost surely 0
-    assert s.sql(q, epsilon=20).cached
+    with pytest.warns(veil.VeilWarning, match="epsilon=20"):
+        assert s.sql(q, epsilon=20).cached
 
 
 def test_non_numeric_data_in_a_summed_csv_column_is_refused_free(tmp_path: Path) -> None:

@@ -60,11 +60,13 @@ def test_every_shape_and_aggregate_answers(unit: str | None, limits: tuple[int, 
     aggregates = AGGREGATES + (["COUNT(DISTINCT user_id) AS a"] if unit else [])
     for shape, agg in itertools.product(SHAPES, aggregates):
         sql = shape.format(agg=agg)
+        # bounds for the column the aggregate clamps only (others would warn: ignored)
+        used = {c: b for c, b in BOUNDS.items() if c in agg and not agg.startswith("COUNT")}
         r = s.sql(
             sql,
             epsilon=2,
             delta="1e-6",
-            bounds=BOUNDS,
+            bounds=used,
             max_groups=limits[0],
             max_rows_per_group=limits[1],
         )

@@ -21,6 +21,7 @@ from veil.errors import (
     UnsupportedQueryError,
     UserError,
     VeilError,
+    VeilWarning,
 )
 from veil.mechanisms import GaussianMechanism, LaplaceMechanism
 from veil.perturb import perturb
@@ -51,6 +52,7 @@ __all__ = [
     "UnsupportedQueryError",
     "UserError",
     "VeilError",
+    "VeilWarning",
     "__version__",
     "perturb",
 ]

@@ -24,6 +24,10 @@ Every error veil raises on purpose derives from :class:`VeilError`::
                                      charged; nothing was released
 
 User errors never leave the ledger changed; a refused query is not charged.
+
+:class:`VeilWarning` (a ``UserWarning``) flags what is allowed but rarely wise — a per-query ε
+above 10, a δ above 10⁻⁵, bounds for a column no aggregate reads. The CLI prints each as one
+``warning: …`` line on stderr.
 """
 
 from __future__ import annotations
@@ -49,11 +53,16 @@ __all__ = [
     "UnsupportedQueryError",
     "UserError",
     "VeilError",
+    "VeilWarning",
 ]
 
 
 class VeilError(Exception):
     """Root of every error veil raises on purpose."""
+
+
+class VeilWarning(UserWarning):
+    """Allowed, but rarely what the caller meant; the message says why and what to do."""
 
 
 class UserError(VeilError):

@@ -19,6 +19,7 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
@@ -41,6 +42,7 @@ from veil.errors import (
     QueryFailedError,
     SessionStateError,
     VeilError,
+    VeilWarning,
 )
 from veil.plan.canonical import canonical, measurement_fingerprint
 from veil.plan.nodes import (
@@ -355,7 +357,11 @@ class Session:
             contribution=contribution,
             quantile_buckets=self.quantile_buckets,
         )
-        return apply_rules(plan, ctx)
+        compiled = apply_rules(plan, ctx)
+        _warn_unwise(
+            budget, set(_bounds(bounds)) - {b.column for b in aggregate_of(compiled).bounds}
+        )
+        return compiled
 
     def _default_delta(self, epsilon: Number | Budget) -> Fraction:
         """δ for partition selection when the query gives none: the grant's δ, scaled by the
@@ -604,6 +610,35 @@ def _execute_all(
         return part
 
     return [engine.execute_with_progress(tree, share(i)) for i, tree in enumerate(trees)]
+
+
+_WISE_EPSILON = Fraction(10)
+_WISE_DELTA = Fraction(1, 10**5)
+
+
+def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
+    """A ``VeilWarning`` for what is allowed but rarely meant (decided from the query alone:
+    whether a warning appears never depends on the data)."""
+    if budget.kind != "zcdp" and budget.eps > _WISE_EPSILON:
+        warnings.warn(
+            f"epsilon={float(budget.eps):g} for one query protects little (outputs may differ "
+            "by a factor e^ε between neighbours); values above 10 are rarely meant",
+            VeilWarning,
+            stacklevel=4,
+        )
+    if budget.delta > _WISE_DELTA:
+        warnings.warn(
+            f"delta={float(budget.delta):g} is large: δ must be far below 1/n (n the number of "
+            "privacy units), or one person's rows may be released outright; 1e-6 or less is usual",
+            VeilWarning,
+            stacklevel=4,
+        )
+    for column in sorted(unused_bounds):
+        warnings.warn(
+            f"bounds for {column!r} are ignored: no aggregate of this query clamps {column!r}",
+            VeilWarning,
+            stacklevel=4,
+        )
 
 
 def _refuse_replayable(source: RandomSource | None, ledger: Ledger) -> None:

@@ -150,7 +150,7 @@ def test_a_unit_with_a_key_python_cannot_hold_changes_neither_outcome_nor_other_
     for target in (adversarial, None):
         con = duckdb.connect()
         s = keyed(con, ordinary, target)
-        assert outcome(s, lambda s: released.append(s.sql(sql, epsilon=20, delta=1e-6))) == (
+        assert outcome(s, lambda s: released.append(s.sql(sql, epsilon=10, delta=1e-6))) == (
             "released",
             "",
         )

@@ -10,7 +10,8 @@ without WHERE. It then adds one unit whose rows hold adversarial values and chec
 engine of ``harness.HARNESSES``:
 
 - the outcome on both neighbours is the same — released, refused before reserving (nothing
-  charged; the same error type and message), or failed after the charge;
+  charged; the same error type and message), or failed after the charge — with the same
+  warnings;
 - nothing fails after the charge at all: the path after the engine starts reading is total;
 - no message quotes a value of the table (every string cell carries a marker).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import decimal
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from hypothesis import strategies as st
 
 import veil
 from harness import HARNESSES, Harness
-from veil.errors import QueryFailedError, UserError
+from veil.errors import QueryFailedError, UserError, VeilWarning
 
 MARK = "sécret⁂"  # in every string cell: no message may contain it
 UNIT = 10**6  # the added unit's id
@@ -246,7 +248,7 @@ def cases(draw: st.DrawFn) -> Case:
 
 # -- the property ---------------------------------------------------------------------------
 
-Outcome = tuple[str, str, str]
+Outcome = tuple[str, str, str, tuple[str, ...]]
 
 
 def run(harness: Harness, case: Case, with_unit: bool, tmp: Path) -> Outcome | None:
@@ -262,17 +264,21 @@ def run(harness: Harness, case: Case, with_unit: bool, tmp: Path) -> Outcome | N
         budget=veil.Budget(epsilon=10**6, delta="0.001"),
     )
     before = session.remaining()
-    try:
-        session.sql(case.sql, **case.options)
-    except QueryFailedError as err:
-        return ("failed after the charge", "QueryFailedError", str(err))
-    except UserError as err:
-        if session.remaining() != before:
-            return ("refused but charged", type(err).__name__, str(err))
-        return ("refused free", type(err).__name__, str(err))
-    finally:
-        session.close()
-    return ("released", "", "")
+    with warnings.catch_warnings(record=True) as caught:  # warnings are outputs too
+        warnings.simplefilter("always", VeilWarning)
+        try:
+            session.sql(case.sql, **case.options)
+            kind, error, message = "released", "", ""
+        except QueryFailedError as err:
+            kind, error, message = "failed after the charge", "QueryFailedError", str(err)
+        except UserError as err:
+            charged = session.remaining() != before
+            kind = "refused but charged" if charged else "refused free"
+            error, message = type(err).__name__, str(err)
+        finally:
+            session.close()
+    said = tuple(str(w.message) for w in caught if issubclass(w.category, VeilWarning))
+    return (kind, error, message, said)
 
 
 def check(harness: Harness, case: Case, tmp: Path) -> None:
@@ -287,7 +293,8 @@ def check(harness: Harness, case: Case, tmp: Path) -> None:
         f"the outcome depends on one unit's rows — {where}: {with_unit} vs {without}"
     )
     assert with_unit[0] in ("released", "refused free"), f"{where}: {with_unit}"
-    assert MARK not in with_unit[2], f"a message quotes a value — {where}: {with_unit[2]}"
+    for text in (with_unit[2], *with_unit[3]):
+        assert MARK not in text, f"a message quotes a value — {where}: {text}"
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
