@@ -139,3 +139,9 @@ def test_shortfall_is_reported_in_the_remainder_terms() -> None:
     assert Budget(epsilon=1).shortfall(Budget(epsilon=0.25)) == "ε=0.75"
     assert Budget(epsilon=1).shortfall(Budget(rho=0.25)) == "ρ=0.25"
     assert Budget(epsilon=0.5, delta=1e-5).shortfall(Budget(epsilon=1, delta=1e-6)) == "δ=9e-06"
+
+
+def test_a_decimal_that_is_no_float_literal_is_quoted_in_the_repr() -> None:
+    b = Budget(epsilon=Fraction(65537, 131072))
+    assert repr(b) == "Budget(epsilon='0.50000762939453125')"
+    assert eval(repr(b), {"Budget": Budget}) == b

@@ -73,7 +73,14 @@ def _show(value: Fraction) -> str:
         text = format(Decimal(value.numerator) / Decimal(value.denominator), "f")
         if "." in text:
             text = text.rstrip("0").rstrip(".")
-        return text
+        # unquoted only if it reads back exactly: a float literal is read as the decimal its
+        # repr prints (0.50000762939453125 would come back as 0.5000076293945312)
+        try:
+            if Fraction(repr(float(text))) == value:
+                return text
+        except (ValueError, OverflowError):  # beyond the double range: quote it
+            pass
+        return f"'{text}'"
     return f"'{value}'"
 
 
