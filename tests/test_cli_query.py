@@ -70,7 +70,7 @@ def test_a_csv_file_works_too_and_csv_output_adds_error_columns(people: Path) ->
     code, out, err = invoke(
         "query", "SELECT COUNT(*) AS n, MEDIAN(age) AS med FROM people",
         "--table", f"people={people.with_suffix('.csv')}", "-e", "0.5",
-        "--bounds", "age=0:100", "--format", "csv",
+        "--bounds", "age=0:100", "--format", "csv", "--column", "age:INTEGER",
     )  # fmt: skip
     assert code == 0, err
     lines = out.splitlines()

@@ -13,10 +13,11 @@ import functools
 import io
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Annotated, Any, TypeVar
 
@@ -42,6 +43,7 @@ from veil.cli_output import (
     print_result,
 )
 from veil.engines.base import Progress
+from veil.engines.declared import ACCEPTED, parse_type
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
@@ -148,6 +150,104 @@ def parse_tables(specs: Sequence[str]) -> dict[str, str]:
             raise InvalidArgumentError(f"--table {name.strip()!r} is given twice; name it once")
         tables[name.strip()] = path.strip()
     return tables
+
+
+def parse_columns(specs: Sequence[str], tables: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``["people.income:DOUBLE", "age:INTEGER"]`` → ``{"people": {"income": "DOUBLE", …}}``.
+
+    ``TABLE.`` may be left out when there is one table; the type is checked here (one of
+    :data:`veil.engines.declared.ACCEPTED`), so a bad value is refused in the CLI's syntax.
+    """
+    declared: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        target, colon, type_name = spec.rpartition(":")
+        if not colon or not target.strip() or not type_name.strip():
+            raise InvalidArgumentError(
+                f"--column expects [TABLE.]COLUMN:TYPE, got {spec!r}; e.g. --column income:DOUBLE"
+            )
+        table, column = _table_of(target.strip(), tables, spec)
+        _declare(declared, table, column, type_name.strip(), f"--column {spec}")
+    return declared
+
+
+def parse_schema_files(specs: Sequence[str], tables: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``["people=people.schema.json"]`` → the JSON object of each file (column → type) as
+    that table's declarations; ``TABLE=`` may be left out when there is one table."""
+    declared: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        name, eq, path = spec.partition("=")
+        if eq and name.strip() in tables:
+            table, file = name.strip(), path.strip()
+        elif eq and not os.path.exists(spec):
+            raise InvalidArgumentError(
+                f"--schema {spec!r}: {name.strip()!r} is not a --table (tables: "
+                f"{', '.join(tables)}); pass --schema TABLE=FILE.json"
+            )
+        elif len(tables) == 1:
+            table, file = tables[0], spec.strip()
+        else:
+            raise InvalidArgumentError(
+                f"--schema {spec!r} must name its table when there are several (tables: "
+                f"{', '.join(tables)}); e.g. --schema {tables[0]}=FILE.json"
+            )
+        try:
+            with open(file, encoding="utf-8") as handle:
+                content = json.load(handle)
+        except OSError as exc:
+            raise InvalidArgumentError(f"--schema: cannot read {file!r}: {exc.strerror}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidArgumentError(f"--schema: {file!r} is not JSON: {exc}") from None
+        if not isinstance(content, dict) or not all(isinstance(v, str) for v in content.values()):
+            raise InvalidArgumentError(
+                f"--schema expects a JSON object mapping each column to a type, e.g. "
+                f'{{"income": "DOUBLE", "born": "DATE"}}; {file!r} holds something else'
+            )
+        for column, type_name in content.items():
+            _declare(declared, table, column, type_name, f"--schema {spec}")
+    return declared
+
+
+def _table_of(target: str, tables: Sequence[str], spec: str) -> tuple[str, str]:
+    """``(table, column)`` of ``TABLE.COLUMN``, or of a bare ``COLUMN`` when there is one
+    table (a column name may hold dots: ``TABLE.`` counts only if it names a table)."""
+    table, dot, column = target.partition(".")
+    if dot and table in tables and column:
+        return table, column
+    if len(tables) == 1:
+        return tables[0], target
+    raise InvalidArgumentError(
+        f"--column {spec!r} must name its table when there are several (tables: "
+        f"{', '.join(tables)}); e.g. --column {tables[0]}.{spec}"
+    )
+
+
+def _declare(
+    declared: dict[str, dict[str, str]], table: str, column: str, type_name: str, where: str
+) -> None:
+    try:
+        parse_type(table, column, type_name)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"{where}: {type_name!r} is not a type veil reads; use one of {ACCEPTED}"
+        ) from None
+    columns = declared.setdefault(table, {})
+    if column in columns and columns[column] != type_name:
+        raise InvalidArgumentError(
+            f"{where}: column {column!r} of table {table!r} is already declared "
+            f"{columns[column]}; declare it once"
+        )
+    columns[column] = type_name
+
+
+def merge_schemas(*schemas: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """``--schema`` and ``--column`` declarations together; a column declared twice with two
+    types is refused."""
+    merged: dict[str, dict[str, str]] = {}
+    for schema in schemas:
+        for table, columns in schema.items():
+            for column, type_name in columns.items():
+                _declare(merged, table, column, type_name, "--schema/--column")
+    return merged
 
 
 def parse_bounds(specs: Sequence[str]) -> dict[str, tuple[Fraction, Fraction]]:
@@ -267,6 +367,21 @@ MaxRowsOpt = Annotated[
     int | None,
     typer.Option("--max-rows-per-group", help="Rows one unit may contribute per group (L∞)."),
 ]
+SchemaOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--schema",
+        help="Declared column types [TABLE=]FILE.json, a JSON object column → type (e.g. "
+        '{"income": "DOUBLE"}); repeatable. Undeclared CSV columns are text.',
+    ),
+]
+ColumnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--column",
+        help="A declared column type [TABLE.]COLUMN:TYPE, e.g. income:DOUBLE; repeatable.",
+    ),
+]
 SqlArg = Annotated[
     str, typer.Argument(help="The SQL query (veil's DP subset, see the README); - reads stdin.")
 ]
@@ -301,6 +416,7 @@ class _Ask:
     max_groups: int | None
     max_rows_per_group: int | None
     engine: str = "duckdb"
+    schema: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @staticmethod
     def parse(
@@ -315,10 +431,16 @@ class _Ask:
         max_groups: int | None,
         max_rows_per_group: int | None,
         engine: str,
+        schema: Sequence[str] | None = None,
+        column: Sequence[str] | None = None,
     ) -> _Ask:
         tables = parse_tables(table)
         if not tables:
             raise InvalidArgumentError("give at least one table: --table people=people.parquet")
+        names = list(tables)
+        declared = merge_schemas(
+            parse_schema_files(schema or [], names), parse_columns(column or [], names)
+        )
         eps = parse_number(epsilon, "--epsilon")
         if eps is None or eps == 0:
             raise InvalidArgumentError(f"--epsilon must be > 0, e.g. --epsilon 0.5; got {epsilon}")
@@ -334,6 +456,7 @@ class _Ask:
             max_groups,
             max_rows_per_group,
             engine,
+            declared,
         )
 
     def session(self) -> Session:
@@ -358,6 +481,7 @@ class _Ask:
             dataset=self.dataset,
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,
+            schema=self.schema or None,
         )
         if self.ledger:
             session.ledger.on_alert(_print_alert)
@@ -379,6 +503,8 @@ def query(
     max_rows_per_group: MaxRowsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     engine: EngineOpt = "duckdb",
+    schema: SchemaOpt = None,
+    column: ColumnOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -395,6 +521,8 @@ def query(
             max_groups,
             max_rows_per_group,
             engine,
+            schema,
+            column,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
@@ -416,6 +544,8 @@ def explain(
     max_rows_per_group: MaxRowsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     engine: EngineOpt = "duckdb",
+    schema: SchemaOpt = None,
+    column: ColumnOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 
@@ -432,6 +562,8 @@ def explain(
             max_groups,
             max_rows_per_group,
             engine,
+            schema,
+            column,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True)
 

@@ -35,7 +35,7 @@ from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
-from veil.engines.base import Engine, Progress, ProgressReporting
+from veil.engines.base import Engine, Progress, ProgressReporting, SchemaNotes
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -153,6 +153,7 @@ class Session:
         domains: DomainsArg = None,
         connection: Any = None,
         source: RandomSource | None = None,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Session:
         """A session on the embedded DuckDB engine.
 
@@ -162,12 +163,13 @@ class Session:
         (``analyst``, ``dataset``) if the ledger has no grant for them yet; ``dataset``
         defaults to the table names joined by ``+``. ``domains`` declares public group keys
         (column → every key), released in full, empty groups included, without partition
-        selection.
+        selection. ``schema`` declares column types, ``{"people": {"income": "DOUBLE"}}``: CSV
+        columns are otherwise text (see :mod:`veil.engines.declared`).
         """
         from veil.engines.duckdb import DuckDBEngine
 
         return cls._on(
-            DuckDBEngine(tables, connection=connection),
+            DuckDBEngine(tables, connection=connection, schema=schema),
             tables,
             ledger=ledger,
             budget=budget,
@@ -197,18 +199,19 @@ class Session:
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
         source: RandomSource | None = None,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
     ) -> Session:
         """A session on Apache Spark (``pip install 'veil[spark]'``), classic or Spark Connect.
 
         ``tables``: name → Spark DataFrame, catalog table name, or Parquet/CSV path (any URI
         Spark reads). The same plans and lowering as :meth:`local`; Spark runs the bounding and
-        the exact sums, and only the aggregated rows reach the driver. Other arguments as in
-        :meth:`local`.
+        the exact sums, and only the aggregated rows reach the driver. ``schema`` declares
+        column types as in :meth:`local`. Other arguments as in :meth:`local`.
         """
         from veil.engines.spark import SparkEngine
 
         return cls._on(
-            SparkEngine(spark_session, tables),
+            SparkEngine(spark_session, tables, schema=schema),
             tables,
             ledger=ledger,
             budget=budget,
@@ -558,6 +561,8 @@ class Session:
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
         check_loss(agg, agg.budget)
+        if isinstance(self.engine, SchemaNotes):
+            notes.extend(self.engine.notes(_table(agg)))
         # the bounding salt is secret and drawn per run: explain shows a placeholder
         lowered = lower(agg, dialect_of(self.engine.dialect), salt=None)
         unit = agg.privacy_unit or "each row"

@@ -39,6 +39,7 @@ def test_the_cli_charges_once_caches_across_processes_and_refuses_overspending(
     grant = veil_cli("budget", "grant", *who, "--epsilon", "1", "--delta", "1e-5")
     assert grant.returncode == 0, grant.stderr
     ask = ["query", "--table", f"lfs={lfs_csv}", SQL, "--delta", "1e-6", *who]
+    ask += ["--column", "ILOSTAT:INTEGER"]  # CSV columns are text unless declared
 
     first = ok_json(veil_cli(*ask, "--epsilon", "0.5", "--format", "json"))
     assert first["columns"] == ["ILOSTAT", "n"]

@@ -1,8 +1,35 @@
 """The embedded engine: DuckDB in-process.
 
-Tables are registered as views, never copied into Python: a CSV or Parquet path (or glob) is
-scanned lazily by DuckDB at query time; a pandas or Polars DataFrame or an Arrow table is
-registered zero-copy; a name of a table already in a given DuckDB connection is used as is.
+Tables are registered as views, never copied into Python: a Parquet path (or glob) is scanned
+lazily by DuckDB at query time; a pandas or Polars DataFrame or an Arrow table is registered
+zero-copy; a name of a table already in a given DuckDB connection is used as is.
+
+Types are never inferred from private values (the schema is public: DESIGN §1):
+
+* CSV/TSV and JSON-lines files are read line by line by the rules of
+  :mod:`veil.engines.lines` — no sniffing, every line decides its own row and no other, and no
+  line can make the read fail. CSV columns are text unless declared; JSON files are read only
+  through a declaration (their column names would otherwise come from the data).
+* pandas ``object`` columns (which DuckDB would type by sampling their values) are read as
+  text: each value through ``str``, None/NaN/``pd.NA``/``NaT`` as NULL — a copy of those
+  columns only.
+* Typed sources — typed pandas columns, Polars, Arrow, DuckDB relations and tables, Parquet —
+  carry their own types.
+
+``schema={"people": {"income": "DOUBLE"}}`` declares column types for any source (see
+:mod:`veil.engines.declared`): a declared column is read through ``TRY_CAST``, so a value that
+does not convert is NULL — never a failure, never a type change.
+
+The exact ``read_csv`` call every text file goes through (:func:`_line_reader`) reads each
+physical line as one VARCHAR and nothing else: ``delim`` is the line break itself (so a line is
+never split), ``quote`` and ``escape`` are empty (so a quote never runs on to the next line),
+``header=false`` and ``auto_detect=false`` (nothing sniffed), ``strict_mode=false`` with
+``ignore_errors=true`` (a line over ``max_line_size`` or not UTF-8 is skipped, alone). Lines end
+at LF, CRLF or a lone CR; empty lines come back NULL and are dropped, and so is every line equal
+to the header. Each kept line is then cut into its cells once, in a projection of its own
+(:func:`veil.engines.lines.line_cells`: a split, or one regular expression for a line with
+quotes), and each column takes its cell from that list (:func:`veil.engines.lines.cell`).
+This needs DuckDB ≥ 1.3, for its ``LAMBDA x : …`` syntax.
 """
 
 from __future__ import annotations
@@ -23,42 +50,90 @@ from sqlglot import exp
 
 from veil.compile.lower import to_sql
 from veil.engines.base import Progress
+from veil.engines.declared import (
+    Declared,
+    SchemaArg,
+    match_columns,
+    parse_schema,
+    try_cast,
+)
+from veil.engines.lines import (
+    MAX_LINE_BYTES,
+    TextFormat,
+    cell,
+    header_names,
+    line_cells,
+    read_first_line,
+    text_format,
+    text_notes,
+)
 from veil.engines.progress import watching
 from veil.errors import InternalError, InvalidArgumentError, SchemaError
 
 __all__ = ["DuckDBEngine", "TableSource"]
 
 TableSource = Any
-"""A path (str or PathLike) to CSV/Parquet/JSON, a DataFrame (pandas, Polars), an Arrow table or
-a DuckDB relation, or the name of a table in the engine's connection."""
+"""A path (str or PathLike) to Parquet, CSV/TSV or JSON lines, a DataFrame (pandas, Polars), an
+Arrow table or a DuckDB relation, or the name of a table in the engine's connection."""
 
-_READERS = {
-    ".parquet": "read_parquet",
-    ".pq": "read_parquet",
-    ".csv": "read_csv_auto",
-    ".tsv": "read_csv_auto",
-    ".txt": "read_csv_auto",
-    ".json": "read_json_auto",
-    ".jsonl": "read_json_auto",
-    ".ndjson": "read_json_auto",
-}
-_COMPRESSED = (".gz", ".zst", ".bz2")
+_PARQUET = (".parquet", ".pq")
 _REGISTRATIONS = itertools.count()
-
-
-def _reader(path: str) -> str | None:
-    p = path.lower()
-    for suffix in _COMPRESSED:
-        if p.endswith(suffix):
-            p = p[: -len(suffix)]
-    for suffix, reader in _READERS.items():
-        if p.endswith(suffix):
-            return reader
-    return None
+_LINE = "line"
 
 
 def _quote(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect="duckdb")
+
+
+def _ident(name: str) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=True)
+
+
+def _is_glob(source: str) -> bool:
+    return any(c in source for c in "*?[")
+
+
+def _line_reader(files: list[str], fmt: TextFormat) -> exp.Expression:
+    """``read_csv`` reading each physical line of ``files`` as one VARCHAR, nothing sniffed."""
+
+    def opt(name: str, value: exp.Expression) -> exp.PropertyEQ:
+        return exp.PropertyEQ(this=exp.to_identifier(name), expression=value)
+
+    text = exp.Literal.string
+    columns = exp.Struct(expressions=[opt(_LINE, text("VARCHAR"))])
+    return exp.Anonymous(
+        this="read_csv",
+        expressions=[
+            exp.Array(expressions=[text(f) for f in files]),
+            opt("columns", columns),
+            opt("header", exp.false()),
+            opt("auto_detect", exp.false()),
+            opt("delim", text("\n")),
+            opt("quote", text("")),
+            opt("escape", text("")),
+            opt("comment", text("")),
+            opt("strict_mode", exp.false()),
+            opt("ignore_errors", exp.true()),
+            opt("null_padding", exp.false()),
+            opt("max_line_size", exp.Literal.number(MAX_LINE_BYTES)),
+            opt("encoding", text("utf-8")),
+            opt("compression", text("gzip" if fmt.gzip else "none")),
+        ],
+    )
+
+
+def _json_pointer(key: str) -> str:
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+def _text_of(value: object, isna: Any, is_scalar: Any) -> str | None:
+    """A pandas object cell as text: None/NaN/NA/NaT → NULL, anything else through ``str``."""
+    try:
+        if value is None or (is_scalar(value) and bool(isna(value))):
+            return None
+        return str(value)
+    except Exception:  # a value whose str() raises is NULL, like any value that is not text
+        return None
 
 
 class DuckDBEngine:
@@ -66,6 +141,9 @@ class DuckDBEngine:
 
     ``tables`` maps the names queries use to their sources (see :data:`TableSource`).
     ``connection`` is an existing DuckDB connection to use (default: a private in-memory one).
+    ``schema`` declares column types per table, ``{"people": {"income": "DOUBLE"}}`` (see
+    :mod:`veil.engines.declared`); an unknown type name is an ``InvalidArgumentError``, a
+    declared column the source lacks a ``SchemaError``, both raised here.
     """
 
     dialect = "duckdb"
@@ -75,65 +153,45 @@ class DuckDBEngine:
         tables: Mapping[str, TableSource],
         *,
         connection: duckdb.DuckDBPyConnection | None = None,
+        schema: SchemaArg = None,
     ) -> None:
         if not isinstance(tables, Mapping) or not tables:
             raise InvalidArgumentError(
                 "a session needs at least one table; pass tables={'people': 'people.parquet'}"
             )
+        for name in tables:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(f"table names must be non-empty strings, got {name!r}")
+        declared = parse_schema(schema, tables)
         self._owned = connection is None
         self._con = connection if connection is not None else duckdb.connect()
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
+        self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
+        self._notes: dict[str, tuple[str, ...]] = {}
+        self._private = f"__veil_{os.getpid()}_{next(_REGISTRATIONS)}_"
         for name, source in tables.items():
-            if not isinstance(name, str) or not name:
-                raise InvalidArgumentError(f"table names must be non-empty strings, got {name!r}")
-            self._register(name, source)
+            self._register(name, source, declared.get(name, {}))
 
     # -- registration ---------------------------------------------------------------------
-    def _register(self, name: str, source: TableSource) -> None:
-        ident = _quote(name)
+    def _register(self, name: str, source: TableSource, declared: Declared) -> None:
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if isinstance(source, str):
-            reader = _reader(source)
-            is_file = reader is not None or os.path.exists(source) or any(c in source for c in "*?")
-            if is_file:
-                files = sorted(glob.glob(source)) if any(c in source for c in "*?[") else [source]
-                if not files or not all(os.path.exists(f) for f in files):
-                    raise SchemaError(
-                        f"table {name!r}: no file at {source!r}; pass an existing CSV or "
-                        "Parquet path"
-                    )
-                literal = exp.Literal.string(source).sql(dialect="duckdb")
-                fn = reader or "read_parquet"
-                self._con.execute(
-                    f"CREATE OR REPLACE TEMP VIEW {ident} AS SELECT * FROM {fn}({literal})"
-                )
-                self._files[name] = files
-                self._versions[name] = ""
-                return
-            if name != source:
-                try:
-                    self._con.execute(
-                        f"CREATE OR REPLACE TEMP VIEW {ident} AS SELECT * FROM {_quote(source)}"
-                    )
-                except duckdb.CatalogException:
-                    raise SchemaError(
-                        f"table {name!r}: {source!r} is neither a file nor a table of the DuckDB "
-                        "connection; pass a CSV/Parquet path, a DataFrame or an Arrow table"
-                    ) from None
-            self._versions[name] = f"table:{source}:{time.time_ns()}:{next(_REGISTRATIONS)}"
-            self._check_exists(name)
+            self._register_name(name, source, declared)
             return
+        raw = f"{self._private}{len(self._versions)}"
         if isinstance(source, duckdb.DuckDBPyRelation):
-            source.create_view(name, replace=True)  # in the relation's own connection
+            target = raw if declared else name
+            source.create_view(target, replace=True)  # in the relation's own connection
             try:
-                self._con.sql(f"SELECT * FROM {ident} LIMIT 0")
+                self._con.sql(f"SELECT * FROM {_quote(target)} LIMIT 0")
             except duckdb.CatalogException:
                 raise SchemaError(
                     f"table {name!r}: the DuckDB relation belongs to another connection; pass "
                     "that connection too: Session.local(tables=…, connection=con)"
                 ) from None
+            what = "the DuckDB relation"
         else:
             module = type(source).__module__.split(".")[0]
             if module not in ("pandas", "polars", "pyarrow"):
@@ -141,8 +199,215 @@ class DuckDBEngine:
                     f"table {name!r}: cannot read a {type(source).__name__}; pass a CSV/Parquet "
                     "path, a pandas/Polars DataFrame, an Arrow table or a DuckDB relation"
                 )
-            self._con.register(name, source)
+            if module == "pandas":
+                source = self._objects_as_text(name, source, declared)
+            self._con.register(raw if declared else name, source)
+            what = f"the {type(source).__name__}"
+        if declared:
+            self._typed_view(name, exp.Table(this=_ident(raw)), declared, what)
         self._versions[name] = f"object:{id(source)}:{time.time_ns()}:{next(_REGISTRATIONS)}"
+
+    def _register_name(self, name: str, source: str, declared: Declared) -> None:
+        """A file path or glob, or the name of a table of the connection."""
+        fmt = text_format(source)
+        is_file = (
+            fmt is not None
+            or source.lower().endswith(_PARQUET)
+            or os.path.exists(source)
+            or _is_glob(source)
+        )
+        if is_file:
+            files = sorted(glob.glob(source)) if _is_glob(source) else [source]
+            if not files or not all(os.path.isfile(f) for f in files):
+                raise SchemaError(
+                    f"table {name!r}: no file at {source!r}; pass an existing CSV or Parquet path"
+                )
+            if fmt is not None:
+                self._register_text(name, files, fmt, declared)
+            else:
+                scan = exp.Anonymous(this="read_parquet", expressions=[exp.Literal.string(source)])
+                self._typed_view(name, scan, declared, f"the Parquet file {source!r}")
+            self._files[name] = files
+            self._versions[name] = ""
+            return
+        if name != source or declared:
+            self._typed_view(name, self._connection_table(name, source), declared, repr(source))
+        self._versions[name] = f"table:{source}:{time.time_ns()}:{next(_REGISTRATIONS)}"
+        self._check_exists(name)
+
+    def _connection_table(self, name: str, source: str) -> exp.Table:
+        """The connection's table (or view) ``source``, catalog-qualified when the view that
+        declares its types takes the same name."""
+        if name != source:
+            return exp.Table(this=_ident(source))
+        row = self._con.execute(
+            "SELECT database_name, schema_name FROM duckdb_tables() WHERE table_name = $1 "
+            "AND NOT temporary UNION ALL SELECT database_name, schema_name FROM duckdb_views() "
+            "WHERE view_name = $1 AND NOT temporary AND NOT internal LIMIT 1",
+            [source],
+        ).fetchone()
+        if row is None:
+            raise SchemaError(
+                f"table {name!r}: to declare the types of the connection's table {source!r}, "
+                f"register it under another name: tables={{'{source}_typed': {source!r}}}"
+            )
+        return exp.Table(this=_ident(source), db=_ident(str(row[1])), catalog=_ident(str(row[0])))
+
+    def _objects_as_text(self, name: str, frame: Any, declared: Declared) -> Any:
+        """``frame`` with its ``object`` columns as text (a shallow copy; typed columns shared),
+        so that DuckDB never types a column by sampling its values."""
+        import pandas as pd
+
+        positions = [
+            i for i, dtype in enumerate(frame.dtypes) if pd.api.types.is_object_dtype(dtype)
+        ]
+        if not positions:
+            return frame
+        text = frame.copy(deep=False)
+        for i in positions:
+            isna, is_scalar = pd.isna, pd.api.types.is_scalar
+            values = [_text_of(v, isna, is_scalar) for v in frame.iloc[:, i]]
+            text.isetitem(
+                i, pd.Series(pd.array(values, dtype=pd.ArrowDtype(pa.string())), index=frame.index)
+            )
+        lowered = {c.lower() for c in declared}
+        undeclared = [str(frame.columns[i]) for i in positions]
+        undeclared = [c for c in undeclared if c.lower() not in lowered]
+        if undeclared:
+            shown = ", ".join(repr(c) for c in undeclared[:5])
+            more = f" and {len(undeclared) - 5} more" if len(undeclared) > 5 else ""
+            self._notes[name] = (
+                f"table {name!r}: the DataFrame's object columns {shown}{more} are read as "
+                f"text (their values' types are not looked at); declare types with "
+                f"schema={{{name!r}: {{{undeclared[0]!r}: 'DOUBLE'}}}} or give them a dtype",
+            )
+        return text
+
+    def _typed_view(self, name: str, raw: exp.Expression, declared: Declared, what: str) -> None:
+        """View ``name`` over ``raw``: every column as is, declared ones through ``TRY_CAST``
+        (nothing declared: ``SELECT *``, which follows the source's columns)."""
+        try:
+            described = self._con.sql(exp.select("*").from_(raw).limit(0).sql(dialect=self.dialect))
+        except duckdb.CatalogException:
+            raise SchemaError(
+                f"table {name!r}: {what} is neither a file nor a table of the DuckDB "
+                "connection; pass a CSV/Parquet path, a DataFrame or an Arrow table"
+            ) from None
+        except duckdb.Error as exc:
+            raise SchemaError(f"cannot read the schema of table {name!r}: {exc}") from exc
+        if not declared:
+            self._create_view(name, exp.select("*").from_(raw, copy=False), {}, {})
+            return
+        names, types = described.columns, described.types
+        casts = match_columns(name, declared, names, what)
+        items: list[exp.Expr] = []
+        for column in names:
+            ref = exp.column(_ident(column))
+            dtype = casts.get(column)
+            cast = exp.alias_(try_cast(ref, dtype), _ident(column), copy=False) if dtype else None
+            items.append(cast or ref)
+        query = exp.select(*items, copy=False).from_(raw, copy=False)
+        self._create_view(name, query, casts, dict(zip(names, types, strict=True)))
+
+    def _create_view(
+        self,
+        name: str,
+        query: exp.Select,
+        casts: Mapping[str, exp.DataType],
+        types: Mapping[str, object],
+    ) -> None:
+        view = exp.Create(
+            this=exp.Table(this=_ident(name)),
+            kind="VIEW",
+            replace=True,
+            expression=query,
+            properties=exp.Properties(expressions=[exp.TemporaryProperty()]),
+        )
+        try:
+            self._con.execute(view.sql(dialect=self.dialect))
+        except duckdb.Error as exc:
+            detail = ", ".join(
+                f"{c!r} ({types.get(c, 'text')} → {t.sql(dialect=self.dialect)})"
+                for c, t in casts.items()
+            )
+            raise SchemaError(
+                f"table {name!r}: the declared types cannot be applied to {detail or 'it'} "
+                f"({exc}); declare a type the column's values can be cast to"
+            ) from exc
+
+    def _register_text(
+        self, name: str, files: list[str], fmt: TextFormat, declared: Declared
+    ) -> None:
+        """A view reading ``files`` line by line (:mod:`veil.engines.lines`); its schema — the
+        header's names and the declared types — is fixed here and cached."""
+        line = exp.column(_LINE, quoted=True)
+        keep: exp.Expr = exp.Not(this=exp.Is(this=line, expression=exp.Null()))
+        if fmt.kind == "json":
+            if not declared:
+                raise SchemaError(
+                    f"table {name!r} is a JSON-lines file, whose column names would come from "
+                    f"the data; declare the columns to read: schema={{{name!r}: {{'income': "
+                    f"'DOUBLE', 'city': 'VARCHAR'}}}} (Python) or --schema/--column (CLI)"
+                )
+            columns = tuple(declared)
+            casts = dict(declared)
+            valid = exp.Anonymous(this="json_valid", expressions=[line.copy()])
+            kind = exp.Anonymous(this="json_type", expressions=[line.copy()])
+            keep = exp.and_(keep, valid, exp.EQ(this=kind, expression=exp.Literal.string("OBJECT")))
+            raws: list[exp.Expression] = [
+                exp.Anonymous(
+                    this="json_extract_string",
+                    expressions=[line.copy(), exp.Literal.string(_json_pointer(c))],
+                )
+                for c in columns
+            ]
+        else:
+            header = self._header(name, files, fmt)
+            columns = header_names(name, header, fmt, repr(files[0]))
+            casts = match_columns(name, declared, columns, f"the header of {files[0]!r}")
+            keep = exp.and_(keep, exp.NEQ(this=line.copy(), expression=exp.Literal.string(header)))
+            listed = exp.column(_ident("__veil_cells"))
+            raws = [cell(listed, k, self.dialect, casts.get(c)) for k, c in enumerate(columns, 1)]
+        lines: exp.Select = (
+            exp.select(line.copy(), copy=False)
+            .from_(exp.Table(this=_line_reader(files, fmt)), copy=False)
+            .where(keep, copy=False)
+        )
+        if fmt.kind == "csv":
+            # rows: one per kept line, with its cells split once (no quote) or tokenized once
+            split = exp.alias_(
+                line_cells(line, fmt.delimiter, self.dialect), _ident("__veil_cells")
+            )
+            lines = exp.select(split, copy=False).from_(lines.subquery(copy=False), copy=False)
+        # rows: one per kept line; each column its cell (CSV) or key (JSON) as text, then cast
+        items: list[exp.Expr] = []
+        for column, raw in zip(columns, raws, strict=True):
+            dtype = casts.get(column) if fmt.kind == "json" else None  # CSV cells are typed
+            typed = try_cast(raw, dtype) if dtype else raw
+            items.append(exp.alias_(typed, _ident(column), copy=False))
+        query = exp.select(*items, copy=False).from_(lines.subquery(copy=False), copy=False)
+        self._create_view(name, query, casts, {})
+        self._schemas[name] = self._read_schema(name)
+        notes = text_notes(name, fmt, columns, casts)
+        if fmt.kind == "json":
+            notes = (
+                f"table {name!r} is read as JSON lines: one object per line, only the declared "
+                "keys; a line that is not a JSON object is skipped (a JSON array or an indented "
+                "file reads as no rows)",
+            )
+        self._notes[name] = notes
+
+    @staticmethod
+    def _header(name: str, files: list[str], fmt: TextFormat) -> str:
+        """The header line every file of the table starts with (read by Python: no row)."""
+        header = read_first_line(files[0], fmt)
+        for other in files[1:]:
+            if read_first_line(other, fmt) != header:
+                raise SchemaError(
+                    f"table {name!r}: {other!r} does not start with the header of "
+                    f"{files[0]!r}; the files of one table must have the same first line"
+                )
+        return header
 
     def _check_exists(self, name: str) -> None:
         try:
@@ -166,16 +431,30 @@ class DuckDBEngine:
             raise SchemaError(f"unknown table {table!r}{hint} (tables: {known})")
 
     def schema(self, table: str) -> pa.Schema:
-        """The Arrow schema of ``table`` (a zero-row query; reads no values of Parquet files;
-        CSV type detection samples the file, as DuckDB does)."""
+        """The Arrow schema of ``table``. Reads no private value: for a text file it was fixed
+        at registration from the header line and the declarations; otherwise it is a zero-row
+        query (Parquet metadata, in-memory types)."""
+        cached = self._schemas.get(table)
+        if cached is not None:
+            return cached
         if table not in self._versions and self._versions:
             self._known(table)
+        return self._read_schema(table)
+
+    def _read_schema(self, table: str) -> pa.Schema:
         try:
             relation = self._con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0")
             schema: pa.Schema = relation.to_arrow_table().schema
         except duckdb.Error as exc:
             raise SchemaError(f"cannot read the schema of table {table!r}: {exc}") from exc
         return schema
+
+    def notes(self, table: str) -> tuple[str, ...]:
+        """Sentences for ``explain`` about how ``table`` is read: a CSV's undeclared (text)
+        columns and how to declare them, a JSON-lines file's rules, a DataFrame's object
+        columns read as text; empty when there is nothing to say."""
+        self._known(table)
+        return self._notes.get(table, ())
 
     def data_version(self, table: str) -> str:
         """For files: a digest of their paths, sizes and modification times; for in-memory

@@ -5,9 +5,27 @@ to a sqlglot tree (one dialect-neutral lowering module); this engine generates i
 runs it on the cluster and collects the result through Arrow. The result is the small table
 of exact aggregates — one row per group — so only aggregated rows ever reach the driver.
 
-Tables are Spark DataFrames, catalog table names, or Parquet/CSV/JSON/ORC paths (any URI Spark
-can read: ``s3a://…``, ``hdfs://…``). Each is registered under a private temporary view name and
-the tree's table references are rewritten to it, so the user's own views are never replaced.
+Tables are Spark DataFrames, catalog table names, or Parquet/ORC/CSV/TSV/JSON-lines paths (any
+URI Spark can read: ``s3a://…``, ``hdfs://…``). Each is registered under a private temporary view
+name and the tree's table references are rewritten to it, so the user's own views are never
+replaced.
+
+Types are never inferred from private values (DESIGN §1). DataFrames, catalog tables, Parquet
+and ORC carry their own types. CSV/TSV and JSON-lines files are *not* read with Spark's CSV or
+JSON sources (``inferSchema`` reads every row; and even with ``multiLine=false`` and
+``mode=PERMISSIVE`` the CSV parser fails the whole query on one line with more than
+``maxColumns`` = 20 480 cells): they are read as text, one row per physical line (Spark's
+``text`` source; lines end at LF, CRLF or a lone CR; a line over 2 MiB is skipped through
+Hadoop's ``mapreduce.input.linerecordreader.line.maxlength``; empty lines, lines identical to
+the header and — on Spark ≥ 4 — lines that are not valid UTF-8 are dropped), and cut into cells
+by the rules and regular expressions of :mod:`veil.engines.lines`, the same as DuckDB's: the
+same file gives the same rows on both engines. The header is the first line of the text (never
+a data row's types). JSON lines are parsed with ``from_json`` into the declared keys only.
+
+``schema={"people": {"income": "DOUBLE"}}`` declares column types for any source (see
+:mod:`veil.engines.declared`): a declared column is read through ``TRY_CAST`` — NULL for a
+value that does not convert, whatever the ANSI setting (Spark 4 enables ANSI mode by default,
+under which a plain ``CAST`` raises at run time).
 
 pyspark is an optional extra (``pip install 'veil[spark]'``) imported only when an engine is
 built; without it :class:`veil.errors.MissingDependencyError` says what to install.
@@ -18,6 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import inspect
 import itertools
 import os
 import threading
@@ -33,6 +52,16 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
 from veil.engines.base import Progress
+from veil.engines.declared import Declared, SchemaArg, match_columns, parse_schema, try_cast
+from veil.engines.lines import (
+    MAX_LINE_BYTES,
+    TextFormat,
+    cell,
+    header_names,
+    line_cells,
+    text_format,
+    text_notes,
+)
 from veil.engines.progress import watching
 from veil.errors import (
     InvalidArgumentError,
@@ -49,16 +78,9 @@ __all__ = ["SparkEngine", "default_spark_session", "is_spark_dataframe", "requir
 
 INSTALL_HINT = "pip install 'veil[spark]'"
 
-_FILE_FORMATS = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".csv": "csv",
-    ".tsv": "csv",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-    ".orc": "orc",
-}
+_FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".orc": "orc"}
+_MAX_LINE = "mapreduce.input.linerecordreader.line.maxlength"
+_BOM = "\ufeff"
 _ENGINE_IDS = itertools.count()
 _VERSIONS = itertools.count()
 _QUERY_IDS = itertools.count()
@@ -98,60 +120,73 @@ def _looks_like_path(source: str) -> bool:
         or "\\" in source
         or "://" in source
         or Path(source).suffix.lower() in _FILE_FORMATS
+        or text_format(source, any_compression=True) is not None
         or os.path.exists(source)
     )
 
 
 def _read_path(spark: SparkSession, path: str) -> DataFrame:
-    """A DataFrame over a file or directory; the format comes from the suffix (default Parquet)."""
+    """A DataFrame over a Parquet/ORC file or directory (the suffix decides; default Parquet)."""
     suffix = Path(path.rstrip("/")).suffix.lower()
-    fmt = _FILE_FORMATS.get(suffix, "parquet")
-    reader = spark.read.format(fmt)
-    if fmt == "csv":
-        sep = "\t" if suffix == ".tsv" else ","
-        reader = reader.option("header", "true").option("inferSchema", "true").option("sep", sep)
-    return reader.load(path)
+    return spark.read.format(_FILE_FORMATS.get(suffix, "parquet")).load(path)
+
+
+def _column(name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name, quoted=True))
+
+
+def _spark_sql(node: exp.Expr) -> str:
+    return node.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
 
 
 class SparkEngine:
     """Runs veil's SQL trees on a Spark session and returns exact aggregates as Arrow.
 
     ``tables`` maps the names used in queries to a Spark ``DataFrame``, a catalog table name,
-    or a path (Parquet, CSV with a header, JSON lines, ORC; a directory is read as Parquet).
-    Works with classic Spark and with Spark Connect sessions.
+    or a path (Parquet, ORC, CSV/TSV with a header, JSON lines; a directory is read as
+    Parquet unless its name ends in ``.csv``…). ``schema`` declares column types per table
+    (``{"people": {"income": "DOUBLE"}}``, see :mod:`veil.engines.declared`); JSON lines need
+    it. Works with classic Spark and with Spark Connect sessions.
     """
 
     dialect = "spark"
 
     def __init__(
-        self, spark_session: SparkSession, tables: Mapping[str, DataFrame | str | os.PathLike[str]]
+        self,
+        spark_session: SparkSession,
+        tables: Mapping[str, DataFrame | str | os.PathLike[str]],
+        *,
+        schema: SchemaArg = None,
     ) -> None:
         require_pyspark()
         if not tables:
             raise InvalidArgumentError(
                 "SparkEngine needs at least one table; pass tables={'people': df_or_path}"
             )
+        for name in tables:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(f"table names must be non-empty strings, got {name!r}")
+        declared = parse_schema(schema, tables)
         self._spark = spark_session
         self._prefix = f"__veil_{os.getpid()}_{next(_ENGINE_IDS)}_"
         self._names: dict[str, str] = {}  # lower-cased → as given
         self._frames: dict[str, DataFrame] = {}
         self._views: dict[str, str] = {}
+        self._notes: dict[str, tuple[str, ...]] = {}
         for name, source in tables.items():
-            if not isinstance(name, str) or not name:
-                raise InvalidArgumentError(f"table names must be non-empty strings, got {name!r}")
             key = name.lower()  # Spark resolves identifiers case-insensitively
             if key in self._frames:
                 raise InvalidArgumentError(
                     f"table {name!r} is given twice (Spark names are case-insensitive)"
                 )
-            frame = self._as_dataframe(name, source)
+            frame = self._as_dataframe(name, source, declared.get(name, {}))
             view = f"{self._prefix}{len(self._views)}"
             frame.createOrReplaceTempView(view)
             self._names[key] = name
             self._frames[key] = frame
             self._views[key] = view
 
-    def _as_dataframe(self, name: str, source: object) -> DataFrame:
+    def _as_dataframe(self, name: str, source: object, declared: Declared) -> DataFrame:
         if is_spark_dataframe(source):
             owner = getattr(source, "sparkSession", self._spark)
             if owner is not self._spark:
@@ -159,17 +194,126 @@ class SparkEngine:
                     f"table {name!r} is a DataFrame of another Spark session; pass the session "
                     "that created it, or a path or table name this session can read"
                 )
-            return source  # type: ignore[return-value]
+            return self._typed(name, source, declared, "the DataFrame")  # type: ignore[arg-type]
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if isinstance(source, str):
-            if _looks_like_path(source):
-                return _read_path(self._spark, source)
-            return self._spark.table(source)
+            if not _looks_like_path(source):
+                return self._typed(name, self._spark.table(source), declared, repr(source))
+            fmt = text_format(source, any_compression=True)
+            if fmt is not None:
+                return self._read_text(name, source, fmt, declared)
+            return self._typed(name, _read_path(self._spark, source), declared, repr(source))
         raise InvalidArgumentError(
             f"table {name!r}: cannot read a {type(source).__name__} on Spark; pass a Spark "
             "DataFrame, a catalog table name or a Parquet/CSV path"
         )
+
+    def _typed(self, name: str, frame: DataFrame, declared: Declared, what: str) -> DataFrame:
+        """``frame`` with its declared columns through ``TRY_CAST`` (others unchanged); a cast
+        Spark cannot analyse is a ``SchemaError`` here."""
+        if not declared:
+            return frame
+        columns = list(frame.columns)
+        casts = match_columns(name, declared, columns, what)
+        items = [
+            _spark_sql(
+                exp.alias_(try_cast(_column(c), casts[c]), exp.to_identifier(c, quoted=True))
+            )
+            if c in casts
+            else _spark_sql(_column(c))
+            for c in columns
+        ]
+        return self._analysed(name, frame.selectExpr(*items), casts)
+
+    def _analysed(
+        self, name: str, frame: DataFrame, casts: Mapping[str, exp.DataType]
+    ) -> DataFrame:
+        errors = importlib.import_module("pyspark.errors")
+        try:
+            frame.schema  # noqa: B018 - forces analysis (lazy on Spark Connect)
+        except errors.AnalysisException as exc:
+            detail = ", ".join(f"{c!r} → {t.sql(dialect='spark')}" for c, t in casts.items())
+            raise SchemaError(
+                f"table {name!r}: the declared types cannot be applied ({detail}): {exc}; "
+                "declare a type the column's values can be cast to"
+            ) from exc
+        return frame
+
+    def _read_text(self, name: str, path: str, fmt: TextFormat, declared: Declared) -> DataFrame:
+        """A DataFrame reading ``path`` as text, one row per kept line, cut into the header's
+        columns (CSV/TSV) or the declared keys (JSON lines) by :mod:`veil.engines.lines`."""
+        functions = importlib.import_module("pyspark.sql.functions")
+        value = functions.col("value")
+        lines = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES)).text(path)
+        keep = value != functions.lit("")
+        if int(self._spark.version.split(".")[0]) >= 4:
+            keep = keep & functions.expr("is_valid_utf8(value)")
+        if fmt.kind == "json":
+            if not declared:
+                raise SchemaError(
+                    f"table {name!r} is a JSON-lines file, whose column names would come from "
+                    f"the data; declare the columns to read: schema={{{name!r}: {{'income': "
+                    f"'DOUBLE', 'city': 'VARCHAR'}}}} (Python) or --schema/--column (CLI)"
+                )
+            columns: tuple[str, ...] = tuple(declared)
+            casts = dict(declared)
+            types = importlib.import_module("pyspark.sql.types")
+            struct = types.StructType([types.StructField(c, types.StringType()) for c in columns])
+            keep = keep & functions.expr("json_object_keys(value)").isNotNull()
+            parsed = functions.from_json(value, struct)
+            raws = [parsed.getField(c).alias(f"__veil_{k}") for k, c in enumerate(columns, 1)]
+            inner = lines.where(keep).select(*raws)
+            self._notes[name.lower()] = (
+                f"table {name!r} is read as JSON lines: one object per line, only the declared "
+                "keys; a line that is not a JSON object is skipped (a JSON array or an indented "
+                "file reads as no rows)",
+            )
+        else:
+            header = self._header(name, path)
+            columns = header_names(name, header.removeprefix(_BOM), fmt, repr(path))
+            casts = match_columns(name, declared, columns, f"the header of {path!r}")
+            keep = keep & (value != functions.lit(header))
+            keep = keep & (value != functions.lit(header.removeprefix(_BOM)))
+            split = line_cells(_column("value"), fmt.delimiter, "spark")
+            listed = _column("__veil_cells")
+            typed = [
+                _spark_sql(
+                    exp.alias_(
+                        cell(listed, k, "spark", casts.get(c)), exp.to_identifier(c, quoted=True)
+                    )
+                )
+                for k, c in enumerate(columns, 1)
+            ]
+            self._notes[name.lower()] = text_notes(name, fmt, columns, casts)
+            # rows: one per kept line, with its cells split once (no quote) or tokenized once
+            inner = lines.where(keep).selectExpr(_spark_sql(exp.alias_(split, "__veil_cells")))
+            return self._analysed(name, inner.selectExpr(*typed), casts)
+        # rows: one per kept line; __veil_k: declared key k as text, then cast
+        items = []
+        for k, column in enumerate(columns, 1):
+            ref: exp.Expression = _column(f"__veil_{k}")
+            dtype = casts.get(column)
+            value = try_cast(ref, dtype) if dtype else ref
+            items.append(_spark_sql(exp.alias_(value, exp.to_identifier(column, quoted=True))))
+        return self._analysed(name, inner.selectExpr(*items), casts)
+
+    def _header(self, name: str, path: str) -> str:
+        """The first line of the text: the first row of the first split, which starts a file
+        (Spark orders splits by size, a file's first split first). No data row is read."""
+        first = self._spark.read.text(path).limit(1).collect()
+        if not first or first[0][0] is None:
+            raise SchemaError(
+                f"table {name!r}: {path!r} has no first line; a CSV must start with the header "
+                "naming the columns"
+            )
+        header: str = first[0][0]
+        if len(header.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
+            raise SchemaError(
+                f"table {name!r}: the first line of {path!r} is longer than {MAX_LINE_BYTES} "
+                "bytes; the header must be one line naming the columns"
+            )
+        return header
 
     # -- the Engine protocol -----------------------------------------------------------------
 
@@ -188,11 +332,25 @@ class SparkEngine:
                 "Register it with tables={...}"
             ) from None
 
+    def notes(self, table: str) -> tuple[str, ...]:
+        """Sentences for ``explain`` about how ``table`` is read: a CSV's undeclared (text)
+        columns and how to declare them, a JSON-lines file's rules; empty when there is
+        nothing to say."""
+        self._frame(table)
+        return self._notes.get(table.lower(), ())
+
     def schema(self, table: str) -> pa.Schema:
         """The table's Arrow schema, from Spark's analysed plan (no data is read)."""
         frame = self._frame(table)
         types = importlib.import_module("pyspark.sql.pandas.types")
-        result: pa.Schema = types.to_arrow_schema(frame.schema)
+        # a TIMESTAMP (with local time zone) needs the session's zone to map to Arrow on
+        # Spark 4 (which asserts one is given); Spark 3.5 takes no zone and uses UTC
+        zone = self._spark.conf.get("spark.sql.session.timeZone", None) or "UTC"
+        convert = types.to_arrow_schema
+        if "timezone" in inspect.signature(convert).parameters:
+            result: pa.Schema = convert(frame.schema, timezone=zone)
+        else:  # pragma: no cover - Spark 3.5
+            result = convert(frame.schema)
         return result
 
     def data_version(self, table: str) -> str:
