@@ -264,3 +264,16 @@ def test_what_is_allowed_but_rarely_meant_gets_a_veil_warning(
     s = session()
     with pytest.warns(veil.VeilWarning, match=message):
         s.sql("SELECT COUNT(*) FROM t", **options)  # type: ignore[arg-type]
+
+
+def test_explain_says_how_to_declare_the_types_of_a_csv(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "people.csv"
+    path.write_text("uid,income\n1,10\n2,N/A\n")
+    s = veil.Session.local({"people": path}, privacy_unit="uid", budget=veil.Budget(epsilon=1))
+    text = str(s.explain("SELECT COUNT(*) FROM people", epsilon=0.5))
+    assert "note: table 'people' is a CSV read without declared types" in text
+    with pytest.raises(veil.SchemaError, match=r"declare its type.*--column income:DOUBLE"):
+        s.sql("SELECT SUM(income) FROM people", epsilon=0.5, bounds={"income": (0, 100)})
+    assert s.remaining() == veil.Budget(epsilon=1)

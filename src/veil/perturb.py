@@ -48,7 +48,6 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,6 +78,7 @@ __all__ = ["ColumnPerturbation", "Perturbation", "laplace_calibration", "perturb
 
 Number = int | float | Fraction
 _BATCH_ROWS = 65_536
+_TABLE = "__perturbed"
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,13 @@ def perturb(
     dataset: str | None = None,
     session: Session | None = None,
     source: RandomSource | None = None,
+    schema: Mapping[str, str] | None = None,
 ) -> Perturbation:
     """Perturb every record's chosen columns with local DP; charge ``epsilon`` once.
+
+    A CSV/JSON path or a pandas frame is read as a session reads it (``veil.engines.lines``:
+    no type sniffed from the values): ``schema`` declares column types (column → SQL type,
+    e.g. ``{"income": "DOUBLE"}``), without which CSV columns are text.
 
     Charge it to ``ledger`` for (``analyst``, ``dataset``), or to a :class:`veil.Session`'s
     ledger, analyst and dataset with ``session=``; without either nothing is charged and the
@@ -230,7 +235,7 @@ def perturb(
     if spark:
         job: Any = _spark_job(data, specs)
     else:
-        reader = _record_batches(data, specs)
+        reader = _record_batches(data, specs, schema)
         _check_types(reader.schema, specs)
     reservation = None
     if ledger is not None:
@@ -455,13 +460,28 @@ def perturb_batch(
 # -- DuckDB / Arrow path --------------------------------------------------------------------
 
 
-def _record_batches(data: Any, specs: Sequence[ColumnPerturbation]) -> pa.RecordBatchReader:
-    """The needed columns of ``data`` as a stream of Arrow batches (never the whole table)."""
+def _record_batches(
+    data: Any, specs: Sequence[ColumnPerturbation], schema: Mapping[str, str] | None
+) -> pa.RecordBatchReader:
+    """The needed columns of ``data`` as a stream of Arrow batches (never the whole table).
+
+    Paths and pandas frames are registered as the DuckDB engine registers a session's tables
+    (declared types, nothing sniffed from the values)."""
     import duckdb
 
     names = [s.name for s in specs]
-    if isinstance(data, (str, Path)):
-        data = duckdb.connect().sql(f"SELECT * FROM {_scan(Path(data))}")
+    if isinstance(data, str | os.PathLike) or type(data).__module__.startswith("pandas"):
+        from veil.engines.duckdb import DuckDBEngine
+
+        engine = DuckDBEngine(
+            {_TABLE: data}, schema=None if schema is None else {_TABLE: dict(schema)}
+        )
+        data = engine.connection.sql(f'SELECT * FROM "{_TABLE}"')
+    elif schema is not None:
+        raise InvalidArgumentError(
+            "schema= declares the types of a CSV/JSON path or a pandas frame; this input "
+            f"({type(data).__name__}) carries its own types"
+        )
     if isinstance(data, duckdb.DuckDBPyRelation):
         _check_columns(data.columns, specs)
         projected = data.select(*[duckdb.ColumnExpression(n) for n in names])
@@ -471,8 +491,6 @@ def _record_batches(data: Any, specs: Sequence[ColumnPerturbation]) -> pa.Record
         return data
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
-    if type(data).__module__.startswith("pandas"):
-        data = pa.Table.from_pandas(data, preserve_index=False)
     if isinstance(data, pa.Table):
         _check_columns(data.column_names, specs)
         table = data.select(names)
@@ -483,15 +501,6 @@ def _record_batches(data: Any, specs: Sequence[ColumnPerturbation]) -> pa.Record
         f"cannot perturb a {type(data).__name__}; pass a DuckDB relation, an Arrow table or "
         "reader, a pandas DataFrame, a Parquet/CSV path or a Spark DataFrame"
     )
-
-
-def _scan(path: Path) -> str:
-    quoted = "'" + str(path).replace("'", "''") + "'"
-    if path.suffix.lower() in {".csv", ".tsv"}:
-        return f"read_csv_auto({quoted})"
-    if path.suffix.lower() in {".json", ".jsonl", ".ndjson"}:
-        return f"read_json_auto({quoted})"
-    return f"read_parquet({quoted})"
 
 
 def _perturb_arrow(

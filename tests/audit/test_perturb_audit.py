@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -106,3 +108,27 @@ def test_a_failure_after_the_charge_keeps_it_and_quotes_nothing() -> None:
     assert info.value.__cause__ is None
     assert info.value.__context__ is None
     assert ledger.remaining("alice", "t") == veil.Budget(epsilon=1)
+
+
+def test_a_csv_is_perturbed_with_declared_types_never_sniffed(tmp_path: Path) -> None:
+    """perturb read CSV paths with read_csv_auto: one record's 'N/A' made the column text and
+    the call was refused — whether it was refused depended on that record."""
+    outcomes = []
+    for cell in ("N/A", "41"):
+        path = tmp_path / f"t{cell.replace('/', '')}.csv"
+        path.write_text(f"x\n1.5\n{cell}\n3\n")
+        ledger = veil.Ledger("sqlite://")
+        ledger.grant("alice", "t", veil.Budget(epsilon=2))
+        out = perturb(
+            path,
+            epsilon=1,
+            bounds={"x": (0, 5)},
+            schema={"x": "DOUBLE"},
+            ledger=ledger,
+            analyst="alice",
+            dataset="t",
+        )
+        outcomes.append(out.data.num_rows)
+        with pytest.raises(SchemaError, match="not a number"):  # undeclared: text, refused
+            perturb(path, epsilon=1, bounds={"x": (0, 5)}, ledger=ledger, analyst="a", dataset="t")
+    assert outcomes == [3, 3]

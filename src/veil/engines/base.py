@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import pyarrow as pa
 from sqlglot import exp
 
-__all__ = ["Engine", "Progress", "ProgressReporting"]
+__all__ = ["Engine", "Progress", "ProgressReporting", "SchemaNotes"]
 
 Progress = Callable[[float | None], None]
 """A progress callback: ``None`` while the engine cannot tell, then fractions of the query done
@@ -74,4 +74,16 @@ class ProgressReporting(Protocol):
         unchanged; an exception raised by ``progress`` stops the reports and is raised after
         the query ends. The result is the same as ``execute(query)``'s.
         """
+        ...
+
+
+@runtime_checkable
+class SchemaNotes(Protocol):
+    """An engine that can say, from its registrations alone, what a person should know about a
+    table's schema (optional, besides :class:`Engine`): a CSV read without declared types has
+    only text columns, and how to declare them. ``explain`` shows these notes."""
+
+    def notes(self, table: str) -> tuple[str, ...]:
+        """Sentences about ``table``'s schema (empty when there is nothing to say); reads no
+        data row."""
         ...

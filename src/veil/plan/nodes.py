@@ -63,6 +63,7 @@ __all__ = [
     "SortKey",
     "Statistic",
     "as_fraction",
+    "declare_hint",
 ]
 
 T = TypeVar("T")
@@ -106,6 +107,18 @@ def as_fraction(value: object, name: str) -> Fraction:
         return Fraction(value)
     except (ValueError, ZeroDivisionError) as exc:
         raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from exc
+
+
+def declare_hint(column: str, kind: ColumnType, table: str = "<table>") -> str:
+    """How to declare a text column's type, for errors about a text column used as a number
+    (a CSV file's columns are text unless declared); empty for other types."""
+    if kind != "string":
+        return ""
+    return (
+        f"; if it holds numbers as text (a CSV file's columns are text unless declared), "
+        f"declare its type: schema={{{table!r}: {{{column!r}: 'DOUBLE'}}}} in Python, "
+        f"--column {column}:DOUBLE in the CLI"
+    )
 
 
 def _set(obj: object, name: str, value: object) -> None:
@@ -587,7 +600,8 @@ class Aggregate(Plan):
         if agg.needs_bounds and f.type not in NUMERIC_TYPES:
             raise SchemaError(
                 f"{agg.function.upper()}({agg.column}) needs a numeric column, but "
-                f"{agg.column!r} is {f.type}; aggregate a numeric column or COUNT(*) instead"
+                f"{agg.column!r} is {f.type}; aggregate a numeric column or COUNT(*) "
+                f"instead{declare_hint(agg.column, f.type)}"
             )
         if agg.column == self.privacy_unit and agg.needs_bounds:
             raise UnsupportedQueryError(

@@ -60,6 +60,7 @@ from veil.plan.nodes import (
     Plan,
     SortKey,
     as_fraction,
+    declare_hint,
 )
 from veil.sql.positions import Locator, Position, parse_error
 
@@ -492,7 +493,7 @@ class _Reader:
             raise SchemaError(
                 f"{self.at.name_of(node)}({spec.column}) needs a numeric column, but "
                 f"{spec.column!r} is {ctype}; aggregate a numeric column, or COUNT(*) per "
-                f"{spec.column}{where}"
+                f"{spec.column}{declare_hint(spec.column, ctype, self.table)}{where}"
             )
 
     def field(self, name: str) -> Field:
