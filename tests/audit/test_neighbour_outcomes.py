@@ -316,3 +316,115 @@ def test_the_outcome_of_a_query_never_depends_on_one_units_rows(
         check(harness, case, tmp)
 
     prop()
+
+
+# -- CSV sources: one adversarial *line* ----------------------------------------------------
+
+CSV_SCHEMA = {"uid": "BIGINT", "g": "VARCHAR", "x": "DOUBLE", "d": "DATE", "w": "VARCHAR"}
+ODD_CELLS = st.sampled_from(
+    [
+        "N/A", "", '""', '"', '"unterminated', '"1,5"', '"a""b"', '"x"y', "03/02/2001",
+        "2024-02-30", "2024-01-31T25:00", "inf", "-inf", "nan", "1e999", "-0", " 12 ",
+        "١٢", "0x1F", "1_000", "\x00", "target", "9" * 400, "é\u0301", "\u202e",
+    ]
+)  # fmt: skip
+CSV_AGGREGATES = [a for a in AGGREGATES if "DISTINCT" not in a]
+
+
+@st.composite
+def csv_cases(draw: st.DrawFn) -> tuple[str, str, str, dict[str, Any]]:
+    """(base CSV text, the adversarial line, the query, its options)."""
+    lines = ["uid,g,x,d,w"]
+    for u in range(draw(st.integers(1, 6))):
+        for _ in range(draw(st.integers(1, 3))):
+            x = draw(st.sampled_from(["1.5", "-3", "1e16", "", "0.1", "7"]))
+            d = draw(st.sampled_from(["2020-01-01", "2024-06-30", "", "1999-12-31"]))
+            g = draw(st.sampled_from(["a", "b", '"c,d"', ""]))
+            w = draw(st.sampled_from(["target", "other", f"{MARK}1"]))
+            lines.append(f"{u},{g},{x},{d},{w}")
+    cells = draw(st.lists(ODD_CELLS, min_size=0, max_size=7))
+    if draw(st.booleans()):  # mostly a well-formed unit id in front
+        cells = [str(UNIT), *cells]
+    odd = ",".join(cells)
+    aggs = draw(st.lists(st.sampled_from(CSV_AGGREGATES), min_size=1, max_size=3, unique=True))
+    select = [f"{a} AS a{i}" for i, a in enumerate(aggs)]
+    options: dict[str, Any] = {"epsilon": 1, "bounds": {"x": draw(BOUNDS)}}
+    group = ""
+    key = draw(st.sampled_from(["", "g", "d"]))
+    if key:
+        select.insert(0, key)
+        group = f" GROUP BY {key}"
+        options["delta"] = 1e-6
+    where = draw(
+        st.sampled_from(["", " WHERE w = 'target'", " WHERE d > DATE '2020-01-01'", " WHERE x > 0"])
+    )
+    sql = f"SELECT {', '.join(select)} FROM t{where}{group}"
+    return "\n".join(lines) + "\n", odd, sql, options
+
+
+def _csv_session(engine: str, path: Path) -> veil.Session:
+    options: dict[str, Any] = {
+        "privacy_unit": "uid",
+        "budget": veil.Budget(epsilon=10**6, delta="0.001"),
+        "schema": {"t": CSV_SCHEMA},
+    }
+    if engine == "spark":
+        from spark_support import spark_session
+
+        return veil.Session.spark(spark_session(), {"t": str(path)}, **options)
+    return veil.Session.local({"t": path}, **options)
+
+
+def _csv_outcome(engine: str, path: Path, sql: str, options: dict[str, Any]) -> Outcome:
+    session = _csv_session(engine, path)
+    before = session.remaining()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", VeilWarning)
+        try:
+            session.sql(sql, **options)
+            kind, error, message = "released", "", ""
+        except QueryFailedError as err:
+            kind, error, message = "failed after the charge", "QueryFailedError", str(err)
+        except UserError as err:
+            charged = session.remaining() != before
+            kind = "refused but charged" if charged else "refused free"
+            error, message = type(err).__name__, str(err)
+        finally:
+            session.close()
+    said = tuple(str(w.message) for w in caught if issubclass(w.category, VeilWarning))
+    return (kind, error, message, said)
+
+
+@pytest.mark.parametrize("engine", ["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
+def test_on_a_csv_the_outcome_never_depends_on_one_line(
+    engine: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same property on a CSV source with a declared schema: the neighbour adds one line
+    whose cells are non-numeric, empty, quoted oddly, in another date format, too many or too
+    few (a unit's row that the reader must take on its own, without touching other lines)."""
+    tmp = tmp_path_factory.mktemp(f"csv-outcomes-{engine}")
+    files = iter(range(10**6))
+
+    @settings(
+        max_examples=25 if engine == "spark" else 200,
+        deadline=None,
+        derandomize=not RANDOM,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(case=csv_cases())
+    def prop(case: tuple[str, str, str, dict[str, Any]]) -> None:
+        base, odd, sql, options = case
+        outcomes = []
+        for text in (base + odd + "\n", base):
+            path = tmp / f"t{next(files)}.csv"
+            path.write_bytes(text.encode("utf-8", "surrogatepass"))
+            outcomes.append(_csv_outcome(engine, path, sql, options))
+        with_line, without = outcomes
+        where = f"{engine}: {sql} {options}, line {odd!r}"
+        assert with_line == without, f"one line changed the outcome — {where}: {outcomes}"
+        assert with_line[0] in ("released", "refused free"), f"{where}: {with_line}"
+        for text in (with_line[2], *with_line[3]):
+            assert MARK not in text, f"a message quotes a value — {where}: {text}"
+
+    prop()
