@@ -154,17 +154,20 @@ class Session:
         connection: Any = None,
         source: RandomSource | None = None,
         schema: Mapping[str, Mapping[str, str]] | None = None,
+        self_grant: bool = False,
     ) -> Session:
         """A session on the embedded DuckDB engine.
 
         ``tables``: name → CSV/Parquet path (scanned lazily), pandas/Polars/Arrow object, or a
         table name of ``connection``. ``ledger``: a :class:`veil.Ledger`, a URL
         (``"sqlite:///ledger.db"``) or ``None`` for an in-memory one. ``budget`` is granted to
-        (``analyst``, ``dataset``) if the ledger has no grant for them yet; ``dataset``
-        defaults to the table names joined by ``+``. ``domains`` declares public group keys
-        (column → every key), released in full, empty groups included, without partition
-        selection. ``schema`` declares column types, ``{"people": {"income": "DOUBLE"}}``: CSV
-        columns are otherwise text (see :mod:`veil.engines.declared`).
+        (``analyst``, ``dataset``) if the ledger has no grant for them yet — on a persistent
+        ledger only with ``self_grant=True`` (budgets are the data owner's to grant);
+        ``dataset`` (the unit of accounting: one name per table) defaults to the table names
+        joined by ``+``. ``domains`` declares public group keys (column → every key), released
+        in full, empty groups included, without partition selection. ``schema`` declares
+        column types, ``{"people": {"income": "DOUBLE"}}``: CSV columns are otherwise text (see
+        :mod:`veil.engines.declared`).
         """
         from veil.engines.duckdb import DuckDBEngine
 
@@ -181,6 +184,7 @@ class Session:
             max_rows_per_group=max_rows_per_group,
             domains=domains,
             source=source,
+            self_grant=self_grant,
         )
 
     @classmethod
@@ -200,6 +204,7 @@ class Session:
         domains: DomainsArg = None,
         source: RandomSource | None = None,
         schema: Mapping[str, Mapping[str, str]] | None = None,
+        self_grant: bool = False,
     ) -> Session:
         """A session on Apache Spark (``pip install 'veil[spark]'``), classic or Spark Connect.
 
@@ -223,6 +228,7 @@ class Session:
             max_rows_per_group=max_rows_per_group,
             domains=domains,
             source=source,
+            self_grant=self_grant,
         )
 
     @classmethod
@@ -235,16 +241,33 @@ class Session:
         budget: Budget | None,
         analyst: str,
         dataset: str | None,
+        self_grant: bool = False,
         **options: Any,
     ) -> Session:
         """A session on ``engine``: open the ledger (``None``: in memory), name the dataset
-        (default: the table names joined by ``+``), grant ``budget`` unless a grant exists;
-        ``options`` go to :meth:`__init__`."""
+        (default: the table names joined by ``+``); ``options`` go to :meth:`__init__`.
+
+        Budgets are granted, not taken: on an in-memory ledger (a scratch session, gone with
+        the process) ``budget`` is granted unless a grant exists; on a persistent ledger the
+        session spends only a grant the data owner made (``ledger.grant``, ``veil budget
+        grant``), and ``budget`` is refused unless ``self_grant=True`` says, explicitly, that
+        this session may create its own grant when none exists (a personal ledger). An
+        existing grant is never topped up."""
         if not isinstance(ledger, Ledger):
             ledger = Ledger(ledger if ledger is not None else "sqlite://")
         name = dataset or "+".join(sorted(tables))
-        if budget is not None and not ledger.has_grant(analyst, name):
-            ledger.grant(analyst, name, budget)
+        if budget is not None:
+            if ledger.persistent and not self_grant:
+                raise InvalidArgumentError(
+                    f"budget={budget!r} would let this session grant analyst {analyst!r} a "
+                    f"budget on dataset {name!r} in the persistent ledger {ledger.url}; budgets "
+                    f"are granted by the data owner: veil budget grant --ledger URL --analyst "
+                    f"{analyst} --dataset {name} --epsilon E (or ledger.grant(...)), then open "
+                    "the session without budget=. On a personal ledger, pass self_grant=True "
+                    "to grant it when no grant exists"
+                )
+            if not ledger.has_grant(analyst, name):
+                ledger.grant(analyst, name, budget)
         return cls(engine, ledger=ledger, analyst=analyst, dataset=name, **options)
 
     # -- state --------------------------------------------------------------------------------
