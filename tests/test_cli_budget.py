@@ -104,11 +104,13 @@ def test_history_as_a_table_and_as_csv(ledger_url: str) -> None:
     )  # fmt: skip
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == "id,at,event,status,loss,fingerprint,detail"
+    assert lines[0] == "id,at,event,status,loss,fingerprint,detail,query"
     assert len(lines) == 3
 
 
 def test_history_of_an_unknown_analyst_is_a_user_error(ledger_url: str) -> None:
+    with veil.Ledger(ledger_url) as led:
+        led.grant("alice", "people", veil.Budget(epsilon=1))
     code, out, err = invoke(
         "budget", "history", "--ledger", ledger_url, "-a", "carol", "--dataset", "people"
     )

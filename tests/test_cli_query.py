@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 import veil
 import veil.cli
+import veil.session
 from veil.cli import app
 
 STATES = ["CA", "NY", "TX"]
@@ -209,7 +210,7 @@ def test_an_unexpected_failure_is_reported_as_a_bug_without_a_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(veil.cli.Session, "local", broken)
+    monkeypatch.setattr(veil.session.Session, "local", broken)
     code, out, err = invoke(
         "query", "SELECT COUNT(*) FROM people", "--table", f"people={people}", "-e", "1"
     )

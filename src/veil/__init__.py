@@ -1,10 +1,16 @@
-"""veil — differential-privacy analytics with exact noise and durable budgets."""
+"""veil — differential-privacy analytics with exact noise and durable budgets.
 
-from veil import mechanisms as mechanisms  # public submodules
-from veil import noise as noise
-from veil import postprocess as postprocess
-from veil import sensitivity as sensitivity
-from veil.accounting import Budget, Ledger
+The package imports its light parts (the errors, :class:`Budget`) at once and everything else —
+the engines, the ledger, the mechanisms — on first use (PEP 562), so that ``veil --help`` and
+``import veil`` do not pay for DuckDB, SQLAlchemy or sqlglot.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from veil.accounting.budget import Budget
 from veil.errors import (
     BoundsError,
     BudgetExhaustedError,
@@ -23,10 +29,17 @@ from veil.errors import (
     VeilError,
     VeilWarning,
 )
-from veil.mechanisms import GaussianMechanism, LaplaceMechanism
-from veil.perturb import perturb
-from veil.release.result import Result
-from veil.session import Session
+
+if TYPE_CHECKING:
+    from veil import mechanisms as mechanisms  # public submodules
+    from veil import noise as noise
+    from veil import postprocess as postprocess
+    from veil import sensitivity as sensitivity
+    from veil.accounting.ledger import Ledger
+    from veil.mechanisms import GaussianMechanism, LaplaceMechanism
+    from veil.perturb import perturb
+    from veil.release.result import Result
+    from veil.session import Session
 
 __version__ = "0.1.0"
 
@@ -56,3 +69,29 @@ __all__ = [
     "__version__",
     "perturb",
 ]
+
+_SUBMODULES = ("mechanisms", "noise", "postprocess", "sensitivity")
+_LAZY = {
+    "GaussianMechanism": "veil.mechanisms",
+    "LaplaceMechanism": "veil.mechanisms",
+    "Ledger": "veil.accounting.ledger",
+    "Result": "veil.release.result",
+    "Session": "veil.session",
+    "perturb": "veil.perturb",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        value: Any = importlib.import_module(f"veil.{name}")
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    loaded = {n for n, v in globals().items() if type(v).__name__ == "module"}
+    return sorted(set(__all__) | set(_SUBMODULES) | loaded)

@@ -13,45 +13,42 @@ import functools
 import io
 import json
 import logging
-import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    SpinnerColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.progress import Progress as RichProgress
-from rich.syntax import Syntax
 from rich.table import Table
 
-from veil.accounting.budget import Budget, exact
-from veil.accounting.ledger import Alert
-from veil.cli_output import (
+from veil.cli_options import (
     OutputFormat,
     budget_json,
-    print_explanation,
-    print_result,
+    merge_schemas,
+    parse_bounds,
+    parse_columns,
+    parse_number,
+    parse_schema_files,
+    parse_tables,
 )
-from veil.engines.base import Progress
-from veil.engines.declared import ACCEPTED, parse_type
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
     InvalidArgumentError,
     UserError,
     VeilError,
+    VeilWarning,
 )
-from veil.session import Session
+
+if TYPE_CHECKING:  # the engines, the ledger and the release load only when a command runs
+    from veil.accounting.budget import Budget
+    from veil.accounting.ledger import Alert, Ledger
+    from veil.engines.base import Progress
+    from veil.session import Session
 
 __all__ = ["app", "main"]
 
@@ -98,192 +95,56 @@ def _stderr() -> Console:
 def _reported_errors(fmt: OutputFormat = OutputFormat.table) -> Iterator[None]:
     """Turn veil errors into one clean line on stderr and an exit code; never a traceback.
     With ``--format json`` the line is a JSON object ``{"error": {type, message, position,
-    user_error}}`` so that programs can read the position of a refused construct."""
-    try:
-        yield
-    except typer.Exit:
-        raise
-    except KeyboardInterrupt:
-        _stderr().print("interrupted")
-        raise typer.Exit(130) from None
-    except UserError as err:
-        _report(err, "error", fmt, user_error=True)
-        raise typer.Exit(USER_ERROR_EXIT) from None
-    except VeilError as err:  # InternalError, RandomnessError
-        _report(err, "error", fmt, user_error=False)
-        raise typer.Exit(INTERNAL_ERROR_EXIT) from None
-    except Exception as err:
-        bug = InternalError(f"unexpected {type(err).__name__}: {err}")
-        _report(bug, "internal error", fmt, user_error=False)
-        raise typer.Exit(INTERNAL_ERROR_EXIT) from None
+    user_error}}`` so that programs can read the position of a refused construct. A user
+    error prints its message in the CLI's syntax (``UserError.for_cli``); a ``VeilWarning``
+    raised meanwhile prints as one ``warning: …`` line (``{"warning": …}`` in JSON)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", VeilWarning)
+        try:
+            yield
+        except typer.Exit:
+            raise
+        except KeyboardInterrupt:
+            _stderr().print("interrupted")
+            raise typer.Exit(130) from None
+        except UserError as err:
+            _report(err, "error", fmt, user_error=True)
+            raise typer.Exit(USER_ERROR_EXIT) from None
+        except VeilError as err:  # InternalError, RandomnessError
+            _report(err, "error", fmt, user_error=False)
+            raise typer.Exit(INTERNAL_ERROR_EXIT) from None
+        except Exception as err:
+            bug = InternalError(f"unexpected {type(err).__name__}: {err}")
+            _report(bug, "internal error", fmt, user_error=False)
+            raise typer.Exit(INTERNAL_ERROR_EXIT) from None
+        finally:
+            for w in caught:
+                if issubclass(w.category, VeilWarning):
+                    _warn(str(w.message), fmt)
+
+
+def _warn(message: str, fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.json:
+        sys.stderr.write(json.dumps({"warning": message}, ensure_ascii=False) + "\n")
+    else:
+        _stderr().print(f"warning: {message}", markup=False, style="yellow")
 
 
 def _report(err: VeilError, label: str, fmt: OutputFormat, *, user_error: bool) -> None:
+    message = err.for_cli() if isinstance(err, UserError) else str(err)
     if fmt is not OutputFormat.json:
-        _stderr().print(f"{label}: {err}", markup=False)
+        _stderr().print(f"{label}: {message}", markup=False)
         return
     position = getattr(err, "position", None)
     payload = {
         "error": {
             "type": type(err).__name__,
-            "message": str(err),
+            "message": message,
             "position": list(position) if position else None,
             "user_error": user_error,
         }
     }
     sys.stderr.write(json.dumps(payload, ensure_ascii=False) + "\n")
-
-
-# ----------------------------------------------------------------------------- option parsing
-
-
-def parse_tables(specs: Sequence[str]) -> dict[str, str]:
-    """``["people=people.parquet", …]`` → ``{"people": "people.parquet", …}``."""
-    tables: dict[str, str] = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name.strip() or not path.strip():
-            raise InvalidArgumentError(
-                f"--table expects NAME=PATH, got {spec!r}; e.g. --table people=people.parquet"
-            )
-        if name.strip() in tables:
-            raise InvalidArgumentError(f"--table {name.strip()!r} is given twice; name it once")
-        tables[name.strip()] = path.strip()
-    return tables
-
-
-def parse_columns(specs: Sequence[str], tables: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``["people.income:DOUBLE", "age:INTEGER"]`` → ``{"people": {"income": "DOUBLE", …}}``.
-
-    ``TABLE.`` may be left out when there is one table; the type is checked here (one of
-    :data:`veil.engines.declared.ACCEPTED`), so a bad value is refused in the CLI's syntax.
-    """
-    declared: dict[str, dict[str, str]] = {}
-    for spec in specs:
-        target, colon, type_name = spec.rpartition(":")
-        if not colon or not target.strip() or not type_name.strip():
-            raise InvalidArgumentError(
-                f"--column expects [TABLE.]COLUMN:TYPE, got {spec!r}; e.g. --column income:DOUBLE"
-            )
-        table, column = _table_of(target.strip(), tables, spec)
-        _declare(declared, table, column, type_name.strip(), f"--column {spec}")
-    return declared
-
-
-def parse_schema_files(specs: Sequence[str], tables: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``["people=people.schema.json"]`` → the JSON object of each file (column → type) as
-    that table's declarations; ``TABLE=`` may be left out when there is one table."""
-    declared: dict[str, dict[str, str]] = {}
-    for spec in specs:
-        name, eq, path = spec.partition("=")
-        if eq and name.strip() in tables:
-            table, file = name.strip(), path.strip()
-        elif eq and not os.path.exists(spec):
-            raise InvalidArgumentError(
-                f"--schema {spec!r}: {name.strip()!r} is not a --table (tables: "
-                f"{', '.join(tables)}); pass --schema TABLE=FILE.json"
-            )
-        elif len(tables) == 1:
-            table, file = tables[0], spec.strip()
-        else:
-            raise InvalidArgumentError(
-                f"--schema {spec!r} must name its table when there are several (tables: "
-                f"{', '.join(tables)}); e.g. --schema {tables[0]}=FILE.json"
-            )
-        try:
-            with open(file, encoding="utf-8") as handle:
-                content = json.load(handle)
-        except OSError as exc:
-            raise InvalidArgumentError(f"--schema: cannot read {file!r}: {exc.strerror}") from None
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidArgumentError(f"--schema: {file!r} is not JSON: {exc}") from None
-        if not isinstance(content, dict) or not all(isinstance(v, str) for v in content.values()):
-            raise InvalidArgumentError(
-                f"--schema expects a JSON object mapping each column to a type, e.g. "
-                f'{{"income": "DOUBLE", "born": "DATE"}}; {file!r} holds something else'
-            )
-        for column, type_name in content.items():
-            _declare(declared, table, column, type_name, f"--schema {spec}")
-    return declared
-
-
-def _table_of(target: str, tables: Sequence[str], spec: str) -> tuple[str, str]:
-    """``(table, column)`` of ``TABLE.COLUMN``, or of a bare ``COLUMN`` when there is one
-    table (a column name may hold dots: ``TABLE.`` counts only if it names a table)."""
-    table, dot, column = target.partition(".")
-    if dot and table in tables and column:
-        return table, column
-    if len(tables) == 1:
-        return tables[0], target
-    raise InvalidArgumentError(
-        f"--column {spec!r} must name its table when there are several (tables: "
-        f"{', '.join(tables)}); e.g. --column {tables[0]}.{spec}"
-    )
-
-
-def _declare(
-    declared: dict[str, dict[str, str]], table: str, column: str, type_name: str, where: str
-) -> None:
-    try:
-        parse_type(table, column, type_name)
-    except InvalidArgumentError:
-        raise InvalidArgumentError(
-            f"{where}: {type_name!r} is not a type veil reads; use one of {ACCEPTED}"
-        ) from None
-    columns = declared.setdefault(table, {})
-    if column in columns and columns[column] != type_name:
-        raise InvalidArgumentError(
-            f"{where}: column {column!r} of table {table!r} is already declared "
-            f"{columns[column]}; declare it once"
-        )
-    columns[column] = type_name
-
-
-def merge_schemas(*schemas: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """``--schema`` and ``--column`` declarations together; a column declared twice with two
-    types is refused."""
-    merged: dict[str, dict[str, str]] = {}
-    for schema in schemas:
-        for table, columns in schema.items():
-            for column, type_name in columns.items():
-                _declare(merged, table, column, type_name, "--schema/--column")
-    return merged
-
-
-def parse_bounds(specs: Sequence[str]) -> dict[str, tuple[Fraction, Fraction]]:
-    """``["income=0:1000000", …]`` → ``{"income": (0, 1000000), …}`` (exact numbers)."""
-    bounds: dict[str, tuple[Fraction, Fraction]] = {}
-    for spec in specs:
-        column, sep, interval = spec.partition("=")
-        lower, colon, upper = interval.partition(":")
-        if not sep or not colon or not column.strip() or not lower.strip() or not upper.strip():
-            raise InvalidArgumentError(
-                f"--bounds expects COLUMN=LOWER:UPPER, got {spec!r}; e.g. --bounds income=0:1000000"
-            )
-        lo = exact(lower, f"the lower bound of {column.strip()!r}")
-        hi = exact(upper, f"the upper bound of {column.strip()!r}")
-        bounds[column.strip()] = (lo, hi)
-    return bounds
-
-
-def parse_number(value: str | None, name: str) -> Fraction | None:
-    """An exact number from the command line (``0.5``, ``1e-6``, ``1/3``), or None."""
-    if value is None:
-        return None
-    text = value.strip()
-    try:
-        number = exact(float(text), name) if _looks_float(text) else exact(text, name)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{name} must be a number such as 0.5, 1e-6 or 1/3, got {value!r}"
-        ) from None
-    if number < 0:
-        raise InvalidArgumentError(f"{name} must not be negative, got {value}")
-    return number
-
-
-def _looks_float(text: str) -> bool:
-    return "/" not in text and any(c in text for c in "eE") and not text.lower().startswith("inf")
 
 
 @contextmanager
@@ -298,6 +159,15 @@ def scanning(message: str) -> Iterator[Progress | None]:
     if not console.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.progress import Progress as RichProgress
+
     display = RichProgress(
         SpinnerColumn("dots"),
         TextColumn("{task.description}", markup=False),
@@ -460,7 +330,12 @@ class _Ask:
         )
 
     def session(self) -> Session:
-        """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query."""
+        """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query.
+        ``--ledger`` must name an existing ledger: a mistyped path is an error, not a new
+        empty ledger."""
+        from veil.accounting.budget import Budget
+        from veil.session import Session
+
         budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
         if self.engine not in ("duckdb", "spark"):
             raise InvalidArgumentError(f"--engine must be duckdb or spark, got {self.engine!r}")
@@ -477,7 +352,7 @@ class _Ask:
             privacy_unit=self.privacy_unit,
             budget=budget,
             analyst=self.analyst,
-            ledger=self.ledger,
+            ledger=_open_ledger(self.ledger, create=False) if self.ledger else None,
             dataset=self.dataset,
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,
@@ -572,6 +447,8 @@ def explain(
 
 def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> None:
     """Run (or only explain) ``sql`` on a session built from ``ask``, print what comes back."""
+    from veil.cli_output import print_explanation, print_result
+
     session = ask.session()
     try:
         if explain_only:
@@ -604,16 +481,43 @@ def demo(
         int, typer.Option("--patients", help="Size of the synthetic table (patients).")
     ] = 60_000,
     fmt: FormatOpt = OutputFormat.table,
+    write: Annotated[
+        str | None,
+        typer.Option(
+            "--write",
+            help="Write the README tour's synthetic people table to this .parquet or .csv "
+            "file instead of running the demo.",
+        ),
+    ] = None,
+    users: Annotated[
+        int, typer.Option("--users", help="People in the table --write writes.")
+    ] = 20_000,
 ) -> None:
     """Generate a synthetic hospital-visits table and run a few DP queries on it."""
 
     def go() -> None:
+        from veil.accounting.budget import Budget
+        from veil.cli_output import print_result
         from veil.demo import (
             DEMO_BUDGET_DELTA,
             DEMO_BUDGET_EPSILON,
             DEMO_QUERIES,
+            generate_people,
             generate_visits,
+            write_table,
         )
+        from veil.session import Session
+
+        if write is not None:
+            table = generate_people(users)
+            write_table(table, write)
+            _stderr().print(
+                f"wrote {table.num_rows:,} rows of {users:,} synthetic people "
+                f"({', '.join(table.column_names)}) to {write}",
+                markup=False,
+            )
+            return
+        from rich.syntax import Syntax
 
         console = Console(highlight=False)
         people = fmt is OutputFormat.table
@@ -659,11 +563,50 @@ def demo(
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. A usage error (a missing option, a bad choice) prints one
+    ``error: …`` line — a JSON object with ``--format json`` — and exits with code 2, like
+    every other user error."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        _stderr().print("interrupted")
+        raise SystemExit(130) from None
+    except typer.TyperException as err:  # click's usage errors, as typer ships them
+        fmt = OutputFormat.json if _asks_json(sys.argv[1:]) else OutputFormat.table
+        _report(InvalidArgumentError(_usage_message(err)), "error", fmt, user_error=True)
+        raise SystemExit(USER_ERROR_EXIT) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)
+
+
+def _asks_json(argv: Sequence[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg in ("--format", "-f") and i + 1 < len(argv) and argv[i + 1] == "json":
+            return True
+        if arg in ("--format=json", "-fjson"):
+            return True
+    return False
+
+
+def _usage_message(err: typer.TyperException) -> str:
+    """Click's message in one line, with the command to ask for help."""
+    formatter = getattr(err, "format_message", None)
+    text = " ".join((formatter() if callable(formatter) else str(err)).split())
+    context = getattr(err, "ctx", None)
+    command = context.command_path if context is not None else "veil"
+    return f"{text} (see `{command} --help`)"
 
 
 # ----------------------------------------------------------------------------- budget
+
+
+def _short(text: str | None, limit: int = 80) -> str:
+    """A query's text on one line, cut to ``limit`` characters for a table."""
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
 
 RequiredLedgerOpt = Annotated[
     str, typer.Option("--ledger", help="Ledger URL: sqlite:///ledger.db or postgresql://…")
@@ -672,10 +615,12 @@ DatasetOpt = Annotated[str, typer.Option("--dataset", help="The dataset the budg
 AnalystReqOpt = Annotated[str, typer.Option("--analyst", "-a", help="The analyst.")]
 
 
-def _open_ledger(url: str) -> Any:
+def _open_ledger(url: str, *, create: bool = False) -> Ledger:
+    """The ledger at ``url``; one that does not exist is an error unless ``create`` (only
+    ``veil budget grant`` creates a ledger: a mistyped path must not become an empty one)."""
     from veil.accounting.ledger import Ledger
 
-    return Ledger(url)
+    return Ledger(url, create=create)
 
 
 def _budget_parts(budget: Budget) -> tuple[str, str, str]:
@@ -704,7 +649,7 @@ def budget_show(
                 a, d = str(entry["analyst"]), str(entry["dataset"])
                 if (analyst is not None and a != analyst) or (dataset is not None and d != dataset):
                     continue
-                rows.append((a, d, led.granted(a, d), led.remaining(a, d)))
+                rows.append((a, d, led.granted(a, d), led.remaining(a, d), led.used_share(a, d)))
         if not rows and (analyst or dataset):
             who = " and ".join(
                 f"{k} {v!r}" for k, v in (("analyst", analyst), ("dataset", dataset)) if v
@@ -715,37 +660,33 @@ def budget_show(
             )
         if fmt is OutputFormat.json:
             payload = [
-                {"analyst": a, "dataset": d, "granted": budget_json(g), "remaining": budget_json(r)}
-                for a, d, g, r in rows
+                {
+                    "analyst": a,
+                    "dataset": d,
+                    "granted": budget_json(g),
+                    "remaining": budget_json(r),
+                    "used": float(u),
+                }
+                for a, d, g, r, u in rows
             ]
             sys.stdout.write(json.dumps({"budgets": payload}) + "\n")
             return
         if fmt is OutputFormat.csv:
             buf = io.StringIO()
             writer = csv.writer(buf, lineterminator="\n")
-            writer.writerow(["analyst", "dataset", "kind", "granted", "remaining"])
-            for a, d, g, r in rows:
-                writer.writerow([a, d, g.kind, str(g), str(r)])
+            writer.writerow(["analyst", "dataset", "kind", "granted", "remaining", "used"])
+            for a, d, g, r, u in rows:
+                writer.writerow([a, d, g.kind, str(g), str(r), f"{float(u):.6g}"])
             sys.stdout.write(buf.getvalue())
             return
         table = Table(title=f"privacy budgets in {led.url}")
         for name in ("analyst", "dataset", "granted", "remaining", "used"):
             table.add_column(name, justify="left" if name in ("analyst", "dataset") else "right")
-        for a, d, g, r in rows:
-            table.add_row(a, d, str(g), str(r), _used_share(g, r))
+        for a, d, g, r, u in rows:
+            table.add_row(a, d, str(g), str(r), f"{float(u):.0%}")
         Console(highlight=False).print(table)
 
     _run(go, fmt)
-
-
-def _used_share(granted: Budget, remaining: Budget) -> str:
-    if granted.kind == "zcdp":
-        total, left = granted.rho or Fraction(0), remaining.rho or Fraction(0)
-    else:
-        total, left = granted.epsilon or Fraction(0), remaining.epsilon or Fraction(0)
-    if total == 0:
-        return "—"
-    return f"{float((total - left) / total):.0%}"
 
 
 @budget_app.command("grant")
@@ -761,6 +702,8 @@ def budget_grant(
     """Grant budget to an analyst on a dataset (added to an existing grant)."""
 
     def go() -> None:
+        from veil.accounting.budget import Budget
+
         r = parse_number(rho, "--rho")
         e = parse_number(epsilon, "--epsilon")
         d = parse_number(delta, "--delta")
@@ -774,7 +717,7 @@ def budget_grant(
             raise InvalidArgumentError(
                 "say how much to grant: --epsilon 1 [--delta 1e-6] or --rho 0.5"
             )
-        with _open_ledger(ledger) as led:
+        with _open_ledger(ledger, create=True) as led:
             total = led.grant(analyst, dataset, budget)
             remaining = led.remaining(analyst, dataset)
         if fmt is OutputFormat.json:
@@ -840,6 +783,7 @@ def budget_history(
                 "loss": budget_json(r.loss),
                 "fingerprint": r.fingerprint,
                 "detail": r.detail,
+                "query": r.query,
             }
             for r in records
         ]
@@ -859,7 +803,9 @@ def budget_history(
         if fmt is OutputFormat.csv:
             buf = io.StringIO()
             writer = csv.writer(buf, lineterminator="\n")
-            writer.writerow(["id", "at", "event", "status", "loss", "fingerprint", "detail"])
+            writer.writerow(
+                ["id", "at", "event", "status", "loss", "fingerprint", "detail", "query"]
+            )
             for r in records:
                 writer.writerow(
                     [
@@ -870,6 +816,7 @@ def budget_history(
                         str(r.loss or ""),
                         r.fingerprint or "",
                         r.detail or "",
+                        r.query or "",
                     ]
                 )
             sys.stdout.write(buf.getvalue())
@@ -879,8 +826,8 @@ def budget_history(
             caption=f"remaining {remaining}",
             caption_justify="left",
         )
-        for name in ("#", "when (UTC)", "event", "status", "loss", "query"):
-            table.add_column(name)
+        for name in ("#", "when (UTC)", "event", "status", "loss", "fingerprint", "query"):
+            table.add_column(name, overflow="fold" if name == "query" else "ellipsis")
         for r in records:
             table.add_row(
                 str(r.id),
@@ -889,6 +836,7 @@ def budget_history(
                 r.status or "",
                 str(r.loss) if r.loss is not None else "",
                 (r.fingerprint or "")[:12],
+                _short(r.query),
             )
         Console(highlight=False).print(table)
 

@@ -9,7 +9,6 @@ import json
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
@@ -18,6 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from veil.accounting.budget import Budget
+from veil.cli_options import OutputFormat, budget_json
 from veil.errors import InternalError
 from veil.release.explain import Explanation
 from veil.release.result import NOT_PRIVATE, Result, Usage
@@ -31,14 +31,6 @@ __all__ = [
     "render_table",
     "result_payload",
 ]
-
-
-class OutputFormat(StrEnum):
-    """How results are printed."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
 
 
 def _plain(value: Any) -> Any:
@@ -56,21 +48,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return str(value.isoformat())
     return str(value)
-
-
-def budget_json(budget: Budget | None) -> dict[str, Any] | None:
-    """A Budget as JSON: floats for reading, exact fractions as strings for auditing."""
-    if budget is None:
-        return None
-    out: dict[str, Any] = {"kind": budget.kind}
-    if budget.kind == "zcdp":
-        out["rho"] = float(budget.rho or 0)
-        out["exact"] = {"rho": str(budget.rho)}
-    else:
-        out["epsilon"] = float(budget.epsilon or 0)
-        out["delta"] = float(budget.delta)
-        out["exact"] = {"epsilon": str(budget.epsilon), "delta": str(budget.delta)}
-    return out
 
 
 def format_cell(value: Any, bar: Any) -> str:

@@ -5,7 +5,14 @@ from a fixed formula over row numbers (a string hash turned into uniforms). It u
 number generator at all — veil's only randomness is noise, drawn in :mod:`veil.random` — so the
 same call always yields the same table.
 
-Shape (one row per visit; ``patient_id`` is the privacy unit, 1–6 visits per patient)::
+``people`` (:func:`generate_people`, the README tour's table, written by ``veil demo --write``)
+holds one row per person and year, 1–3 years per person (``user_id`` is the privacy unit)::
+
+    user_id BIGINT, year INTEGER (2022–2024), state VARCHAR (10 US states, skewed),
+    sex VARCHAR ('F', 'M'), age INTEGER (0–99), income DOUBLE (lognormal, ≤ 1 000 000)
+
+``visits``, the demo's, has one row per visit (``patient_id`` the privacy unit, 1–6 visits
+per patient)::
 
     visit_id BIGINT, patient_id BIGINT, region VARCHAR (8, skewed), sex VARCHAR ('F', 'M'),
     age INTEGER (0–95), year INTEGER (2022–2024), diagnosis VARCHAR (6 categories),
@@ -22,7 +29,7 @@ import pyarrow as pa
 
 from veil.errors import InvalidArgumentError
 
-__all__ = ["DEMO_QUERIES", "DemoQuery", "generate_visits"]
+__all__ = ["DEMO_QUERIES", "DemoQuery", "generate_people", "generate_visits", "write_table"]
 
 _TWO_TO_64 = "18446744073709551616.0"
 
@@ -95,6 +102,74 @@ def generate_visits(patients: int = 60_000) -> pa.Table:
         return con.sql(_visits_sql(), params={"patients": patients}).to_arrow_table()
     finally:
         con.close()
+
+
+_STATES = [
+    ("CA", 0.22), ("TX", 0.38), ("FL", 0.50), ("NY", 0.61), ("PA", 0.69), ("IL", 0.77),
+    ("OH", 0.84), ("GA", 0.90), ("WA", 0.96),
+]  # fmt: skip
+
+
+def _people_sql() -> str:
+    p: Callable[[str], str] = lambda key: _uniform(key, "i")  # noqa: E731
+    y: Callable[[str], str] = lambda key: _uniform(key, "year_key")  # noqa: E731
+    state = " ".join(f"WHEN {p('st')} < {cut} THEN '{name}'" for name, cut in _STATES)
+    return f"""
+WITH persons AS (
+  SELECT i AS user_id,
+    CASE {state} ELSE 'AZ' END AS state,
+    CASE WHEN {p("s")} < 0.51 THEN 'F' ELSE 'M' END AS sex,
+    least(99, floor(100 * {p("a")}))::INTEGER AS age,
+    1 + floor(3 * {p("n")})::INTEGER AS n_years
+  FROM range(1, $users + 1) AS t(i)
+), years AS (
+  SELECT persons.*, 2022 + k AS year, concat(user_id, '/', k) AS year_key
+  FROM persons, range(0, persons.n_years) AS r(k)
+)
+SELECT user_id, year::INTEGER AS year, state, sex, age,
+  round(least(1000000, 40000 * exp(
+      0.9 * sqrt(-2 * ln(1 - {y("u")})) * cos(2 * pi() * {y("v")})
+      + CASE WHEN age < 18 THEN -2.5 WHEN age < 25 THEN -0.6 WHEN age > 66 THEN -0.4 ELSE 0 END
+      + CASE state WHEN 'CA' THEN 0.2 WHEN 'NY' THEN 0.25 WHEN 'WA' THEN 0.15 ELSE 0 END)), 2)
+    AS income
+FROM years
+ORDER BY user_id, year
+"""
+
+
+def generate_people(users: int = 20_000) -> pa.Table:
+    """The synthetic ``people`` table of the README's tour for ``users`` made-up people (about
+    two rows each). Deterministic, like :func:`generate_visits`.
+
+    >>> generate_people(10).column_names
+    ['user_id', 'year', 'state', 'sex', 'age', 'income']
+    """
+    if isinstance(users, bool) or not isinstance(users, int) or users < 1:
+        raise InvalidArgumentError(
+            f"users must be a positive integer, got {users!r}; pass e.g. users=20_000"
+        )
+    con = duckdb.connect()
+    try:
+        return con.sql(_people_sql(), params={"users": users}).to_arrow_table()
+    finally:
+        con.close()
+
+
+def write_table(table: pa.Table, path: str) -> None:
+    """Write ``table`` as Parquet, or as CSV when ``path`` ends in ``.csv``."""
+    lower = path.lower()
+    if lower.endswith(".csv"):
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, path)
+    elif lower.endswith((".parquet", ".pq")):
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path)
+    else:
+        raise InvalidArgumentError(
+            f"cannot tell the format of {path!r}: end it in .parquet or .csv, e.g. people.parquet"
+        )
 
 
 @dataclass(frozen=True)

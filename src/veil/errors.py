@@ -66,7 +66,20 @@ class VeilWarning(UserWarning):
 
 
 class UserError(VeilError):
-    """The caller can fix this: the message names the value and the fix."""
+    """The caller can fix this: the message names the value and the fix.
+
+    ``cli`` is the same message with the fix in the ``veil`` command's syntax
+    (``--bounds income=0:1000000`` rather than ``bounds={'income': (0, 1e6)}``), when the two
+    differ; the CLI prints it instead of ``str(error)``.
+    """
+
+    def __init__(self, message: str, *, cli: str | None = None) -> None:
+        super().__init__(message)
+        self.cli = cli
+
+    def for_cli(self) -> str:
+        """The message as the command line should print it."""
+        return self.cli if self.cli is not None else str(self)
 
 
 class InvalidArgumentError(UserError, ValueError):
@@ -88,10 +101,18 @@ class UnsupportedQueryError(UserError):
     known, else ``None``.
     """
 
-    def __init__(self, message: str, *, position: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        position: tuple[int, int] | None = None,
+        cli: str | None = None,
+    ) -> None:
         if position is not None:
-            message = f"{message} (at line {position[0]}, column {position[1]})"
-        super().__init__(message)
+            where = f" (at line {position[0]}, column {position[1]})"
+            message += where
+            cli = None if cli is None else cli + where
+        super().__init__(message, cli=cli)
         self.position = position
 
 

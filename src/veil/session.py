@@ -401,9 +401,13 @@ class Session:
         except VeilError:
             granted = None
         if granted is None or granted.kind != "approx":
-            raise InvalidArgumentError(
+            need = (
                 "grouping by columns without a public list of keys needs partition selection, "
-                "which needs delta > 0; pass delta=1e-6 (or declare the keys' domain)"
+                "which needs delta > 0; pass "
+            )
+            raise InvalidArgumentError(
+                f"{need}delta=1e-6 (or declare the keys' domain: domains={{...}})",
+                cli=f"{need}--delta 1e-6 (or list the keys: WHERE col IN ('a', 'b'))",
             )
         eps = as_fraction(epsilon, "epsilon")
         share = min(Fraction(1), eps / granted.eps) if granted.eps > 0 else Fraction(1)

@@ -40,6 +40,7 @@ from veil.accounting.store import (
     events,
     open_engine,
     prepare_schema,
+    require_existing,
 )
 from veil.errors import (
     BudgetExhaustedError,
@@ -141,10 +142,16 @@ class Ledger:
 
     ``Ledger("sqlite:///ledger.db")`` (a file, created if missing), ``Ledger("sqlite://")`` (in
     memory, one process), ``Ledger("postgresql://user@host:5432/db")``. A ``pathlib.Path`` is
-    read as a SQLite file.
+    read as a SQLite file. With ``create=False`` a ledger that does not exist yet (no SQLite
+    file; no veil tables in the PostgreSQL database) is a ``LedgerError`` instead: a mistyped
+    path must not quietly become a new, empty ledger.
     """
 
-    def __init__(self, url: str | os.PathLike[str] = "sqlite:///veil-ledger.db") -> None:
+    def __init__(
+        self, url: str | os.PathLike[str] = "sqlite:///veil-ledger.db", *, create: bool = True
+    ) -> None:
+        if not create:
+            require_existing(url)
         self._engine, memory = open_engine(url)
         self._memory = memory
         self.url = self._engine.url.render_as_string(hide_password=True)
@@ -214,17 +221,22 @@ class Ledger:
                 select(budgets.c.dataset).where(budgets.c.analyst == analyst)
             ).scalars()
             datasets = sorted(known)
+            python = f"ledger.grant({analyst!r}, {dataset!r}, Budget(epsilon=…))"
+            cli = (
+                f"veil budget grant --ledger {self.url} --analyst {analyst} --dataset "
+                f"{dataset} --epsilon E"
+            )
             if datasets:
-                raise LedgerError(
+                why = (
                     f"analyst {analyst!r} has no budget on dataset {dataset!r} (they have "
                     f"budgets on {datasets}); an administrator grants one with "
-                    f"ledger.grant({analyst!r}, {dataset!r}, Budget(epsilon=…))"
                 )
-            raise LedgerError(
-                f"unknown analyst {analyst!r}: no budget is granted to them on any dataset; "
-                f"an administrator grants one with ledger.grant({analyst!r}, {dataset!r}, "
-                "Budget(epsilon=…))"
-            )
+            else:
+                why = (
+                    f"unknown analyst {analyst!r}: no budget is granted to them on any "
+                    "dataset; an administrator grants one with "
+                )
+            raise LedgerError(why + python, cli=why + cli)
         return row
 
     @staticmethod

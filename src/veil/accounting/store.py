@@ -30,12 +30,19 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from veil.errors import LedgerError, MissingDependencyError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "metadata", "open_engine", "prepare_schema"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "metadata",
+    "open_engine",
+    "prepare_schema",
+    "require_existing",
+]
 
 SCHEMA_VERSION = 2
 SQLITE_BUSY_TIMEOUT_S = 60.0
@@ -240,3 +247,34 @@ def prepare_schema(engine: Engine) -> None:
             step(conn)
             version += 1
             conn.execute(schema_version.update().values(version=version))
+
+
+def require_existing(url: str | os.PathLike[str]) -> None:
+    """Raise ``LedgerError`` unless a ledger already exists at ``url`` (a SQLite file, or a
+    PostgreSQL database that holds veil's tables); in-memory URLs always pass."""
+    parsed = _parse(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        database = parsed.database
+        if database in (None, "", ":memory:"):
+            return
+        if not os.path.exists(database):
+            raise LedgerError(
+                f"no ledger at {database!r}; check the path, or create one by granting a "
+                f"budget: veil budget grant --ledger {_hidden(parsed)} --analyst NAME "
+                "--dataset NAME --epsilon E"
+            )
+        return
+    engine, _ = open_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = conn.dialect.has_table(conn, schema_version.name)
+    except SQLAlchemyError as exc:  # an unreachable server: the message says why
+        raise LedgerError(f"cannot open the ledger at {_hidden(parsed)}: {exc}") from exc
+    finally:
+        engine.dispose()
+    if not found:
+        raise LedgerError(
+            f"no veil ledger in the database at {_hidden(parsed)}; create one by granting a "
+            "budget: veil budget grant --ledger URL --analyst NAME --dataset NAME --epsilon E"
+        )

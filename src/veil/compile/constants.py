@@ -98,15 +98,19 @@ def check_bounds(b: ColumnBounds) -> None:
     given = f"bounds for {name!r} are ({show(lo)}, {show(hi)})"
     for end in (lo, hi):
         if abs(end) > MAX_MAGNITUDE:
+            rule = f"{given}: veil supports bounds within ±1e100; rescale the column or narrow "
             raise BoundsError(
-                f"{given}: veil supports bounds within ±1e100; rescale the column or narrow "
-                f"the bounds, e.g. bounds={{{name!r}: (0, 1e6)}}"
+                f"{rule}the bounds, e.g. bounds={{{name!r}: (0, 1e6)}}",
+                cli=f"{rule}the bounds, e.g. --bounds {name}=0:1000000",
             )
     if hi - lo < MIN_WIDTH or float(lo) >= float(hi):
-        raise BoundsError(
+        rule = (
             f"{given}: the upper bound must exceed the lower one by at least 1e-100 and be a "
-            f"different double; widen them, e.g. bounds={{{name!r}: ({show(lo)}, "
-            f"{show(lo + 1)})}}"
+            "different double; widen them, e.g. "
+        )
+        raise BoundsError(
+            f"{rule}bounds={{{name!r}: ({show(lo)}, {show(lo + 1)})}}",
+            cli=f"{rule}--bounds {name}={show(lo)}:{show(lo + 1)}",
         )
 
 

@@ -310,11 +310,14 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = 1024) -> Design:
     """
     selecting = not agg.public_keys
     if selecting and budget.delta == 0:
+        grouped = ", ".join(repr(k.column) for k in agg.keys if not k.is_public)
+        need = (
+            f"grouping by {grouped} without a public list of keys needs partition selection, "
+            "which needs delta > 0; pass "
+        )
         raise InvalidArgumentError(
-            "grouping by "
-            + ", ".join(repr(k.column) for k in agg.keys if not k.is_public)
-            + " without a public list of keys needs partition selection, which needs delta > 0; "
-            "pass delta=1e-6 (or declare the keys' domain)"
+            f"{need}delta=1e-6 (or declare the keys' domain: domains={{...}})",
+            cli=f"{need}--delta 1e-6 (or list the keys: WHERE col IN ('a', 'b'))",
         )
     quantiles = _quantile_needs(agg, buckets)
     moment_columns = sorted(

@@ -151,9 +151,11 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
         b = ctx.bounds.get(col) or agg.bounds_of(col)
         if b is None:
             fn = next(a.function for a in agg.aggregates if a.column == col and a.needs_bounds)
+            need = f"bounds for {col!r} are required to compute {fn.upper()}({col}); pass "
             raise BoundsError(
-                f"bounds for {col!r} are required to compute {fn.upper()}({col}); pass "
-                f"bounds={{{col!r}: (lower, upper)}} with limits that do not depend on the data"
+                f"{need}bounds={{{col!r}: (lower, upper)}} with limits that do not depend on "
+                "the data",
+                cli=f"{need}--bounds {col}=LOWER:UPPER with limits that do not depend on the data",
             )
         out.append(ColumnBounds(col, b.lower, b.upper))
     bounds = tuple(out)

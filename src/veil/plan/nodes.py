@@ -192,8 +192,10 @@ class Contribution:
         for name in ("max_groups", "max_rows_per_group"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                flag = "--" + name.replace("_", "-")
                 raise InvalidArgumentError(
-                    f"{name} must be a positive integer, got {value!r}; e.g. {name}=1"
+                    f"{name} must be a positive integer, got {value!r}; e.g. {name}=1",
+                    cli=f"{flag} must be a positive integer, got {value!r}; e.g. {flag} 1",
                 )
 
 
