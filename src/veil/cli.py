@@ -841,3 +841,7 @@ def budget_history(
         Console(highlight=False).print(table)
 
     _run(go, fmt)
+
+
+if __name__ == "__main__":  # python -m veil.cli …
+    main()
