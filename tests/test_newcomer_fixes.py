@@ -277,3 +277,13 @@ def test_explain_says_how_to_declare_the_types_of_a_csv(tmp_path: object) -> Non
     with pytest.raises(veil.SchemaError, match=r"declare its type.*--column income:DOUBLE"):
         s.sql("SELECT SUM(income) FROM people", epsilon=0.5, bounds={"income": (0, 100)})
     assert s.remaining() == veil.Budget(epsilon=1)
+
+
+def test_explain_and_the_release_agree_on_the_bar_of_an_avg_over_a_small_group() -> None:
+    small = pa.table({"uid": [1, 2, 3], "income": [10.0, 20.0, 30.0]})
+    s = veil.Session.local({"t": small}, privacy_unit="uid", budget=veil.Budget(epsilon=1))
+    sql = "SELECT AVG(income) AS m FROM t"
+    expected = s.explain(sql, epsilon=0.5, bounds={"income": (0, 200_000)}).errors["m"]
+    assert "± 200000 (the whole range) for a group whose noisy count is below" in expected
+    r = s.sql(sql, epsilon=0.5, bounds={"income": (0, 200_000)})
+    assert r.error_bars()[0][0] == 200_000  # 3 rows: the fallback explain announced

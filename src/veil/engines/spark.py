@@ -39,6 +39,7 @@ import importlib
 import inspect
 import itertools
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -104,6 +105,9 @@ def default_spark_session() -> SparkSession:
     """``SparkSession.builder.getOrCreate()``: the session ``spark-submit`` configured, a Spark
     Connect session when ``SPARK_REMOTE`` is set (``sc://host:15002``), else ``local[*]``."""
     sql = require_pyspark()
+    # a local Spark starts its Python workers with PYSPARK_PYTHON (default: python3, which
+    # in a virtual environment cannot import veil): default it to this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session: SparkSession = sql.SparkSession.builder.appName("veil").getOrCreate()
     return session
 

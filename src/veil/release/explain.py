@@ -123,8 +123,14 @@ def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
                 far = max(abs(float(c.lower or 0) - centre), abs(float(c.upper or 0) - centre))
                 near = combination_halfwidth([sm.term(step), cm.term(0.0)], level)
                 worst = combination_halfwidth([sm.term(step), cm.term(far)], level)
+                # the release's own fallback (veil.release.estimators._avg_halfwidth): below
+                # this noisy count the ratio is too uncertain and the bar is the whole range
+                small = max(1.0, 4 * cm.halfwidth(level))
+                full = float((c.upper or 0) - (c.lower or 0))
                 out[c.alias] = (
                     f"± {near:.6g}/n (mean at {centre:.6g}) to ± {worst:.6g}/n (mean at a bound)"
+                    f"; ± {full:.6g} (the whole range) for a group whose noisy count is below "
+                    f"{small:.6g}"
                 )
             else:
                 out[c.alias] = "≈ ± (noise of the sums of squares, sums and count) / n"
