@@ -334,6 +334,7 @@ class _Ask:
         ``--ledger`` must name an existing ledger: a mistyped path is an error, not a new
         empty ledger."""
         from veil.accounting.budget import Budget
+        from veil.accounting.scratch import ScratchLedger
         from veil.session import Session
 
         budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
@@ -352,7 +353,7 @@ class _Ask:
             privacy_unit=self.privacy_unit,
             budget=budget,
             analyst=self.analyst,
-            ledger=_open_ledger(self.ledger, create=False) if self.ledger else None,
+            ledger=_open_ledger(self.ledger, create=False) if self.ledger else ScratchLedger(),
             dataset=self.dataset,
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,

@@ -51,6 +51,7 @@ from veil.sensitivity import ObservedSensitivity
 
 if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger, Reservation
+    from veil.accounting.scratch import ScratchLedger, ScratchReservation
 
 __all__ = [
     "GaussianMechanism",
@@ -249,7 +250,7 @@ def _add_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[n
 
 
 def _reserve(
-    ledger: Ledger | None,
+    ledger: Ledger | ScratchLedger | None,
     analyst: str | None,
     dataset: str | None,
     loss: Budget,
@@ -258,7 +259,7 @@ def _reserve(
     sensitivity: Fraction,
     size: int,
     source: RandomSource | None,
-) -> Reservation | None:
+) -> Reservation | ScratchReservation | None:
     """Reserve ``loss`` on (``analyst``, ``dataset``) before noise is drawn (None: no ledger).
 
     Refuses, before anything is charged: analyst or dataset without a ledger (or a ledger
@@ -297,7 +298,7 @@ def _reserve(
     return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
 
 
-def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:
+def _drawn(reservation: Reservation | ScratchReservation | None, draw: Callable[[], T]) -> T:
     """Run ``draw`` (the noise) and commit the reservation; refund it if drawing fails (no
     value is released, and drawing reads no private data)."""
     try:
@@ -325,7 +326,7 @@ def laplace(
     sensitivity: Number,
     epsilon: Number,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Release:
@@ -369,7 +370,7 @@ def discrete_laplace(
     sensitivity: Number,
     epsilon: Number,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Release:
@@ -459,7 +460,7 @@ def gaussian(
     epsilon: Number | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Release:
@@ -507,7 +508,7 @@ def discrete_gaussian(
     epsilon: Number | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Release:
@@ -606,7 +607,7 @@ def exponential(
     sensitivity: Number,
     epsilon: Number,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Any:
@@ -657,7 +658,7 @@ def report_noisy_max(
     sensitivity: Number,
     epsilon: Number,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Any:
@@ -697,7 +698,7 @@ def randomized_response(
     categories: Sequence[Hashable],
     epsilon: Number,
     source: RandomSource | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
 ) -> Release:
@@ -782,7 +783,7 @@ class LaplaceMechanism:
         values: Any,
         *,
         source: RandomSource | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | ScratchLedger | None = None,
         analyst: str | None = None,
         dataset: str | None = None,
     ) -> Release:
@@ -802,7 +803,7 @@ class LaplaceMechanism:
         values: Any,
         *,
         source: RandomSource | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | ScratchLedger | None = None,
         analyst: str | None = None,
         dataset: str | None = None,
     ) -> Any:
@@ -830,7 +831,7 @@ class GaussianMechanism:
         values: Any,
         *,
         source: RandomSource | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | ScratchLedger | None = None,
         analyst: str | None = None,
         dataset: str | None = None,
     ) -> Release:
@@ -852,7 +853,7 @@ class GaussianMechanism:
         values: Any,
         *,
         source: RandomSource | None = None,
-        ledger: Ledger | None = None,
+        ledger: Ledger | ScratchLedger | None = None,
         analyst: str | None = None,
         dataset: str | None = None,
     ) -> Any:

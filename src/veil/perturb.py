@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
 
     from veil.accounting.ledger import Ledger
+    from veil.accounting.scratch import ScratchLedger
     from veil.session import Session
 
 __all__ = ["ColumnPerturbation", "Perturbation", "laplace_calibration", "perturb", "perturb_batch"]
@@ -167,7 +168,7 @@ def perturb(
     epsilon: Number,
     bounds: Mapping[str, tuple[Number, Number]] | None = None,
     categories: Mapping[str, Sequence[Any]] | None = None,
-    ledger: Ledger | None = None,
+    ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
     dataset: str | None = None,
     session: Session | None = None,

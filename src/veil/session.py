@@ -19,17 +19,18 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
-from veil.accounting.ledger import Ledger
+from veil.accounting.scratch import ScratchLedger
 from veil.builder import Query
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
@@ -62,7 +63,11 @@ from veil.release.explain import Explanation, describe_usage, expected_errors
 from veil.release.keys import group_keys
 from veil.release.result import Result
 
+if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
+    from veil.accounting.ledger import Ledger
+
 __all__ = ["Result", "Session"]
+
 
 BoundsArg = Mapping[str, tuple[Any, Any]] | None
 DomainsArg = Mapping[str, Sequence[KeyValue]] | None
@@ -111,7 +116,7 @@ class Session:
         self,
         engine: Engine,
         *,
-        ledger: Ledger,
+        ledger: Ledger | ScratchLedger,
         analyst: str,
         dataset: str,
         privacy_unit: str | None = None,
@@ -145,7 +150,7 @@ class Session:
         privacy_unit: str | None = None,
         budget: Budget | None = None,
         analyst: str = "analyst",
-        ledger: Ledger | str | None = None,
+        ledger: Ledger | ScratchLedger | str | None = None,
         dataset: str | None = None,
         bounds: BoundsArg = None,
         max_groups: int | None = None,
@@ -196,7 +201,7 @@ class Session:
         privacy_unit: str | None = None,
         budget: Budget | None = None,
         analyst: str = "analyst",
-        ledger: Ledger | str | None = None,
+        ledger: Ledger | ScratchLedger | str | None = None,
         dataset: str | None = None,
         bounds: BoundsArg = None,
         max_groups: int | None = None,
@@ -237,7 +242,7 @@ class Session:
         engine: Engine,
         tables: Mapping[str, Any],
         *,
-        ledger: Ledger | str | None,
+        ledger: Ledger | ScratchLedger | str | None,
         budget: Budget | None,
         analyst: str,
         dataset: str | None,
@@ -253,7 +258,9 @@ class Session:
         grant``), and ``budget`` is refused unless ``self_grant=True`` says, explicitly, that
         this session may create its own grant when none exists (a personal ledger). An
         existing grant is never topped up."""
-        if not isinstance(ledger, Ledger):
+        if ledger is None or isinstance(ledger, str | os.PathLike):
+            from veil.accounting.ledger import Ledger
+
             ledger = Ledger(ledger if ledger is not None else "sqlite://")
         name = dataset or "+".join(sorted(tables))
         if budget is not None:
@@ -673,7 +680,7 @@ def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
         )
 
 
-def _refuse_replayable(source: RandomSource | None, ledger: Ledger) -> None:
+def _refuse_replayable(source: RandomSource | None, ledger: Ledger | ScratchLedger) -> None:
     """A caller-supplied random source is for tests on an in-memory ledger only: with one, two
     charged queries can draw the same noise and their difference reveals a person exactly."""
     if not is_private(source) and ledger.persistent:
