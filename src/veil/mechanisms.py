@@ -46,7 +46,7 @@ from veil.noise._exact import (
 from veil.noise.calibrate import sigma2_for_approx_dp
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
-from veil.random import RandomSource, is_private
+from veil.random import RandomSource, is_private, refuse_replayable
 from veil.sensitivity import ObservedSensitivity
 
 if TYPE_CHECKING:
@@ -277,12 +277,7 @@ def _reserve(
             "charging a mechanism needs the analyst and the dataset: "
             f"{mechanism}(..., ledger=ledger, analyst='alice', dataset='people')"
         )
-    if not is_private(source) and ledger.persistent:
-        raise InvalidArgumentError(
-            f"source={source!r} is a caller-supplied random source, which would make the noise "
-            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
-            "source= (veil draws from the operating system's CSPRNG)"
-        )
+    refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
     text = json.dumps(
         {
             "operation": "mechanism",

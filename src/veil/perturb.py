@@ -66,7 +66,7 @@ from veil.errors import (
 )
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
-from veil.random import RandomSource, is_private, system_source
+from veil.random import RandomSource, is_private, refuse_replayable, system_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -215,12 +215,8 @@ def perturb(
                 "use a row-level session (privacy_unit=None) on a table with one row per unit"
             )
         ledger, analyst, dataset = session.ledger, session.analyst, session.dataset
-    if ledger is not None and not is_private(source) and ledger.persistent:
-        raise InvalidArgumentError(
-            f"source={source!r} is a caller-supplied random source, which would make the noise "
-            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
-            "source= (veil draws from the operating system's CSPRNG)"
-        )
+    if ledger is not None:
+        refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
     if ledger is not None and (not analyst or not dataset):
         raise InvalidArgumentError(
             "charging a perturbation needs the analyst and the dataset: "

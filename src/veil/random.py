@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 from veil.errors import InvalidArgumentError, RandomnessError
 
-__all__ = ["RandomSource", "SystemSource", "is_private", "system_source"]
+__all__ = ["RandomSource", "SystemSource", "is_private", "refuse_replayable", "system_source"]
 
 _DIRECT_LIMIT = 4096
 _KEY_BYTES = 32
@@ -90,3 +90,16 @@ def is_private(source: RandomSource | None) -> bool:
     from it with the same seed cancel: such releases are marked as not private, and a session
     or perturbation charged to a persistent ledger refuses them."""
     return source is None or isinstance(source, SystemSource)
+
+
+def refuse_replayable(source: RandomSource | None, *, persistent: bool, ledger: str) -> None:
+    """Refuse a caller-supplied ``source`` for a charge kept in a persistent ledger (named
+    ``ledger`` in the message): two charged releases drawn from the same seed cancel, and their
+    difference reveals a person exactly. In-memory ledgers (tests) may use one."""
+    if not is_private(source) and persistent:
+        raise InvalidArgumentError(
+            f"source={source!r} is a caller-supplied random source, which would make the noise "
+            f"replayable, so it cannot be charged to the persistent ledger {ledger}; drop "
+            "source= (veil draws from the operating system's CSPRNG), or test on an in-memory "
+            "ledger"
+        )

@@ -57,7 +57,7 @@ from veil.plan.nodes import (
     as_fraction,
 )
 from veil.plan.tree import aggregate_of
-from veil.random import RandomSource, is_private, system_source
+from veil.random import RandomSource, is_private, refuse_replayable, system_source
 from veil.release.draw import Measured, finish, measure
 from veil.release.explain import Explanation, describe_usage, expected_errors
 from veil.release.keys import group_keys
@@ -681,15 +681,7 @@ def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
 
 
 def _refuse_replayable(source: RandomSource | None, ledger: Ledger | ScratchLedger) -> None:
-    """A caller-supplied random source is for tests on an in-memory ledger only: with one, two
-    charged queries can draw the same noise and their difference reveals a person exactly."""
-    if not is_private(source) and ledger.persistent:
-        raise InvalidArgumentError(
-            f"source={source!r} is a caller-supplied random source, which would make the noise "
-            f"replayable, so it cannot be charged to the persistent ledger {ledger.url}; drop "
-            "source= (veil draws from the operating system's CSPRNG), or test on an in-memory "
-            "ledger (ledger=None)"
-        )
+    refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
 
 
 def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
