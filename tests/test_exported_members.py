@@ -13,3 +13,10 @@ def test_public_surface_is_exactly_all() -> None:
     public = {n for n in dir(veil) if not n.startswith("_")}
     submodules = {n for n in public if type(getattr(veil, n)).__name__ == "module"}
     assert public - submodules == set(veil.__all__) - {"__version__"}
+
+
+def test_perturb_stays_the_function_once_its_module_is_imported() -> None:
+    import veil.perturbation
+
+    assert veil.perturb is veil.perturbation.perturb
+    assert callable(veil.perturb)

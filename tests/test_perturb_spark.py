@@ -12,7 +12,7 @@ import veil
 from spark_support import spark_session
 from support import SeededSource
 from veil.errors import InvalidArgumentError
-from veil.perturb import perturb
+from veil.perturbation import perturb
 
 pytestmark = pytest.mark.spark
 
@@ -88,7 +88,7 @@ def test_estimates_from_a_spark_release_match_the_arrow_path_math(two_partitions
 def test_workers_that_cannot_import_veil_are_detected_before_anything_is_charged() -> None:
     import sys
 
-    from veil.perturb import workers_import_veil
+    from veil.perturbation import workers_import_veil
 
     assert workers_import_veil(sys.executable)
     # a bare interpreter without this project's packages (the machine's, or none at all)

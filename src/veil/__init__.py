@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from veil import sensitivity as sensitivity
     from veil.accounting.ledger import Ledger
     from veil.mechanisms import GaussianMechanism, LaplaceMechanism
-    from veil.perturb import perturb
+    from veil.perturbation import perturb
     from veil.release.result import Result
     from veil.session import Session
 
@@ -77,7 +77,7 @@ _LAZY = {
     "Ledger": "veil.accounting.ledger",
     "Result": "veil.release.result",
     "Session": "veil.session",
-    "perturb": "veil.perturb",
+    "perturb": "veil.perturbation",
 }
 
 

@@ -1,5 +1,8 @@
 """Per-record perturbation: a noisy copy of a table's columns, record by record (local DP).
 
+The function is ``veil.perturb``; this module is ``veil.perturbation`` (a module named like the
+function would replace it as the package attribute on import).
+
 :func:`perturb` releases, for every record, a noisy version of the chosen columns:
 
 - a **numeric** column is clamped to its declared bounds ``[lo, hi]`` (NULL and NaN become
