@@ -28,7 +28,7 @@ from typing import Literal
 
 from veil.errors import InvalidArgumentError
 
-__all__ = ["Budget", "Kind", "Number", "exact"]
+__all__ = ["Budget", "Kind", "Number", "exact", "show"]
 
 Kind = Literal["pure", "approx", "zcdp"]
 Number = int | float | Fraction | Decimal | str
@@ -84,16 +84,25 @@ def _show(value: Fraction) -> str:
     return f"'{value}'"
 
 
-def _plain(value: Fraction) -> str:
-    """A number as a person wrote it: ``0.1``, ``1.5``, ``3/7``, ``1e-300``."""
-    text = _show(value)
-    if not text.startswith("'"):
-        return text
+def show(x: Fraction) -> str:
+    """``x`` as a person wrote it: an integer, the shortest decimal of a float, or ``p/q``."""
+    if x.denominator == 1 and abs(x.numerator) < 10**17:
+        return str(x.numerator)
     try:
-        as_float = repr(float(value))
+        text = repr(float(x))
     except OverflowError:
-        return str(value)
-    return as_float if Fraction(as_float) == value else str(value)
+        text = "inf"
+    if text not in ("inf", "-inf") and Fraction(text) == x:
+        return text  # what a float prints as: 0.1, 1e+300, 5e-324
+    if text in ("0.0", "-0.0"):  # below every double: show its order of magnitude
+        digits = len(str(x.denominator // abs(x.numerator)))
+        return f"{'-' if x < 0 else ''}≈1e-{digits - 1}"
+    if text in ("inf", "-inf"):
+        digits = len(str(abs(x.numerator) // x.denominator))
+        return f"{'-' if x < 0 else ''}≈1e{digits - 1}"
+    if x.denominator == 1 or len(str(x.denominator)) > 17:
+        return f"≈{float(x):.6g}"
+    return f"{x.numerator}/{x.denominator}"
 
 
 def _precise(value: Fraction) -> str:
@@ -140,7 +149,7 @@ class Budget:
                 )
             r = exact(rho, "rho")
             if r < 0:
-                raise InvalidArgumentError(f"rho must be ≥ 0, got {_plain(r)}")
+                raise InvalidArgumentError(f"rho must be ≥ 0, got {show(r)}")
             self._set("zcdp", None, Fraction(0), r)
             return
         if epsilon is None:
@@ -149,11 +158,11 @@ class Budget:
             )
         e = exact(epsilon, "epsilon")
         if e < 0:
-            raise InvalidArgumentError(f"epsilon must be ≥ 0, got {_plain(e)}")
+            raise InvalidArgumentError(f"epsilon must be ≥ 0, got {show(e)}")
         d = Fraction(0) if delta is None else exact(delta, "delta")
         if not 0 <= d < 1:
             raise InvalidArgumentError(
-                f"delta must lie in [0, 1) (typically far below 1/n), got {_plain(d)}"
+                f"delta must lie in [0, 1) (typically far below 1/n), got {show(d)}"
             )
         self._set("pure" if d == 0 else "approx", e, d, None)
 

@@ -32,6 +32,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
+from veil.accounting.budget import show
 from veil.errors import BoundsError, InternalError
 from veil.plan.nodes import ColumnBounds, GroupKey
 
@@ -53,27 +54,6 @@ MIN_WIDTH = Fraction(1, 10**100)
 """The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
 
 _INT64 = 1 << 63
-
-
-def show(x: Fraction) -> str:
-    """``x`` as a person wrote it: an integer, the shortest decimal of a float, or ``p/q``."""
-    if x.denominator == 1 and abs(x.numerator) < 10**17:
-        return str(x.numerator)
-    try:
-        text = repr(float(x))
-    except OverflowError:
-        text = "inf"
-    if text not in ("inf", "-inf") and Fraction(text) == x:
-        return text  # what a float prints as: 0.1, 1e+300, 5e-324
-    if text in ("0.0", "-0.0"):  # below every double: show its order of magnitude
-        digits = len(str(x.denominator // abs(x.numerator)))
-        return f"{'-' if x < 0 else ''}≈1e-{digits - 1}"
-    if text in ("inf", "-inf"):
-        digits = len(str(abs(x.numerator) // x.denominator))
-        return f"{'-' if x < 0 else ''}≈1e{digits - 1}"
-    if x.denominator == 1 or len(str(x.denominator)) > 17:
-        return f"≈{float(x):.6g}"
-    return f"{x.numerator}/{x.denominator}"
 
 
 def nearest_double(x: Fraction | int | float) -> float:
