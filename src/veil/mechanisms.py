@@ -50,8 +50,9 @@ from veil.random import RandomSource, is_private, refuse_replayable
 from veil.sensitivity import ObservedSensitivity
 
 if TYPE_CHECKING:
-    from veil.accounting.ledger import Ledger, Reservation
-    from veil.accounting.scratch import ScratchLedger, ScratchReservation
+    from veil.accounting.ledger import Ledger
+    from veil.accounting.reservation import Reservation
+    from veil.accounting.scratch import ScratchLedger
 
 __all__ = [
     "GaussianMechanism",
@@ -259,7 +260,7 @@ def _reserve(
     sensitivity: Fraction,
     size: int,
     source: RandomSource | None,
-) -> Reservation | ScratchReservation | None:
+) -> Reservation | None:
     """Reserve ``loss`` on (``analyst``, ``dataset``) before noise is drawn (None: no ledger).
 
     Refuses, before anything is charged: analyst or dataset without a ledger (or a ledger
@@ -293,7 +294,7 @@ def _reserve(
     return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
 
 
-def _drawn(reservation: Reservation | ScratchReservation | None, draw: Callable[[], T]) -> T:
+def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:
     """Run ``draw`` (the noise) and commit the reservation; refund it if drawing fails (no
     value is released, and drawing reads no private data)."""
     try:

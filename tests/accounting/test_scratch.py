@@ -30,11 +30,11 @@ def test_a_reservation_is_reserved_then_committed_or_refunded_once() -> None:
     r = led.reserve("a", "d", Budget(epsilon=0.5), fingerprint="q")
     r.refund()
     assert led.remaining("a", "d") == Budget(epsilon=1)
-    with pytest.raises(ReservationStateError, match="already refunded"):
+    with pytest.raises(ReservationStateError, match="was refunded; it cannot commit any more"):
         r.commit()
     c = led.reserve("a", "d", Budget(epsilon=0.5), fingerprint="q")
     c.commit()
-    with pytest.raises(ReservationStateError, match="already committed"):
+    with pytest.raises(ReservationStateError, match="cannot be refunded: it was committed"):
         c.refund()
     assert led.remaining("a", "d") == Budget(epsilon=0.5)
 

@@ -24,7 +24,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -32,6 +32,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from veil.accounting import records, spending
 from veil.accounting.budget import Budget, Number, exact
 from veil.accounting.records import Alert, Record
+from veil.accounting.reservation import Reservation, check_reserved
 from veil.accounting.spending import Spent
 from veil.accounting.store import (
     alerts,
@@ -55,7 +56,6 @@ __all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation"]
 logger = logging.getLogger("veil.ledger")
 
 DEFAULT_THRESHOLDS: tuple[Fraction, ...] = (Fraction(1, 2), Fraction(4, 5), Fraction(1))
-Status = Literal["reserved", "committed", "refunded"]
 
 
 def _name(value: object, what: str) -> str:
@@ -72,52 +72,6 @@ def _loss(value: object, what: str = "loss") -> Budget:
             f"{what} must be a veil.Budget, e.g. Budget(epsilon=0.1), got {value!r}"
         )
     return value
-
-
-class Reservation:
-    """A charge that is ``reserved → committed | refunded``. Made by :meth:`Ledger.reserve`."""
-
-    def __init__(
-        self,
-        ledger: Ledger,
-        id: int,
-        analyst: str,
-        dataset: str,
-        loss: Budget,
-        fingerprint: str,
-        data_version: str,
-    ) -> None:
-        self._ledger = ledger
-        self.id = id
-        self.analyst = analyst
-        self.dataset = dataset
-        self.loss = loss
-        self.fingerprint = fingerprint
-        self.data_version = data_version
-        self._status: Status = "reserved"
-        self.answer_id: int | None = None
-
-    @property
-    def status(self) -> Status:
-        """``"reserved"``, ``"committed"`` or ``"refunded"``."""
-        return self._status
-
-    def commit(self, answer: Mapping[str, Any] | None = None) -> int | None:
-        """Make the charge final; cache the JSON-serialisable ``answer``; return its id."""
-        self.answer_id = self._ledger._commit(self, answer)
-        self._status = "committed"
-        return self.answer_id
-
-    def refund(self) -> None:
-        """Give the loss back; allowed only before commit (nothing may have been released)."""
-        self._ledger._refund(self)
-        self._status = "refunded"
-
-    def __repr__(self) -> str:
-        return (
-            f"Reservation(id={self.id}, analyst={self.analyst!r}, dataset={self.dataset!r}, "
-            f"loss={self.loss!r}, status={self._status!r})"
-        )
 
 
 def _thresholds(values: Sequence[Number] | None) -> list[Fraction]:
@@ -490,7 +444,7 @@ class Ledger:
         now = records.now()
         with self._tx() as conn:
             row = self._charge_row(conn, reservation)
-            self._check_reserved(reservation, row.status, "commit")
+            check_reserved(reservation, row.status, "commit")
             answer_id = None
             if payload is not None:
                 key = records.loss_key(reservation.loss)
@@ -518,7 +472,7 @@ class Ledger:
         now = records.now()
         with self._tx() as conn:
             row = self._charge_row(conn, reservation)
-            self._check_reserved(reservation, row.status, "refund")
+            check_reserved(reservation, row.status, "refund")
             budget = self._budget_row(conn, reservation.analyst, reservation.dataset)
             after = spending.remove_charge(
                 self._granted(budget), self._spent(budget), reservation.loss
@@ -529,25 +483,6 @@ class Ledger:
                 .where(events.c.id == reservation.id)
                 .values(status="refunded", updated_at=now)
             )
-
-    @staticmethod
-    def _check_reserved(reservation: Reservation, status: str, action: str) -> None:
-        if status == "reserved":
-            return
-        if status == "committed":
-            if action == "commit":
-                raise ReservationStateError(
-                    f"reservation {reservation.id} is already committed; a reservation commits "
-                    "once (reserve again for a new answer)"
-                )
-            raise ReservationStateError(
-                f"reservation {reservation.id} cannot be refunded: it was committed and its "
-                "answer may have been released, so the charge stands"
-            )
-        raise ReservationStateError(
-            f"reservation {reservation.id} was refunded; it cannot {action} any more "
-            "(reserve again)"
-        )
 
     # -- cache ----------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 
 :class:`ScratchLedger` follows the :class:`veil.Ledger` protocol — grants, an atomic
 check-and-spend ``reserve``, reservations that go ``reserved → committed | refunded`` once —
-with the same exact budget arithmetic (:mod:`veil.accounting.spending`), but in a dict under a
+with the same exact budget arithmetic (:mod:`veil.accounting.spending`) and the same
+:class:`veil.accounting.reservation.Reservation`, but in a dict under a
 lock instead of a database: no SQLAlchemy to import, no history, no cache (a one-shot budget is
 spent by its one query), no alerts. It is never persistent, so a caller-supplied random source
 is allowed with it, as with an in-memory :class:`veil.Ledger`.
@@ -15,53 +16,14 @@ import itertools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 from veil.accounting import spending
 from veil.accounting.budget import Budget
-from veil.errors import BudgetExhaustedError, LedgerError, ReservationStateError
+from veil.accounting.reservation import Reservation, check_reserved
+from veil.errors import BudgetExhaustedError, LedgerError
 
-__all__ = ["ScratchLedger", "ScratchReservation"]
-
-Status = Literal["reserved", "committed", "refunded"]
-
-
-class ScratchReservation:
-    """A charge that is ``reserved → committed | refunded``; made by
-    :meth:`ScratchLedger.reserve`."""
-
-    def __init__(self, ledger: ScratchLedger, id: int, analyst: str, dataset: str, loss: Budget):
-        self._ledger = ledger
-        self.id = id
-        self.analyst = analyst
-        self.dataset = dataset
-        self.loss = loss
-        self._status: Status = "reserved"
-        self.answer_id: int | None = None
-
-    @property
-    def status(self) -> Status:
-        return self._status
-
-    def _leave(self, action: str) -> None:
-        if self._status != "reserved":
-            raise ReservationStateError(
-                f"reservation {self.id} is already {self._status}; it cannot be {action}"
-            )
-
-    def commit(self, answer: Mapping[str, Any] | None = None) -> int | None:
-        """Make the charge final (``answer`` is not kept: there is no cache)."""
-        with self._ledger._lock:
-            self._leave("committed")
-            self._status = "committed"
-        return None
-
-    def refund(self) -> None:
-        """Give the loss back; allowed only before commit."""
-        with self._ledger._lock:
-            self._leave("refunded")
-            self._ledger._add(self.analyst, self.dataset, self.loss, -1)
-            self._status = "refunded"
+__all__ = ["ScratchLedger"]
 
 
 class ScratchLedger:
@@ -150,7 +112,7 @@ class ScratchLedger:
         fingerprint: str,
         data_version: str = "",
         query: str | None = None,
-    ) -> ScratchReservation:
+    ) -> Reservation:
         """Atomically check that ``loss`` fits and charge it (``BudgetExhaustedError`` and
         nothing charged when it does not)."""
         with self._lock:
@@ -161,7 +123,20 @@ class ScratchLedger:
                     loss, spending.remaining(total, spent), analyst=analyst, dataset=dataset
                 )
             self._grants[(analyst, dataset)] = (total, after)
-            return ScratchReservation(self, next(self._ids), analyst, dataset, loss)
+            return Reservation(
+                self, next(self._ids), analyst, dataset, loss, fingerprint, data_version
+            )
+
+    def _commit(self, reservation: Reservation, answer: Mapping[str, Any] | None) -> int | None:
+        """Make the charge final (``answer`` is not kept: there is no cache)."""
+        with self._lock:
+            check_reserved(reservation, reservation.status, "commit")
+        return None
+
+    def _refund(self, reservation: Reservation) -> None:
+        with self._lock:
+            check_reserved(reservation, reservation.status, "refund")
+            self._add(reservation.analyst, reservation.dataset, reservation.loss, -1)
 
     def cached_answer(
         self,
