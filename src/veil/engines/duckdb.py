@@ -64,6 +64,7 @@ from veil.engines.lines import (
     header_names,
     line_cells,
     read_first_line,
+    require_declared_json,
     text_format,
     text_notes,
 )
@@ -343,12 +344,7 @@ class DuckDBEngine:
         line = exp.column(_LINE, quoted=True)
         keep: exp.Expr = exp.Not(this=exp.Is(this=line, expression=exp.Null()))
         if fmt.kind == "json":
-            if not declared:
-                raise SchemaError(
-                    f"table {name!r} is a JSON-lines file, whose column names would come from "
-                    f"the data; declare the columns to read: schema={{{name!r}: {{'income': "
-                    f"'DOUBLE', 'city': 'VARCHAR'}}}} (Python) or --schema/--column (CLI)"
-                )
+            require_declared_json(name, declared)
             columns = tuple(declared)
             casts = dict(declared)
             valid = exp.Anonymous(this="json_valid", expressions=[line.copy()])

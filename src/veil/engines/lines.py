@@ -70,6 +70,7 @@ __all__ = [
     "header_names",
     "line_cells",
     "read_first_line",
+    "require_declared_json",
     "text_format",
     "text_notes",
 ]
@@ -190,6 +191,17 @@ def _first_line(blocks: Iterator[bytes]) -> bytes:
         if len(buf) > MAX_LINE_BYTES:
             break
     return bytes(buf)
+
+
+def require_declared_json(table: str, declared: Mapping[str, object]) -> None:
+    """A JSON-lines file's column names would come from the data: refuse one read without a
+    declaration (``SchemaError`` saying how to declare its columns)."""
+    if not declared:
+        raise SchemaError(
+            f"table {table!r} is a JSON-lines file, whose column names would come from "
+            f"the data; declare the columns to read: schema={{{table!r}: {{'income': "
+            f"'DOUBLE', 'city': 'VARCHAR'}}}} (Python) or --schema/--column (CLI)"
+        )
 
 
 def header_names(table: str, line: str, fmt: TextFormat, where: str) -> tuple[str, ...]:

@@ -60,6 +60,7 @@ from veil.engines.lines import (
     cell,
     header_names,
     line_cells,
+    require_declared_json,
     text_format,
     text_notes,
 )
@@ -254,12 +255,7 @@ class SparkEngine:
         if int(self._spark.version.split(".")[0]) >= 4:
             keep = keep & functions.expr("is_valid_utf8(value)")
         if fmt.kind == "json":
-            if not declared:
-                raise SchemaError(
-                    f"table {name!r} is a JSON-lines file, whose column names would come from "
-                    f"the data; declare the columns to read: schema={{{name!r}: {{'income': "
-                    f"'DOUBLE', 'city': 'VARCHAR'}}}} (Python) or --schema/--column (CLI)"
-                )
+            require_declared_json(name, declared)
             columns: tuple[str, ...] = tuple(declared)
             casts = dict(declared)
             types = importlib.import_module("pyspark.sql.types")
