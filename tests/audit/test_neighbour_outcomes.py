@@ -263,11 +263,17 @@ def run(harness: Harness, case: Case, with_unit: bool, tmp: Path) -> Outcome | N
         privacy_unit="uid",
         budget=veil.Budget(epsilon=10**6, delta="0.001"),
     )
+    return outcome(session, case.sql, case.options)
+
+
+def outcome(session: veil.Session, sql: str, options: dict[str, Any]) -> Outcome:
+    """What the analyst learns from asking ``sql``: released, refused free (or charged), or
+    failed after the charge — with the error's type and message and every warning."""
     before = session.remaining()
     with warnings.catch_warnings(record=True) as caught:  # warnings are outputs too
         warnings.simplefilter("always", VeilWarning)
         try:
-            session.sql(case.sql, **case.options)
+            session.sql(sql, **options)
             kind, error, message = "released", "", ""
         except QueryFailedError as err:
             kind, error, message = "failed after the charge", "QueryFailedError", str(err)
@@ -375,26 +381,6 @@ def _csv_session(engine: str, path: Path) -> veil.Session:
     return veil.Session.local({"t": path}, **options)
 
 
-def _csv_outcome(engine: str, path: Path, sql: str, options: dict[str, Any]) -> Outcome:
-    session = _csv_session(engine, path)
-    before = session.remaining()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", VeilWarning)
-        try:
-            session.sql(sql, **options)
-            kind, error, message = "released", "", ""
-        except QueryFailedError as err:
-            kind, error, message = "failed after the charge", "QueryFailedError", str(err)
-        except UserError as err:
-            charged = session.remaining() != before
-            kind = "refused but charged" if charged else "refused free"
-            error, message = type(err).__name__, str(err)
-        finally:
-            session.close()
-    said = tuple(str(w.message) for w in caught if issubclass(w.category, VeilWarning))
-    return (kind, error, message, said)
-
-
 @pytest.mark.parametrize("engine", ["duckdb", pytest.param("spark", marks=pytest.mark.spark)])
 def test_on_a_csv_the_outcome_never_depends_on_one_line(
     engine: str, tmp_path_factory: pytest.TempPathFactory
@@ -419,7 +405,7 @@ def test_on_a_csv_the_outcome_never_depends_on_one_line(
         for text in (base + odd + "\n", base):
             path = tmp / f"t{next(files)}.csv"
             path.write_bytes(text.encode("utf-8", "surrogatepass"))
-            outcomes.append(_csv_outcome(engine, path, sql, options))
+            outcomes.append(outcome(_csv_session(engine, path), sql, options))
         with_line, without = outcomes
         where = f"{engine}: {sql} {options}, line {odd!r}"
         assert with_line == without, f"one line changed the outcome — {where}: {outcomes}"
