@@ -227,3 +227,29 @@ def test_dates_are_not_python_dates_anywhere_in_the_release() -> None:
     r = s.sql("SELECT d, COUNT(*) FROM t GROUP BY d", epsilon=1, delta=1e-7)
     assert r.rows[0][0] == "2024-01-31"
     assert not any(isinstance(v, datetime.date | decimal.Decimal) for row in r.rows for v in row)
+
+
+def test_a_public_key_beyond_int64_matches_only_itself() -> None:
+    """A UBIGINT domain key 2^64 − 1 was written as the nearest double, which a row holding
+    2^64 − 1000 also equals: that row passed the IN filter, was not in the domain, and the
+    query failed after the charge iff such a row existed."""
+    outcomes = []
+    for extra in (2**64 - 1000, None):
+        values = [5] * 50 + ([] if extra is None else [extra])
+        table = pa.table({"uid": list(range(len(values))), "u": pa.array(values, pa.uint64())})
+        s = veil.Session.local({"t": table}, privacy_unit="uid", budget=veil.Budget(epsilon=10))
+        result: list[veil.Result] = []
+        outcomes.append(
+            outcome(
+                s,
+                lambda s, result=result: result.append(
+                    s.sql(
+                        "SELECT u, COUNT(*) AS n FROM t GROUP BY u",
+                        epsilon=1,
+                        domains={"u": [5, 2**64 - 1]},
+                    )
+                ),
+            )
+        )
+        assert [row[0] for row in result[0].rows] == [5, 2**64 - 1]
+    assert outcomes == [("released", "")] * 2

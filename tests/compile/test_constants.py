@@ -98,7 +98,17 @@ def test_64_bit_integers_are_integer_literals(value: int) -> None:
     assert back == value
 
 
-def test_integers_beyond_64_bits_and_fractions_become_the_nearest_double() -> None:
+@pytest.mark.parametrize("value", [2**64 - 1, -(2**100), 10**38 - 1])
+def test_integers_up_to_10_to_the_38_are_written_exactly(value: int) -> None:
+    text = literal(value).sql(dialect="duckdb")
+    ((back, equal_to_neighbour),) = duckdb.sql(
+        f"SELECT {text}, ({text}) = ({value - 1000})::HUGEINT"
+    ).fetchall()
+    assert back == value
+    assert equal_to_neighbour is False  # a rounded double would equal it
+
+
+def test_integers_beyond_10_to_the_38_and_fractions_become_the_nearest_double() -> None:
     assert literal(10**100).sql(dialect="duckdb") == "1e+100"
     assert literal(Fraction(1, 3)).sql(dialect="duckdb") == "0.3333333333333333e0"
     with pytest.raises(InternalError, match="beyond the double range"):
@@ -126,6 +136,8 @@ def test_double_literals_read_back_in_spark_as_exactly_those_doubles() -> None:
 
     spark = spark_session()
     values = [0.1, 1 / 3, 1e-300, 5e-324, 1.7976931348623157e308, -2.5e16, -0.0, 1e100, 16777216.0]
+    exact = spark.sql(f"SELECT {literal(2**64 - 1).sql(dialect='spark')} AS u").first()
+    assert int(exact[0]) == 2**64 - 1
     texts = [literal(v).sql(dialect="spark") for v in values]
     row = spark.sql("SELECT " + ", ".join(f"{t} AS c{i}" for i, t in enumerate(texts))).first()
     schema = spark.sql("SELECT " + ", ".join(f"{t} AS c{i}" for i, t in enumerate(texts))).schema

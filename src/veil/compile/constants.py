@@ -17,8 +17,9 @@ the one place that knows those rules:
   ``round((clamp(x) - c) · 2^-e)`` with a power-of-two step ``2^e`` (:func:`fixed_point`):
   multiplying a double by a power of two is exact, so the only rounding is the subtraction's.
   The centre ``c`` is itself a double (:func:`nearest_double`).
-- **Literals.** :func:`literal` is the only way the lowering emits a number: an integer inside
-  the 64-bit range as an integer literal, anything else as the nearest double in exponent form
+- **Literals.** :func:`literal` is the only way the lowering emits a number: an integer below
+  10^38 in magnitude as an exact integer literal, anything else as the nearest double in
+  exponent form
   (``0.1e0``), which DuckDB and Spark both read as exactly that DOUBLE (never a DECIMAL, a
   BIGNUM or an infinity). A non-finite value is an :class:`veil.errors.InternalError` (the
   checks above should have refused it: this is a bug).
@@ -53,7 +54,7 @@ MAX_MAGNITUDE = Fraction(10) ** 100
 MIN_WIDTH = Fraction(1, 10**100)
 """The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
 
-_INT64 = 1 << 63
+_EXACT_INTEGER_LITERAL = 10**38  # read exactly by every dialect veil lowers to
 
 
 def nearest_double(x: Fraction | int | float) -> float:
@@ -137,13 +138,16 @@ def fixed_point(width: Fraction, limit: int) -> tuple[Fraction, int]:
 
 
 def literal(x: Fraction | int | float) -> exp.Expr:
-    """The SQL literal of ``x``: integers in the 64-bit range exactly, everything else as the
-    nearest double in exponent form (read as DOUBLE by every dialect veil lowers to)."""
+    """The SQL literal of ``x``: integers below 10^38 in magnitude exactly, everything else as
+    the nearest double in exponent form (read as DOUBLE by every dialect veil lowers to)."""
     if isinstance(x, bool):
         raise InternalError(f"a boolean {x!r} where a number was expected")
     if isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1):
         n = int(x)
-        if -_INT64 <= n < _INT64:
+        if abs(n) < _EXACT_INTEGER_LITERAL:
+            # exact: DuckDB reads it as BIGINT or HUGEINT, Spark as BIGINT or DECIMAL(38, 0);
+            # never rounded to a double, which would make an IN list match values it does not
+            # hold (2^64 − 1000 equals the double nearest 2^64 − 1)
             lit = exp.Literal.number(abs(n))
             return exp.Neg(this=lit) if n < 0 else lit
     value = nearest_double(x)
