@@ -31,12 +31,11 @@ from veil.errors import (
 )
 
 if TYPE_CHECKING:
-    from veil import mechanisms as mechanisms  # public submodules
-    from veil import noise as noise
+    from veil import noise as noise  # public submodules
     from veil import postprocess as postprocess
     from veil import sensitivity as sensitivity
     from veil.accounting.ledger import Ledger
-    from veil.mechanisms import GaussianMechanism, LaplaceMechanism
+    from veil.noise.mechanisms import GaussianMechanism, LaplaceMechanism
     from veil.perturbation import perturb
     from veil.release.result import Result
     from veil.session import Session
@@ -70,10 +69,10 @@ __all__ = [
     "perturb",
 ]
 
-_SUBMODULES = ("mechanisms", "noise", "postprocess", "sensitivity")
+_SUBMODULES = ("noise", "postprocess", "sensitivity")
 _LAZY = {
-    "GaussianMechanism": "veil.mechanisms",
-    "LaplaceMechanism": "veil.mechanisms",
+    "GaussianMechanism": "veil.noise.mechanisms",
+    "LaplaceMechanism": "veil.noise.mechanisms",
     "Ledger": "veil.accounting.ledger",
     "Result": "veil.release.result",
     "Session": "veil.session",

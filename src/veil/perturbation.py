@@ -6,11 +6,12 @@ function would replace it as the package attribute on import).
 :func:`perturb` releases, for every record, a noisy version of the chosen columns:
 
 - a **numeric** column is clamped to its declared bounds ``[lo, hi]`` (NULL and NaN become
-  ``lo``), then each value gets the grid Laplace mechanism of :func:`veil.mechanisms.laplace` for
+  ``lo``), then each value gets the grid Laplace mechanism of
+  :func:`veil.noise.mechanisms.laplace` for
   one value of sensitivity ``hi - lo`` (:func:`laplace_calibration`) — the output lies on a fixed
   grid ``2^k`` chosen from the scale alone, so the set of outputs does not depend on the input;
 - a **categorical** column goes through k-ary randomized response over the declared
-  categories (:func:`veil.mechanisms.randomized_response`); a value outside them (NULL
+  categories (:func:`veil.noise.mechanisms.randomized_response`); a value outside them (NULL
   included unless declared) is perturbed as the first declared category, so no value can
   make the release fail or show up in an error.
 
@@ -57,7 +58,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from veil import mechanisms, noise
+from veil import noise
 from veil.accounting.budget import Budget, exact
 from veil.engines.spark import is_spark_dataframe, require_pyspark
 from veil.errors import (
@@ -67,6 +68,7 @@ from veil.errors import (
     QueryFailedError,
     SchemaError,
 )
+from veil.noise import mechanisms
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
@@ -186,7 +188,7 @@ def perturb(
 
     Charge it to ``ledger`` for (``analyst``, ``dataset``), or to a :class:`veil.Session`'s
     ledger, analyst and dataset with ``session=``; without either nothing is charged and the
-    caller accounts for ``result.loss`` (like :mod:`veil.mechanisms`).
+    caller accounts for ``result.loss`` (like :mod:`veil.noise.mechanisms`).
 
     Contract:
 
@@ -395,7 +397,7 @@ def _output_field(spec: ColumnPerturbation, input_type: pa.DataType) -> pa.Field
 def laplace_calibration(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, Fraction]:
     """The grid exponent ``k`` and the noise scale in grid units for ONE record's value.
 
-    The same calibration as :func:`veil.mechanisms.laplace` on a scalar (dimension 1):
+    The same calibration as :func:`veil.noise.mechanisms.laplace` on a scalar (dimension 1):
     ``k = grid_exponent(min(Δ, Δ/ε))`` and scale ``(Δ/2^k + 1)/ε`` grid units — rounding to the
     grid moves a value by at most half a step, so the rounded value's sensitivity is at most
     ``Δ/2^k + 1`` steps and discrete Laplace noise of that scale over ε is ε-DP for the record

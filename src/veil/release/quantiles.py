@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from veil.errors import InternalError
-from veil.mechanisms import exponential
+from veil.noise.mechanisms import exponential
 from veil.plan.nodes import Measurement
 from veil.random import RandomSource
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import veil
-import veil.mechanisms as mech
+import veil.noise.mechanisms as mech
 from support import SeededSource
 from veil.errors import InvalidArgumentError
 from veil.sensitivity import probe
@@ -55,7 +55,7 @@ def test_discrete_laplace_accepts_integral_floats_and_rejects_fractions() -> Non
         mech.discrete_laplace(5.0, sensitivity=1, epsilon=1, source=SeededSource(5)).value, int
     )
     with pytest.raises(
-        InvalidArgumentError, match=r"needs integer values.*use veil\.mechanisms\.laplace"
+        InvalidArgumentError, match=r"needs integer values.*use veil\.noise\.mechanisms\.laplace"
     ):
         mech.discrete_laplace(5.5, sensitivity=1, epsilon=1)
 

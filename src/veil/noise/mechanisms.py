@@ -214,7 +214,7 @@ def _integers(flat: NDArray[Any], name: str) -> NDArray[np.int64]:
         raise InvalidArgumentError(
             f"{name} adds integer noise and needs integer values (got e.g. "
             f"{float(flat[flat != np.rint(flat)][0])}); "
-            "use veil.mechanisms.laplace / gaussian for real values"
+            "use veil.noise.mechanisms.laplace / gaussian for real values"
         )
     if kind in "iuf":
         top = float(np.max(np.abs(flat.astype(np.float64))))
