@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from sqlglot import exp
@@ -44,7 +45,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
-from veil.errors import InternalError
+from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan.nodes import (
     Aggregate,
     ColumnType,
@@ -146,13 +147,85 @@ def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     return node, predicate
 
 
-_TRY_FUNCTIONS: dict[type[exp.Expr], str] = {
-    exp.Add: "TRY_ADD",
-    exp.Sub: "TRY_SUBTRACT",
-    exp.Mul: "TRY_MULTIPLY",
-    exp.Mod: "TRY_MOD",
-}
-"""Binary operators of row conditions and their NULL-on-error forms (dialects without TRY)."""
+_MAX_DOUBLE = 1.7976931348623157e308
+
+_PURE: tuple[type[exp.Expression], ...] = (
+    exp.And,
+    exp.Or,
+    exp.Not,
+    exp.Paren,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Tuple,
+    exp.Coalesce,
+    exp.Nullif,
+    exp.Greatest,
+    exp.Least,
+    exp.Lower,
+    exp.Upper,
+    exp.Length,
+    exp.Like,
+    exp.ILike,
+    exp.StartsWith,
+    exp.Case,
+    exp.If,
+)
+"""Nodes a ``"pure"`` dialect evaluates on any value without raising (given the operand rule
+of :meth:`_Lowering._pure`): comparisons, logic and string tests that never fail."""
+
+_CONSTANT: tuple[type[exp.Expression], ...] = (
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Neg,
+    exp.Paren,
+    exp.Tuple,
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Cast,
+    exp.DataType,
+    exp.Interval,
+    exp.Var,
+)
+"""Nodes allowed in a constant sub-tree (no column beneath) of a ``"pure"`` condition: the
+engine evaluates such a tree while planning, so an error in it is raised by ``check`` — for
+every table alike, before anything is charged — never by a row."""
+
+_JOINS = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.In,
+    exp.Between,
+    exp.Coalesce,
+    exp.Nullif,
+    exp.Greatest,
+    exp.Least,
+)
+"""Nodes that bring operands to one type: two columns of different types (or of real or
+temporal types, whose implicit casts can fail on a value: NUMERIC → double, DATE →
+TIMESTAMP) are refused in a ``"pure"`` condition."""
 
 
 class _Lowering:
@@ -177,24 +250,105 @@ class _Lowering:
     def _cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to, dialect=self.d.name))
 
+    def _real(self, column: str) -> exp.Expr:
+        """Column ``column`` as a double, total: for a dialect whose cast can fail on a value
+        (``real_cast_may_fail``), NaN and magnitudes beyond the double range become NaN and
+        ±inf by comparisons in the column's own type before the cast (a NUMERIC of 1e400
+        cannot be cast to double precision; NaN sorts above every number and equals itself)."""
+        col = _col(column)
+        if not self.d.real_cast_may_fail or self.agg.child.field(column).type != "real":
+            return self._cast(col, self.d.real_type)
+
+        def special(text: str) -> exp.Expr:
+            return self._cast(exp.Literal.string(text), self.d.real_type)
+
+        return (
+            exp.Case()
+            .when(exp.EQ(this=col.copy(), expression=exp.Literal.string("NaN")), special("NaN"))
+            .when(exp.GT(this=col.copy(), expression=literal(_MAX_DOUBLE)), special("Infinity"))
+            .when(exp.LT(this=col.copy(), expression=literal(-_MAX_DOUBLE)), special("-Infinity"))
+            .else_(self._cast(col.copy(), self.d.real_type))
+        )
+
+    def _is_nan(self, x: exp.Expr) -> exp.Expr:
+        if self.d.nan_function is not None:
+            return exp.func(self.d.nan_function, x)
+        # NaN equals itself in this dialect (PostgreSQL): compare with the NaN literal
+        nan = self._cast(exp.Literal.string("NaN"), self.d.real_type)
+        return exp.EQ(this=x, expression=nan)
+
     def _total(self, predicate: exp.Expr) -> exp.Expr:
         """The row condition made total: a row on which it cannot be evaluated (a failed cast,
         an overflow, a division by zero, a bad pattern) is excluded as if it were false, so
-        that whether the query fails never depends on private values."""
-        if self.d.try_wrapper:
+        that whether the query fails never depends on private values. A ``"pure"`` dialect
+        has no NULL-on-error forms: a condition that could raise on some value is refused
+        here (``UnsupportedQueryError``, before anything is charged)."""
+        if self.d.conditions == "try":
             return exp.Try(this=predicate.copy())
+        if self.d.conditions == "pure":
+            self._pure(predicate)
+            return exp.paren(predicate.copy())
+        functions = dict(self.d.try_functions)
 
         def fix(node: exp.Expr) -> exp.Expr:
             if type(node) is exp.Cast:
                 return exp.TryCast(this=node.this, to=node.args["to"], safe=True)
             if isinstance(node, exp.Div):
                 return exp.SafeDivide(this=node.this, expression=node.expression)
-            name = _TRY_FUNCTIONS.get(type(node))
+            name = functions.get(node.key)
             if name is not None:
                 return exp.Anonymous(this=name, expressions=[node.this, node.expression])
             return node
 
         return exp.paren(predicate.copy().transform(fix))
+
+    def _pure(self, node: exp.Expr) -> None:
+        """Refuse a condition that could raise on some row (see :data:`Conditions`)."""
+
+        def refuse(what: str) -> UnsupportedQueryError:
+            return UnsupportedQueryError(
+                f"{what} in WHERE could fail on some rows on {self.d.name}, which has no "
+                "NULL-on-error evaluation (whether the query fails would depend on private "
+                "values); compare columns with literals (=, <, IN, BETWEEN, IS NULL, LIKE), or "
+                "compute the value in a view of the table and query the view"
+            )
+
+        if not any(True for _ in node.find_all(exp.Column)):
+            for sub in node.walk():
+                if not isinstance(sub, _CONSTANT):
+                    raise refuse(f"{sub.key.upper()} ({sub.sql(dialect=self.d.name)[:40]})")
+            return
+        if isinstance(node, exp.Column):
+            return
+        if isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.TEXT_TYPES):
+            self._pure(node.this)  # every value has a text form: the cast cannot fail
+            return
+        if not isinstance(node, _PURE):
+            raise refuse(f"{node.key.upper()} ({node.sql(dialect=self.d.name)[:40]})")
+        if isinstance(node, exp.Like | exp.ILike):
+            pattern = node.expression
+            escape = node.args.get("escape")
+            trailing = len(pattern.name) - len(pattern.name.rstrip("\\"))
+            if not pattern.is_string or escape is not None or trailing % 2 == 1:
+                raise refuse(f"the pattern {pattern.sql(dialect=self.d.name)}")
+        if isinstance(node, exp.Case | exp.If):
+            results = [node.args.get("default"), node.args.get("true"), node.args.get("false")]
+            results += [w.args.get("true") for w in node.args.get("ifs") or ()]
+            if any(r is not None and any(True for _ in r.find_all(exp.Column)) for r in results):
+                raise refuse("a CASE whose result reads a column")
+        if isinstance(node, _JOINS):
+            kinds = {
+                self.agg.child.field(c.name).type
+                for operand in node.iter_expressions()
+                for c in operand.find_all(exp.Column)
+            }
+            mixed = sum(
+                1 for operand in node.iter_expressions() if any(operand.find_all(exp.Column))
+            )
+            if mixed > 1 and (len(kinds) > 1 or kinds & {"real", "temporal", "other"}):
+                raise refuse(f"comparing two columns ({node.sql(dialect=self.d.name)[:40]})")
+        for child in node.iter_expressions():
+            self._pure(child)
 
     # rows: (__unit, __k…, __x…) ---------------------------------------------------------------
     def rows(self) -> exp.Select:
@@ -206,14 +360,13 @@ class _Lowering:
         for key, name in zip(self.agg.keys, self.keys, strict=True):
             select.append(exp.alias_(self._key(key, where), name, quoted=True))
         for c in self.columns:
-            x = self._cast(_col(c), self.d.real_type)
+            x = self._real(c)
             select.append(exp.alias_(x, self.x[c], quoted=True))
         for c in self.read:
             # NULL rule: a row whose aggregated value is NULL or NaN leaves the aggregation
             where.append(exp.Not(this=exp.Is(this=_col(c), expression=exp.Null())))
             if self.agg.child.field(c).type == "real":
-                x = self._cast(_col(c), self.d.real_type)
-                where.append(exp.Not(this=exp.func("ISNAN", x)))
+                where.append(exp.Not(this=self._is_nan(self._real(c))))
         if not select:  # COUNT(*) with row-level privacy reads no column
             select.append(exp.alias_(exp.Literal.number(1), "__one", quoted=True))
         q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
@@ -224,10 +377,10 @@ class _Lowering:
         """The key as it travels to Python (see :func:`key_transport`)."""
         col = _col(key.column)
         if key.edges is not None:
-            x = self._cast(col, self.d.real_type)
+            x = self._real(key.column)
             e = key.edges
             where.append(exp.Between(this=x.copy(), low=literal(e[0]), high=literal(e[-1])))
-            where.append(exp.Not(this=exp.func("ISNAN", x.copy())))
+            where.append(exp.Not(this=self._is_nan(x.copy())))
             case = exp.Case()
             for i in range(len(e) - 1):
                 upper: exp.Expr = (
@@ -266,9 +419,16 @@ class _Lowering:
 
     # bounded rows ------------------------------------------------------------------------------
     def _hash(self, columns: Sequence[str]) -> exp.Expr:
+        """The keyed 64-bit hash of ``columns`` (see :data:`veil.compile.dialect.HashStyle`)."""
         key: exp.Expr = (
             exp.Placeholder(this="salt") if self.salt is None else exp.Literal.number(self.salt)
         )
+        if self.d.hash_style == "text":
+            # one seeded hash of the row's record text, which is injective for a fixed list
+            # of typed columns (NULL is an empty field; separators and quotes are quoted)
+            row = exp.Anonymous(this="ROW", expressions=[_col(c) for c in columns])
+            text = self._cast(row, self.d.text_type)
+            return exp.Anonymous(this=self.d.hash_function, expressions=[text, key])
         inner = exp.Anonymous(
             this=self.d.hash_function, expressions=[key, *(_col(c) for c in columns)]
         )
@@ -336,6 +496,26 @@ class _Lowering:
         clamped = _clamp(exp.func("ROUND", e), literal(lo), literal(hi))
         return self._cast(clamped, self.d.integer_type)
 
+    def _scaled(self, m: Measurement) -> exp.Expr:
+        """(clamp(x) − c)·2^-e: exact scaling by a power of two, |·| ≤ limit up to rounding.
+
+        Where a double product that rounds to zero raises (``float_underflow_raises``), a
+        centred value below half a grid step is written as 0 instead of being multiplied:
+        every use rounds or floors it to 0 anyway (|scaled| < 1/2; buckets are offsets ≥ 0),
+        so the integers are the same as the plain product's, and no product, square or
+        quotient of the statement can underflow (every non-zero |scaled| is ≥ 1/2)."""
+        centred = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
+        scaled: exp.Expr = exp.Mul(this=exp.paren(centred), expression=literal(1 / m.step))
+        if not self.d.float_underflow_raises:
+            return scaled
+        half = m.step / 2
+        if Fraction(float(half)) != half or half == 0:
+            raise UnsupportedQueryError(
+                f"the bounds of {m.column!r} are too narrow for {self.d.name}'s doubles; widen them"
+            )
+        small = exp.LT(this=exp.func("ABS", centred.copy()), expression=literal(half))
+        return exp.paren(exp.Case().when(small, exp.Literal.number(0)).else_(scaled))
+
     def statistic(self, m: Measurement) -> exp.Expr:
         if m.statistic == "count":
             return exp.Count(this=exp.Star())
@@ -351,9 +531,7 @@ class _Lowering:
                 false=exp.Literal.number(0),
             )
             return exp.Sum(this=first)
-        # (clamp(x) − c)·2^-e: exact scaling by a power of two, |·| ≤ limit up to rounding
-        centred = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
-        scaled = exp.Mul(this=exp.paren(centred), expression=literal(1 / m.step))
+        scaled = self._scaled(m)
         if m.statistic == "sum":
             v = self._integer(scaled, -m.limit, m.limit)
         elif m.statistic == "sum_squares":
@@ -372,8 +550,7 @@ class _Lowering:
         return exp.Sum(this=v)
 
     def bucket(self, m: Measurement) -> exp.Expr:
-        offset = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
-        scaled = exp.Mul(this=exp.paren(offset), expression=literal(1 / m.step))
+        scaled = self._scaled(m)
         # floor, clamped to a bucket before the cast (total, as in _integer)
         index = _clamp(exp.func("FLOOR", scaled), literal(0), literal(m.limit - 1))
         return self._cast(index, self.d.integer_type)
