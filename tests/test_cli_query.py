@@ -299,7 +299,7 @@ def test_an_unknown_engine_is_a_user_error(people: Path) -> None:
     )  # fmt: skip
     assert code == 2
     assert out == ""
-    assert "--engine must be duckdb or spark, got 'oracle'" in err
+    assert "--engine must be duckdb, spark or postgres, got 'oracle'" in err
 
 
 def test_with_json_output_errors_are_json_too_with_the_position(people: Path) -> None:

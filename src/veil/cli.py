@@ -199,7 +199,10 @@ def _run(fn: Callable[[], T], fmt: OutputFormat = OutputFormat.table) -> T:
 TableOpt = Annotated[
     list[str],
     typer.Option(
-        "--table", "-t", help="A private table as NAME=PATH (CSV or Parquet); repeatable."
+        "--table",
+        "-t",
+        help="A private table as NAME=PATH (CSV or Parquet), or NAME=SCHEMA.TABLE with "
+        "--engine postgres; repeatable.",
     ),
 ]
 EpsilonOpt = Annotated[
@@ -266,9 +269,18 @@ EngineOpt = Annotated[
     str,
     typer.Option(
         "--engine",
-        help="duckdb (embedded) or spark (the SparkSession spark-submit or SPARK_REMOTE sets up).",
+        help="duckdb (embedded), spark (the SparkSession spark-submit or SPARK_REMOTE sets up) "
+        "or postgres (with --connection; tables as NAME=SCHEMA.TABLE).",
     ),
 ]
+ConnectionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--connection",
+        help="The database URL of --engine postgres (postgresql://user@host:5432/db).",
+    ),
+]
+_ENGINES = ("duckdb", "spark", "postgres")
 
 
 @dataclass(frozen=True)
@@ -287,6 +299,7 @@ class _Ask:
     max_rows_per_group: int | None
     engine: str = "duckdb"
     schema: dict[str, dict[str, str]] = field(default_factory=dict)
+    connection: str | None = None
 
     @staticmethod
     def parse(
@@ -303,7 +316,18 @@ class _Ask:
         engine: str,
         schema: Sequence[str] | None = None,
         column: Sequence[str] | None = None,
+        connection: str | None = None,
     ) -> _Ask:
+        if engine not in _ENGINES:
+            raise InvalidArgumentError(
+                f"--engine must be {', '.join(_ENGINES[:-1])} or {_ENGINES[-1]}, got {engine!r}"
+            )
+        if (engine == "postgres") != (connection is not None):
+            raise InvalidArgumentError(
+                "--engine postgres needs --connection postgresql://user@host:5432/db"
+                if engine == "postgres"
+                else f"--connection is for --engine postgres, not {engine}"
+            )
         tables = parse_tables(table)
         if not tables:
             raise InvalidArgumentError("give at least one table: --table people=people.parquet")
@@ -327,10 +351,12 @@ class _Ask:
             max_rows_per_group,
             engine,
             declared,
+            connection,
         )
 
     def session(self) -> Session:
-        """A session on DuckDB; without --ledger, a one-shot in-memory budget of this query.
+        """A session on the chosen engine; without --ledger, a one-shot in-memory budget of
+        this query.
         ``--ledger`` must name an existing ledger: a mistyped path is an error, not a new
         empty ledger."""
         from veil.accounting.budget import Budget
@@ -338,14 +364,15 @@ class _Ask:
         from veil.session import Session
 
         budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
-        if self.engine not in ("duckdb", "spark"):
-            raise InvalidArgumentError(f"--engine must be duckdb or spark, got {self.engine!r}")
-        if self.engine == "spark":
+        build: Callable[..., Session]
+        if self.engine == "postgres":
+            if self.connection is None:
+                raise InvalidArgumentError("--engine postgres needs --connection URL")
+            build = functools.partial(Session.postgres, self.connection)
+        elif self.engine == "spark":
             from veil.engines.spark import default_spark_session
 
-            build: Callable[..., Session] = functools.partial(
-                Session.spark, default_spark_session()
-            )
+            build = functools.partial(Session.spark, default_spark_session())
         else:
             build = Session.local
         session = build(
@@ -381,6 +408,7 @@ def query(
     engine: EngineOpt = "duckdb",
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
+    connection: ConnectionOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -399,6 +427,7 @@ def query(
             engine,
             schema,
             column,
+            connection,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
@@ -422,6 +451,7 @@ def explain(
     engine: EngineOpt = "duckdb",
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
+    connection: ConnectionOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 
@@ -440,6 +470,7 @@ def explain(
             engine,
             schema,
             column,
+            connection,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True)
 

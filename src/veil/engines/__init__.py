@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from veil.engines.base import Engine, Progress, ProgressReporting
+from veil.engines.base import Engine, Progress, ProgressReporting, SchemaNotes
 
-__all__ = ["Engine", "Progress", "ProgressReporting"]
+__all__ = ["Engine", "Progress", "ProgressReporting", "SchemaNotes"]

@@ -1,12 +1,14 @@
-"""The one narrow interface every engine implements.
+"""The one narrow interface every engine implements: :class:`Engine` is the whole contract.
 
 An engine holds the private tables, runs a sqlglot tree in its own dialect and returns a small
 Arrow table of *exact* aggregates. It never adds noise and never decides what is released: the
-session does (DESIGN §3). Tests use a fake engine that implements the same protocol.
+session does (DESIGN §3). Every member of :class:`Engine` is required — the session calls each
+of them directly — and ``tests/engines/test_conformance.py`` runs one suite against every
+engine (the fake one, DuckDB, Spark, PostgreSQL).
 
-Progress is optional and kept out of :class:`Engine`: an engine that can tell how far a running
-query is also implements :class:`ProgressReporting` (one more method); the session uses it only
-when a caller asks for progress.
+Optional capabilities are separate runtime-checkable protocols, used only when an engine has
+them: :class:`ProgressReporting` (how far a running query is) and :class:`SchemaNotes` (what
+``explain`` should say about how a table is read).
 """
 
 from __future__ import annotations
@@ -26,11 +28,22 @@ in ``[0, 1]``, strictly increasing, ending with ``1.0`` when the query succeeded
 
 @runtime_checkable
 class Engine(Protocol):
-    """Runs SQL trees against private tables."""
+    """Runs SQL trees against private tables: the whole contract the session relies on.
+
+    Failure is an output (DESIGN §1): ``tables``, ``schema``, ``data_version`` and ``check``
+    read no data row, so whatever they raise is decided by registrations and schemas alone and
+    is refused before anything is charged; only ``execute`` reads private values.
+    """
 
     @property
     def dialect(self) -> str:
-        """The sqlglot dialect name the tree is generated in (``"duckdb"``, ``"spark"``)."""
+        """The sqlglot dialect name the tree is generated in (``"duckdb"``, ``"spark"``,
+        ``"postgres"``), also the key of its :class:`veil.compile.dialect.Dialect` record."""
+        ...
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The names queries may use, as registered."""
         ...
 
     def schema(self, table: str) -> pa.Schema:
@@ -41,12 +54,25 @@ class Engine(Protocol):
         ...
 
     def data_version(self, table: str) -> str:
-        """A string that changes whenever the table's contents may have changed (cache key)."""
+        """A string that changes whenever the table's contents may have changed (the cache
+        key: the same version must mean the same rows). Raises ``SchemaError`` for an unknown
+        table; reads no data row."""
+        ...
+
+    def check(self, query: exp.Expression) -> None:
+        """Refuse, for free, every error of ``query`` decidable from the schema without reading
+        a data row (an unknown table or column, a type error): raises ``SchemaError`` (or
+        ``UnsupportedQueryError``) and otherwise returns. A query ``check`` accepts may still
+        fail in ``execute`` only for reasons that are not decidable from the schema."""
         ...
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` (generated in :attr:`dialect`, unsupported constructs raising) and
-        return its result as an Arrow table."""
+        return its result as an Arrow table; engine errors become veil errors."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (connections, registered views); idempotent."""
         ...
 
 

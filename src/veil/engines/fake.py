@@ -19,10 +19,11 @@ Handler = Callable[[exp.Expression], pa.Table]
 
 
 class FakeEngine:
-    """An :class:`veil.engines.base.Engine` for tests.
+    """An :class:`veil.engines.base.Engine` for tests: the whole contract, nothing more.
 
     ``tables`` are Arrow tables; ``handler`` (optional) answers instead of DuckDB; ``fail`` (if
-    set) is raised by ``execute`` after recording the call. ``calls`` lists the trees run.
+    set) is raised by ``execute`` after recording the call. ``calls`` lists the trees run,
+    ``checked`` the trees given to :meth:`check`; ``closed`` says whether :meth:`close` ran.
     """
 
     def __init__(
@@ -39,6 +40,8 @@ class FakeEngine:
         self.fail = fail
         self.version = version
         self.calls: list[exp.Expression] = []
+        self.checked: list[exp.Expression] = []
+        self.closed = False
         self._dialect = dialect
 
     @property
@@ -57,6 +60,30 @@ class FakeEngine:
     def data_version(self, table: str) -> str:
         self.schema(table)
         return self.version
+
+    def check(self, query: exp.Expression) -> None:
+        """Every table the tree reads must be registered; a DuckDB tree is also bound (without
+        running it) over the tables' empty schemas, so a type or name error is a
+        ``SchemaError`` decided by the schema alone, as on the real engines."""
+        self.checked.append(query)
+        ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+        for table in query.find_all(exp.Table):
+            if table.name not in ctes:
+                self.schema(table.name)
+        if self._dialect != "duckdb":
+            return
+        con = duckdb.connect()
+        try:
+            for name, table in self._tables.items():
+                con.register(name, table.schema.empty_table())
+            con.sql(to_sql(query, "duckdb"))
+        except duckdb.Error as exc:
+            raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
+        finally:
+            con.close()
+
+    def close(self) -> None:
+        self.closed = True
 
     def execute(self, query: exp.Expression) -> pa.Table:
         self.calls.append(query)

@@ -66,10 +66,12 @@ from veil.engines.lines import (
 )
 from veil.engines.progress import watching
 from veil.errors import (
+    InternalError,
     InvalidArgumentError,
     MissingDependencyError,
     SchemaError,
     UnsupportedQueryError,
+    VeilError,
 )
 
 if TYPE_CHECKING:
@@ -418,11 +420,12 @@ class SparkEngine:
         error is a ``SchemaError`` decided by the schema alone, raised before anything is
         charged."""
         errors = importlib.import_module("pyspark.errors")
+        text = self.sql(query)
         try:
             with self._ansi_off():
-                self._spark.sql(self.sql(query)).schema  # noqa: B018 - forces analysis on Connect
-        except errors.AnalysisException as exc:
-            raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
+                self._spark.sql(text).schema  # noqa: B018 - forces analysis on Connect
+        except errors.PySparkException as exc:  # analysis reads no rows: nothing here is data
+            raise _translate(exc, errors, checking=True) from exc
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` with ANSI mode *off* and collect its (small) result as Arrow.
@@ -444,10 +447,7 @@ class SparkEngine:
             with self._ansi_off():
                 return _collect(self._spark.sql(text))
         except errors.PySparkException as exc:
-            translated = _translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
+            raise _translate(exc, errors) from exc
 
     def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
         """:meth:`execute`, reporting the share of finished tasks to ``progress`` every ~100 ms.
@@ -514,16 +514,27 @@ class SparkEngine:
 
 _OVERFLOW = ("ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE", "DECIMAL_PRECISION")
 _BAD_CAST = ("CAST_INVALID_INPUT", "CAST_OVERFLOW")
+_UNSUPPORTED = ("UNSUPPORTED_", "_UNSUPPORTED", "NOT_SUPPORTED")
 
 
-def _translate(exc: Exception) -> Exception:
-    """A veil user error for Spark's overflow and cast failures; anything else unchanged."""
-    condition = ""
+def _condition(exc: BaseException) -> str:
+    """Spark's error condition (``getCondition`` on Spark ≥ 4, ``getErrorClass`` before)."""
     for getter in ("getCondition", "getErrorClass"):
         method = getattr(exc, getter, None)
         if method is not None:
-            condition = str(method() or "")
-            break
+            return str(method() or "")
+    return ""
+
+
+def _translate(exc: Exception, errors: ModuleType, *, checking: bool = False) -> VeilError:
+    """The veil error for a Spark exception, as :class:`veil.engines.duckdb.DuckDBEngine`
+    maps DuckDB's: an analysis error (unknown table or column, a type error) is a
+    ``SchemaError``, an unsupported construct an ``UnsupportedQueryError``, a value that does
+    not convert a ``SchemaError``, an exact sum out of range an ``InvalidArgumentError`` naming
+    the fix, anything else an ``InternalError`` (Spark failed to run veil's SQL: a bug or the
+    cluster). Spark's message is kept (the session withholds every message of a query that
+    already read data)."""
+    condition = _condition(exc)
     if condition.startswith(_OVERFLOW):
         return InvalidArgumentError(
             f"an aggregate overflowed on Spark ({condition}); the fixed-point sum no longer fits "
@@ -534,7 +545,15 @@ def _translate(exc: Exception) -> Exception:
             f"Spark could not convert a value to a number ({condition}); a numeric aggregate "
             "needs numeric data: clean or cast the column before querying it"
         )
-    return exc
+    if any(part in condition for part in _UNSUPPORTED):
+        return UnsupportedQueryError(f"Spark does not support this query ({condition}): {exc}")
+    if isinstance(exc, errors.ParseException):
+        return InternalError(f"Spark could not parse veil's SQL (this is a bug): {exc}")
+    if isinstance(exc, errors.AnalysisException):
+        return SchemaError(f"the query does not fit the table's columns: {exc}")
+    if checking:
+        return SchemaError(f"Spark refused the query while analysing it: {exc}")
+    return InternalError(f"Spark failed to run veil's SQL: {exc}")
 
 
 def _tasks_done(context: SparkContext, group: str) -> float | None:
