@@ -237,6 +237,50 @@ class Session:
         )
 
     @classmethod
+    def postgres(
+        cls,
+        url: str,
+        tables: Mapping[str, str],
+        *,
+        privacy_unit: str | None = None,
+        budget: Budget | None = None,
+        analyst: str = "analyst",
+        ledger: Ledger | ScratchLedger | str | None = None,
+        dataset: str | None = None,
+        bounds: BoundsArg = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        domains: DomainsArg = None,
+        source: RandomSource | None = None,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
+        self_grant: bool = False,
+    ) -> Session:
+        """A session on PostgreSQL (``pip install 'veil[postgres]'``).
+
+        ``url``: ``postgresql://user@host:5432/database``; ``tables``: name → ``schema.table``
+        (a table, view or materialized view). The same plans and lowering as :meth:`local`;
+        PostgreSQL runs the bounding and the exact sums, and only the aggregated rows leave
+        the server (see :mod:`veil.engines.postgres`). Other arguments as in :meth:`local`.
+        """
+        from veil.engines.postgres import PostgresEngine
+
+        return cls._on(
+            PostgresEngine(url, tables, schema=schema),
+            tables,
+            ledger=ledger,
+            budget=budget,
+            analyst=analyst,
+            dataset=dataset,
+            privacy_unit=privacy_unit,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            domains=domains,
+            source=source,
+            self_grant=self_grant,
+        )
+
+    @classmethod
     def _on(
         cls,
         engine: Engine,
