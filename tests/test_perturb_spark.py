@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 import veil
 from spark_support import spark_session
 from support import SeededSource
-from veil.errors import InvalidArgumentError
+from veil.errors import WITHHELD_LOGGER, InvalidArgumentError, QueryFailedError
 from veil.perturbation import perturb
 
 pytestmark = pytest.mark.spark
@@ -93,3 +94,30 @@ def test_workers_that_cannot_import_veil_are_detected_before_anything_is_charged
     assert workers_import_veil(sys.executable)
     # a bare interpreter without this project's packages (the machine's, or none at all)
     assert not workers_import_veil("/nonexistent/python3")
+
+
+def test_an_executor_failing_on_a_value_keeps_the_charge_and_only_the_log_has_its_text(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "secret-4711"
+    frame = spark.createDataFrame([("1",), (secret,)], "s string").selectExpr(
+        f"IF(s = '{secret}', raise_error(concat('leak ', s)), 1.5) AS x"
+    )
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "events", veil.Budget(epsilon=1))
+    caplog.set_level(logging.ERROR, logger=WITHHELD_LOGGER)
+    with pytest.raises(QueryFailedError, match=r"the charge stays \(ε=0.25\)") as info:
+        perturb(
+            frame,
+            epsilon=0.25,
+            bounds={"x": (0, 1)},
+            ledger=ledger,
+            analyst="alice",
+            dataset="events",
+        )
+    assert secret not in str(info.value)
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None
+    assert ledger.remaining("alice", "events") == veil.Budget(epsilon=0.75)
+    (record,) = [r for r in caplog.records if r.name == WITHHELD_LOGGER]
+    assert f"leak {secret}" in record.getMessage()

@@ -28,16 +28,24 @@ User errors never leave the ledger changed; a refused query is not charged.
 :class:`VeilWarning` (a ``UserWarning``) flags what is allowed but rarely wise — a per-query ε
 above 10, a δ above 10⁻⁵, bounds for a column no aggregate reads. The CLI prints each as one
 ``warning: …`` line on stderr.
+
+What a :class:`QueryFailedError` withholds from the analyst goes to the operator:
+:func:`log_withheld` logs the engine's error, with its traceback, at ERROR level on the
+``logging`` logger :data:`WITHHELD_LOGGER` (``"veil.withheld"``). The logger has a
+``NullHandler``, so nothing is printed (not even by Python's last-resort handler, on the
+analyst's stderr) until the person running veil configures logging.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from veil.accounting.budget import Budget
 
 __all__ = [
+    "WITHHELD_LOGGER",
     "BoundsError",
     "BudgetExhaustedError",
     "InternalError",
@@ -54,7 +62,17 @@ __all__ = [
     "UserError",
     "VeilError",
     "VeilWarning",
+    "log_withheld",
 ]
+
+WITHHELD_LOGGER = "veil.withheld"
+"""The name of the logger that receives the engine errors withheld from analysts."""
+
+_withheld = logging.getLogger(WITHHELD_LOGGER)
+# Without a handler anywhere, Python's last-resort handler would print the withheld text on
+# stderr, which may be the analyst's (a notebook, the CLI): the record only reaches handlers
+# that the operator configured (on this logger, "veil" or the root logger).
+_withheld.addHandler(logging.NullHandler())
 
 
 class VeilError(Exception):
@@ -179,3 +197,41 @@ class InternalError(VeilError):
 
 class PrivacyInvariantError(InternalError):
     """The privacy loss recomputed from the built mechanisms differs from the charge."""
+
+
+def log_withheld(
+    error: BaseException,
+    *,
+    analyst: str | None,
+    dataset: str | None,
+    query: str,
+    reservation: int | None = None,
+) -> None:
+    """Log for the operator the error that a :class:`QueryFailedError` withholds.
+
+    Call it where the engine's ``error`` is caught after the charge was reserved, before
+    raising the generic :class:`QueryFailedError` (which must not chain ``error``). The record
+    goes to the logger :data:`WITHHELD_LOGGER` at ERROR level, with ``error``'s traceback; its
+    message names the analyst, the dataset, the ledger's reservation id and ``query`` (the text
+    the ledger records with the charge), and quotes ``error``. The same fields are on the
+    record as ``veil_analyst``, ``veil_dataset``, ``veil_query`` and ``veil_reservation``, for
+    structured handlers. Never show this log to the analyst: the engine's text can quote a
+    private value.
+    """
+    _withheld.error(
+        "withheld from analyst %r: %s on dataset %r failed after reserving (reservation %s): "
+        "%s: %s",
+        analyst,
+        query,
+        dataset,
+        reservation,
+        type(error).__name__,
+        error,
+        exc_info=(type(error), error, error.__traceback__),
+        extra={
+            "veil_analyst": analyst,
+            "veil_dataset": dataset,
+            "veil_query": query,
+            "veil_reservation": reservation,
+        },
+    )

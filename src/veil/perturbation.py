@@ -49,8 +49,8 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -63,10 +63,12 @@ from veil.accounting.budget import Budget, exact
 from veil.engines.spark import is_spark_dataframe, require_pyspark
 from veil.errors import (
     BoundsError,
+    InternalError,
     InvalidArgumentError,
     MissingDependencyError,
     QueryFailedError,
     SchemaError,
+    log_withheld,
 )
 from veil.noise import mechanisms
 from veil.noise.grid import from_grid, grid_exponent, to_grid
@@ -205,8 +207,11 @@ def perturb(
     - Charge: with a ``ledger``, ``Budget(epsilon=epsilon)`` is reserved for ``(analyst,
       dataset)`` before any record is read and committed once the release is materialised.
       Everything decidable from the schema (columns, types, categories of the column's type)
-      is refused before that, free. The kernel is total; a failure that still happens keeps
-      the charge and raises :class:`veil.errors.QueryFailedError`, which quotes nothing.
+      is refused before that, free; no engine reads a record before it (a DuckDB relation's
+      types come from a zero-row query). The kernel is total; a failure that still happens
+      keeps the charge and raises :class:`veil.errors.QueryFailedError`, which quotes nothing
+      and chains nothing; the engine's error is logged for the operator on the
+      ``veil.withheld`` logger (:func:`veil.errors.log_withheld`).
     """
     specs = _column_specs(epsilon, bounds or {}, categories or {})
     loss = Budget(epsilon=exact(epsilon, "epsilon"))
@@ -233,15 +238,16 @@ def perturb(
             "a random source cannot be shipped to Spark executors: each executor draws from "
             "its own CSPRNG; call perturb on a Spark DataFrame without source="
         )
-    # everything checkable without reading values is checked before anything is charged
+    # everything checkable without reading values is checked before anything is charged;
+    # no engine reads a record before the reservation (a DuckDB reader would start the query)
     if spark:
         job: Any = _spark_job(data, specs)
     else:
-        reader = _record_batches(data, specs, schema)
-        _check_types(reader.schema, specs)
+        arrow_in = _record_batches(data, specs, schema)
+        _check_types(arrow_in.schema, specs)
+    described = ", ".join(f"{sp.name} ({sp.mechanism}, ε={sp.epsilon})" for sp in specs)
     reservation = None
     if ledger is not None:
-        described = ", ".join(f"{sp.name} ({sp.mechanism}, ε={sp.epsilon})" for sp in specs)
         reservation = ledger.reserve(
             str(analyst),
             str(dataset),
@@ -249,17 +255,29 @@ def perturb(
             fingerprint=_fingerprint(specs),
             query=f"perturb {described}",
         )
+    rid = None if reservation is None else int(reservation.id)
     # From here on records are read and noise is drawn. The kernel is total (types were
     # checked above, casts cannot fail, outside values are mapped): if it still fails, the
-    # charge stays and the error quotes nothing — its text could hold a record's value.
+    # charge stays and the error quotes nothing — its text could hold a record's value. The
+    # QueryFailedError is raised outside the ``except`` block, so that it carries neither
+    # ``__cause__`` nor ``__context__``; the engine's error goes to the operator's log only.
+    failure: Exception | None = None
     try:
         if spark:
             released: Any = _materialise(job)
         else:
-            released = _perturb_arrow(reader, specs, source)
-    except Exception:
-        released = None
-    if released is None:
+            released = _perturb_arrow(arrow_in, specs, source)
+    except Exception as exc:
+        failure = exc
+    if failure is not None:
+        log_withheld(
+            failure,
+            analyst=analyst,
+            dataset=dataset,
+            query=f"perturb {described}",
+            reservation=rid,
+        )
+        failure = None  # drop the traceback (it holds the batches) before raising
         if reservation is not None:
             reservation.commit(None)
         raise QueryFailedError(
@@ -270,7 +288,6 @@ def perturb(
         )
     if reservation is not None:
         reservation.commit(None)
-    rid = None if reservation is None else int(reservation.id)
     return Perturbation(
         data=released,
         loss=loss,
@@ -462,10 +479,23 @@ def perturb_batch(
 # -- DuckDB / Arrow path --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _ArrowInput:
+    """The needed columns of the input: their Arrow schema, known without reading a record,
+    and how to open the stream of record batches (which may start the engine's query: call it
+    only once the charge is reserved)."""
+
+    schema: pa.Schema
+    open: Callable[[], pa.RecordBatchReader]
+    owner: Any = None  # what must outlive the reader (the DuckDB engine of a path or frame)
+
+
 def _record_batches(
     data: Any, specs: Sequence[ColumnPerturbation], schema: Mapping[str, str] | None
-) -> pa.RecordBatchReader:
-    """The needed columns of ``data`` as a stream of Arrow batches (never the whole table).
+) -> _ArrowInput:
+    """The needed columns of ``data``, to be read as a stream of Arrow batches (never the whole
+    table). Nothing here reads a record: a DuckDB relation's types come from a zero-row query
+    (as the engine's schema does); its reader, which runs the query, is opened by ``open``.
 
     Paths and pandas frames are registered as the DuckDB engine registers a session's tables
     (declared types, nothing sniffed from the values)."""
@@ -478,26 +508,37 @@ def _record_batches(
         engine = DuckDBEngine(
             {_TABLE: data}, schema=None if schema is None else {_TABLE: dict(schema)}
         )
-        data = engine.connection.sql(f'SELECT * FROM "{_TABLE}"')
-    elif schema is not None:
+        relation = engine.connection.sql(f'SELECT * FROM "{_TABLE}"')
+        return replace(_record_batches(relation, specs, None), owner=engine)
+    if schema is not None:
         raise InvalidArgumentError(
             "schema= declares the types of a CSV/JSON path or a pandas frame; this input "
             f"({type(data).__name__}) carries its own types"
         )
     if isinstance(data, duckdb.DuckDBPyRelation):
-        _check_columns(data.columns, specs)
-        projected = data.select(*[duckdb.ColumnExpression(n) for n in names])
-        return projected.to_arrow_reader(_BATCH_ROWS)
+        try:  # binds the query and returns no row: decided by the schema alone
+            columns = data.columns
+            _check_columns(columns, specs)
+            projected = data.select(*[duckdb.ColumnExpression(n) for n in names])
+            types = projected.limit(0).to_arrow_table().schema
+        except duckdb.Error as exc:
+            raise SchemaError(f"cannot read the schema of the relation to perturb: {exc}") from exc
+        return _ArrowInput(types, functools.partial(projected.to_arrow_reader, _BATCH_ROWS))
     if isinstance(data, pa.RecordBatchReader):
         _check_columns(data.schema.names, specs)
-        return data
+        return _ArrowInput(data.schema, functools.partial(_identity, data))
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     if isinstance(data, pa.Table):
         _check_columns(data.column_names, specs)
         table = data.select(names)
-        return pa.RecordBatchReader.from_batches(
-            table.schema, table.to_batches(max_chunksize=_BATCH_ROWS)
+        return _ArrowInput(
+            table.schema,
+            functools.partial(
+                pa.RecordBatchReader.from_batches,
+                table.schema,
+                table.to_batches(max_chunksize=_BATCH_ROWS),
+            ),
         )
     raise InvalidArgumentError(
         f"cannot perturb a {type(data).__name__}; pass a DuckDB relation, an Arrow table or "
@@ -505,14 +546,22 @@ def _record_batches(
     )
 
 
+def _identity(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    return reader
+
+
 def _perturb_arrow(
-    reader: pa.RecordBatchReader,
+    arrow_in: _ArrowInput,
     specs: Sequence[ColumnPerturbation],
     source: RandomSource | None,
 ) -> pa.Table:
     src = system_source() if source is None else source
+    reader = arrow_in.open()
+    if not reader.schema.equals(arrow_in.schema):
+        # the types were checked on the zero-row schema; a stream of other types is a bug
+        raise InternalError("the records to perturb do not have the types checked before")
     out = [perturb_batch(batch, specs, src) for batch in reader]
-    schema = pa.schema([_output_field(s, reader.schema.field(s.name).type) for s in specs])
+    schema = pa.schema([_output_field(s, arrow_in.schema.field(s.name).type) for s in specs])
     return pa.Table.from_batches(out, schema=schema)
 
 
