@@ -1,0 +1,176 @@
+"""The fast (closed-form, many-groups) error bars against the exact grid convolution."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from veil.noise import errorbars as eb
+from veil.noise.errorbars import (
+    avg_halfwidths,
+    combination_halfwidth,
+    combination_halfwidths,
+    stddev_halfwidths,
+)
+
+K = 1 << 30
+LAPLACE_SUM = ("discrete_laplace", Fraction(K) * 2)
+LAPLACE_SQUARES = ("discrete_laplace", Fraction(K) * 3)
+LAPLACE_COUNT = ("discrete_laplace", Fraction(670215385, 182537948))  # ≈ 3.67
+GAUSS_SUM = ("discrete_gaussian", Fraction(K) ** 2 * 4)
+GAUSS_SQUARES = ("discrete_gaussian", Fraction(K) ** 2 * 9)
+GAUSS_COUNT = ("discrete_gaussian", Fraction(409035557, 97774385))  # σ² ≈ 4.18
+
+
+def _sd(terms: list[tuple[float, str, Fraction]]) -> float:
+    return math.sqrt(sum((abs(c) * eb._std(m, s)) ** 2 for c, m, s in terms))
+
+
+SHAPES = {
+    "laplace sum+count": (LAPLACE_SUM, LAPLACE_COUNT),
+    "laplace squares+sum+count": (LAPLACE_SQUARES, LAPLACE_SUM, LAPLACE_COUNT),
+    "gaussian sum+count": (GAUSS_SUM, GAUSS_COUNT),
+    "gaussian squares+sum+count": (GAUSS_SQUARES, GAUSS_SUM, GAUSS_COUNT),
+    "laplace two wide": (LAPLACE_SQUARES, LAPLACE_SUM),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_the_fast_bars_are_never_narrower_than_the_exact_grid_computation(
+    shape: str, level: float
+) -> None:
+    # The grid's answer g = (m + n/2)·h with m the smallest window reaching the level on the
+    # grid, so the true quantile is above g − (n + 1)·h (h = sd/500): a fast bar below that
+    # would under-cover. 60 random coefficient sets per shape, coefficients over 6 decades
+    # (fixed seed: the coefficients are data, not noise); the fast bar is also at most the
+    # grid's (which exceeds the quantile by n·h/2 at most) plus a hair.
+    noises = SHAPES[shape]
+    rng = np.random.default_rng(zlib.crc32(f"{shape} {level}".encode()))
+    reps = 60
+    coefs = [
+        10 ** rng.uniform(-3, 3, reps) / (K if m_s[1] > 10**6 else 1) * rng.choice([-1, 1], reps)
+        for m_s in noises
+    ]
+    fast = combination_halfwidths(
+        [(c, m, s) for c, (m, s) in zip(coefs, noises, strict=True)], level
+    )
+    for g in range(reps):
+        terms = [(float(c[g]), m, s) for c, (m, s) in zip(coefs, noises, strict=True)]
+        grid = eb._grid_halfwidth(terms, level)
+        h = _sd(terms) / eb._CELLS
+        n = len(terms)
+        assert fast[g] >= grid - (n + 1) * h, (terms, fast[g], grid)
+        assert fast[g] <= grid + 1e-6 * grid, (terms, fast[g], grid)
+
+
+def test_one_group_at_a_time_and_all_at_once_agree() -> None:
+    a = np.array([3.0, 100.0, 0.5])
+    batch = combination_halfwidths([(500 / K, *LAPLACE_SUM), (a, *LAPLACE_COUNT)], 0.95)
+    one = [combination_halfwidth([(500 / K, *LAPLACE_SUM), (x, *LAPLACE_COUNT)]) for x in a]
+    assert batch.tolist() == pytest.approx(one, rel=1e-12)
+
+
+def test_a_group_without_wide_noise_gets_the_exact_discrete_quantile() -> None:
+    t = combination_halfwidths([(np.zeros(1), *LAPLACE_SUM), (2.5, *LAPLACE_COUNT)], 0.95)
+    assert t[0] == 2.5 * eb.laplace_halfwidth(LAPLACE_COUNT[1], 0.95)
+
+
+def test_shapes_off_the_fast_path_fall_back_to_the_grid() -> None:
+    terms = [(1.0, "discrete_laplace", Fraction(3)), (2.0, "discrete_laplace", Fraction(5))]
+    batch = combination_halfwidths([(np.array([1.0]), *terms[0][1:]), (2.0, *terms[1][1:])])
+    assert batch[0] == eb._grid_halfwidth(terms, 0.95)
+
+
+def test_erfc_is_within_its_documented_fractional_error() -> None:
+    x = np.linspace(0, 26, 200_001)
+    want = np.array([math.erfc(v) for v in x])
+    got = eb._erfc(x)
+    keep = want > 1e-300
+    assert float(np.max(np.abs(got[keep] / want[keep] - 1))) < 1.2e-7
+
+
+def test_the_two_laplace_tail_matches_the_convolution_and_is_stable_at_equal_scales() -> None:
+    # P(L1 + L2 > x) by quadrature of the convolution, and r = 1 against the r → 1 limit
+    b1, b2 = np.array([2.0]), np.array([0.7])
+    u = np.linspace(-60, 60, 1_200_001)
+    du = u[1] - u[0]
+    for x in (0.0, 0.5, 3.0, 9.0):
+        dens1 = np.exp(-np.abs(u) / 2.0) / 4.0
+        tail2 = np.where(x - u >= 0, 0.5 * np.exp(-(x - u) / 0.7), 1 - 0.5 * np.exp((x - u) / 0.7))
+        want = float((dens1 * tail2).sum() * du)
+        got = eb._tail(False, b1, b2, np.array([x]))[0][0]
+        assert got == pytest.approx(want, abs=1e-6)
+    near = eb._tail(False, np.array([1.0]), np.array([1 - 1e-9]), np.array([2.0]))[0][0]
+    equal = eb._tail(False, np.array([1.0]), np.array([1.0]), np.array([2.0]))[0][0]
+    assert equal == pytest.approx(0.5 * math.exp(-2) * 2, rel=1e-12)  # e^(−y)(1 + y/2)/2
+    assert near == pytest.approx(equal, rel=1e-8)
+
+
+# ── AVG ───────────────────────────────────────────────────────────────────────────────────
+
+
+class _Noise:
+    def __init__(self, mechanism: str, scale: Fraction) -> None:
+        self.mechanism = mechanism
+        self.scale = scale
+
+
+def _avg_fixed_point(sm: _Noise, cm: _Noise, step: float, n: float, m_hat: float) -> float:
+    """The AVG bar as it was: t(|m̂| + u)/n̂ with u ≥ t(|m̂| + u)/n̂, by iteration."""
+
+    def t(m: float) -> float:
+        terms = [(step, sm.mechanism, sm.scale), (m, cm.mechanism, cm.scale)]
+        return eb._grid_halfwidth(terms, 0.95) / n
+
+    u = t(m_hat)
+    for _ in range(50):
+        bar = t(m_hat + u)
+        if bar <= u:
+            return bar
+        u = bar * 1.001
+    raise AssertionError("no fixed point")
+
+
+@pytest.mark.parametrize("noises", [(LAPLACE_SUM, LAPLACE_COUNT), (GAUSS_SUM, GAUSS_COUNT)])
+def test_avg_bars_cover_the_set_of_consistent_errors_and_stay_near_the_old_fixed_point(
+    noises: tuple[tuple[str, Fraction], tuple[str, Fraction]],
+) -> None:
+    sm, cm = _Noise(*noises[0]), _Noise(*noises[1])
+    step, centre, lower, upper = 500 / K, 500.0, 0.0, 1000.0
+    rng = np.random.default_rng(7)  # groups (data), not noise
+    n = rng.integers(60, 5000, 40).astype(np.float64)
+    means = rng.uniform(0, 1000, 40)
+    sums = np.round((means - centre) * n / step)
+    bars = avg_halfwidths(
+        sm, cm, step=step, centre=centre, lower=lower, upper=upper, counts=n, sums=sums
+    )
+    for g in range(40):
+        m_hat = abs(step * sums[g] / n[g])
+        old = _avg_fixed_point(sm, cm, step, n[g], m_hat)
+        # every x ≤ T(|m̂| + x)/n̂ (the errors the true mean could have) lies within the bar:
+        # probe x just above the bar with the exact grid at the rounded-up mean
+        x = bars[g] * 1.001
+        m_up = min(m_hat + x, 500.0)
+        terms = [(step, sm.mechanism, sm.scale), (m_up, cm.mechanism, cm.scale)]
+        assert x > eb._grid_halfwidth(terms, 0.95) / n[g] * (1 - 2e-3)
+        assert bars[g] == pytest.approx(old, rel=5e-3)
+
+
+def test_avg_bars_are_the_whole_range_for_tiny_counts_and_zero_for_an_empty_range() -> None:
+    sm, cm = _Noise(*LAPLACE_SUM), _Noise(*LAPLACE_COUNT)
+    common = {"step": 500 / K, "centre": 500.0, "sums": [0, 0, 0]}
+    bars = avg_halfwidths(sm, cm, lower=0.0, upper=1000.0, counts=[0, 5, 10_000], **common)
+    assert bars[:2].tolist() == [1000.0, 1000.0]
+    assert 0 < bars[2] < 10
+    flat = avg_halfwidths(sm, cm, lower=500.0, upper=500.0, counts=[10_000] * 3, **common)
+    assert flat.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_stddev_interval_is_the_variance_interval_through_sqrt() -> None:
+    got = stddev_halfwidths([100.0, 4.0], [21.0, 9.0])
+    assert got.tolist() == pytest.approx([10 - math.sqrt(79), 2.0])  # the wider side
