@@ -90,8 +90,29 @@ class SparkHarness:
         return veil.Session.spark(spark, {"t": str(path)}, **options)
 
 
+class PostgresHarness:
+    """PostgreSQL (the test server), over a table written into this run's schema with the
+    types that hold the Arrow values exactly (``postgres_support.load``)."""
+
+    name = "postgres"
+
+    def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
+        import postgres_support
+
+        return not casts and postgres_support.supports(table)
+
+    def session(
+        self, table: pa.Table, casts: Mapping[str, str], tmp: Path, **options: Any
+    ) -> veil.Session:
+        import postgres_support
+
+        qualified = postgres_support.load(table)
+        return veil.Session.postgres(postgres_support.PG_URL, {"t": qualified}, **options)
+
+
 HARNESSES = [
     pytest.param(DuckDBHarness(), id="duckdb"),
     pytest.param(SparkHarness(), id="spark", marks=pytest.mark.spark),
+    pytest.param(PostgresHarness(), id="postgres", marks=pytest.mark.postgres),
 ]
 """Every engine, as pytest parameters (Spark marked ``spark``)."""

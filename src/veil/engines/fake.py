@@ -11,7 +11,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from veil.compile.lower import to_sql
-from veil.errors import SchemaError
+from veil.errors import InternalError, SchemaError
 
 __all__ = ["FakeEngine"]
 
@@ -66,10 +66,7 @@ class FakeEngine:
         running it) over the tables' empty schemas, so a type or name error is a
         ``SchemaError`` decided by the schema alone, as on the real engines."""
         self.checked.append(query)
-        ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
-        for table in query.find_all(exp.Table):
-            if table.name not in ctes:
-                self.schema(table.name)
+        self._known_tables(query)
         if self._dialect != "duckdb":
             return
         con = duckdb.connect()
@@ -82,6 +79,12 @@ class FakeEngine:
         finally:
             con.close()
 
+    def _known_tables(self, query: exp.Expression) -> None:
+        ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+        for table in query.find_all(exp.Table):
+            if table.name not in ctes:
+                self.schema(table.name)
+
     def close(self) -> None:
         self.closed = True
 
@@ -91,11 +94,16 @@ class FakeEngine:
             raise self.fail
         if self._handler is not None:
             return self._handler(query)
+        self._known_tables(query)
         con = duckdb.connect()
         try:
             for name, table in self._tables.items():
                 con.register(name, table)
             result: pa.Table = con.sql(to_sql(query, "duckdb")).to_arrow_table()
+        except (duckdb.CatalogException, duckdb.BinderException) as exc:
+            raise SchemaError(f"unknown table or column: {exc}") from exc
+        except duckdb.Error as exc:
+            raise InternalError(f"the fake engine's DuckDB failed: {exc}") from exc
         finally:
             con.close()
         return result
