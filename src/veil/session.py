@@ -18,22 +18,22 @@ privacy unit is one unit; a NULL group key is a group of its own (unknown keys) 
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import pyarrow as pa
 from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
-from veil.builder import Query
 from veil.compile.dialect import dialect as dialect_of
-from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, lower, to_sql
+from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
 from veil.engines.base import Engine, Progress, ProgressReporting, SchemaNotes
@@ -45,13 +45,13 @@ from veil.errors import (
     VeilError,
     VeilWarning,
 )
+from veil.plan.builder import Query
 from veil.plan.canonical import canonical, measurement_fingerprint
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
     Contribution,
     KeyValue,
-    Measurement,
     Plan,
     Scan,
     as_fraction,
@@ -59,8 +59,8 @@ from veil.plan.nodes import (
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
 from veil.release.draw import Measured, finish, measure
+from veil.release.exact import bucket_counts, exact_stats, may_wrap
 from veil.release.explain import Explanation, describe_usage, expected_errors
-from veil.release.keys import group_keys
 from veil.release.result import Result
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
@@ -91,17 +91,21 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
     return out
 
 
-def _integer(v: Any) -> int:
-    """An exact statistic from the engine as an int (a SUM over no rows is NULL: 0)."""
-    if v is None:
-        return 0
-    if isinstance(v, Decimal):
-        if v != v.to_integral_value():
-            raise InternalError(f"an exact integer statistic came back as {v}")
-        return int(v)
-    if isinstance(v, int):
-        return v
-    raise InternalError(f"an exact integer statistic came back as {v!r}")
+class SessionOptions(TypedDict, total=False):
+    """The options every way of opening a session takes (see :meth:`Session.on`)."""
+
+    privacy_unit: str | None
+    budget: Budget | None
+    analyst: str
+    ledger: Ledger | ScratchLedger | str | None
+    dataset: str | None
+    bounds: BoundsArg
+    max_groups: int | None
+    max_rows_per_group: int | None
+    domains: DomainsArg
+    quantile_buckets: int
+    source: RandomSource | None
+    self_grant: bool
 
 
 class Session:
@@ -143,170 +147,38 @@ class Session:
         self._closed = False
 
     @classmethod
-    def local(
-        cls,
-        tables: Mapping[str, Any],
-        *,
-        privacy_unit: str | None = None,
-        budget: Budget | None = None,
-        analyst: str = "analyst",
-        ledger: Ledger | ScratchLedger | str | None = None,
-        dataset: str | None = None,
-        bounds: BoundsArg = None,
-        max_groups: int | None = None,
-        max_rows_per_group: int | None = None,
-        domains: DomainsArg = None,
-        connection: Any = None,
-        source: RandomSource | None = None,
-        schema: Mapping[str, Mapping[str, str]] | None = None,
-        self_grant: bool = False,
-    ) -> Session:
-        """A session on the embedded DuckDB engine.
+    def on(cls, engine: Engine, **options: Unpack[SessionOptions]) -> Session:
+        """A session on any :class:`veil.engines.base.Engine` — the one way every session is
+        opened (:meth:`local`, :meth:`spark` and :meth:`postgres` build their engine and call
+        this).
 
-        ``tables``: name → CSV/Parquet path (scanned lazily), pandas/Polars/Arrow object, or a
-        table name of ``connection``. ``ledger``: a :class:`veil.Ledger`, a URL
-        (``"sqlite:///ledger.db"``) or ``None`` for an in-memory one. ``budget`` is granted to
-        (``analyst``, ``dataset``) if the ledger has no grant for them yet — on a persistent
-        ledger only with ``self_grant=True`` (budgets are the data owner's to grant);
-        ``dataset`` (the unit of accounting: one name per table) defaults to the table names
-        joined by ``+``. ``domains`` declares public group keys (column → every key), released
-        in full, empty groups included, without partition selection. ``schema`` declares
-        column types, ``{"people": {"income": "DOUBLE"}}``: CSV columns are otherwise text (see
-        :mod:`veil.engines.declared`).
+        Options: ``privacy_unit`` (the column whose rows are protected together; ``None``:
+        each row), ``bounds`` (default clamping bounds per column), ``max_groups`` /
+        ``max_rows_per_group`` (contribution limits, default 1 and 1), ``domains`` (public
+        group keys, column → every key: released in full, empty groups included, without
+        partition selection), ``quantile_buckets`` (candidates of a continuous quantile),
+        ``source`` (a random source for tests; refused with a persistent ledger), and the
+        accounting: ``ledger`` (a :class:`veil.Ledger`, a URL such as
+        ``"sqlite:///ledger.db"``, or ``None`` for an in-memory one), ``analyst``,
+        ``dataset`` (the unit of accounting; default: the engine's table names joined by
+        ``+``) and ``budget``, granted to (``analyst``, ``dataset``) if the ledger has no
+        grant for them yet — on a persistent ledger only with ``self_grant=True``: budgets are
+        the data owner's to grant, and an existing grant is never topped up.
         """
-        from veil.engines.duckdb import DuckDBEngine
-
-        return cls._on(
-            DuckDBEngine(tables, connection=connection, schema=schema),
-            tables,
-            ledger=ledger,
-            budget=budget,
-            analyst=analyst,
-            dataset=dataset,
-            privacy_unit=privacy_unit,
-            bounds=bounds,
-            max_groups=max_groups,
-            max_rows_per_group=max_rows_per_group,
-            domains=domains,
-            source=source,
-            self_grant=self_grant,
-        )
-
-    @classmethod
-    def spark(
-        cls,
-        spark_session: Any,
-        tables: Mapping[str, Any],
-        *,
-        privacy_unit: str | None = None,
-        budget: Budget | None = None,
-        analyst: str = "analyst",
-        ledger: Ledger | ScratchLedger | str | None = None,
-        dataset: str | None = None,
-        bounds: BoundsArg = None,
-        max_groups: int | None = None,
-        max_rows_per_group: int | None = None,
-        domains: DomainsArg = None,
-        source: RandomSource | None = None,
-        schema: Mapping[str, Mapping[str, str]] | None = None,
-        self_grant: bool = False,
-    ) -> Session:
-        """A session on Apache Spark (``pip install 'veil[spark]'``), classic or Spark Connect.
-
-        ``tables``: name → Spark DataFrame, catalog table name, or Parquet/CSV path (any URI
-        Spark reads). The same plans and lowering as :meth:`local`; Spark runs the bounding and
-        the exact sums, and only the aggregated rows reach the driver. ``schema`` declares
-        column types as in :meth:`local`. Other arguments as in :meth:`local`.
-        """
-        from veil.engines.spark import SparkEngine
-
-        return cls._on(
-            SparkEngine(spark_session, tables, schema=schema),
-            tables,
-            ledger=ledger,
-            budget=budget,
-            analyst=analyst,
-            dataset=dataset,
-            privacy_unit=privacy_unit,
-            bounds=bounds,
-            max_groups=max_groups,
-            max_rows_per_group=max_rows_per_group,
-            domains=domains,
-            source=source,
-            self_grant=self_grant,
-        )
-
-    @classmethod
-    def postgres(
-        cls,
-        url: str,
-        tables: Mapping[str, str],
-        *,
-        privacy_unit: str | None = None,
-        budget: Budget | None = None,
-        analyst: str = "analyst",
-        ledger: Ledger | ScratchLedger | str | None = None,
-        dataset: str | None = None,
-        bounds: BoundsArg = None,
-        max_groups: int | None = None,
-        max_rows_per_group: int | None = None,
-        domains: DomainsArg = None,
-        source: RandomSource | None = None,
-        schema: Mapping[str, Mapping[str, str]] | None = None,
-        self_grant: bool = False,
-    ) -> Session:
-        """A session on PostgreSQL (``pip install 'veil[postgres]'``).
-
-        ``url``: ``postgresql://user@host:5432/database``; ``tables``: name → ``schema.table``
-        (a table, view or materialized view). The same plans and lowering as :meth:`local`;
-        PostgreSQL runs the bounding and the exact sums, and only the aggregated rows leave
-        the server (see :mod:`veil.engines.postgres`). Other arguments as in :meth:`local`.
-        """
-        from veil.engines.postgres import PostgresEngine
-
-        return cls._on(
-            PostgresEngine(url, tables, schema=schema),
-            tables,
-            ledger=ledger,
-            budget=budget,
-            analyst=analyst,
-            dataset=dataset,
-            privacy_unit=privacy_unit,
-            bounds=bounds,
-            max_groups=max_groups,
-            max_rows_per_group=max_rows_per_group,
-            domains=domains,
-            source=source,
-            self_grant=self_grant,
-        )
-
-    @classmethod
-    def _on(
-        cls,
-        engine: Engine,
-        tables: Mapping[str, Any],
-        *,
-        ledger: Ledger | ScratchLedger | str | None,
-        budget: Budget | None,
-        analyst: str,
-        dataset: str | None,
-        self_grant: bool = False,
-        **options: Any,
-    ) -> Session:
-        """A session on ``engine``: open the ledger (``None``: in memory), name the dataset
-        (default: the table names joined by ``+``); ``options`` go to :meth:`__init__`.
-
-        Budgets are granted, not taken: on an in-memory ledger (a scratch session, gone with
-        the process) ``budget`` is granted unless a grant exists; on a persistent ledger the
-        session spends only a grant the data owner made (``ledger.grant``, ``veil budget
-        grant``), and ``budget`` is refused unless ``self_grant=True`` says, explicitly, that
-        this session may create its own grant when none exists (a personal ledger). An
-        existing grant is never topped up."""
+        unknown = set(options) - set(SessionOptions.__annotations__)
+        if unknown:  # reachable from untyped callers only
+            raise InvalidArgumentError(
+                f"Session: {_unknown_option(sorted(unknown)[0], SessionOptions.__annotations__)}"
+            )
+        ledger = options.get("ledger")
+        budget = options.get("budget")
+        analyst = options.get("analyst", "analyst")
+        self_grant = options.get("self_grant", False)
         if ledger is None or isinstance(ledger, str | os.PathLike):
             from veil.accounting.ledger import Ledger
 
             ledger = Ledger(ledger if ledger is not None else "sqlite://")
-        name = dataset or "+".join(sorted(tables))
+        name = options.get("dataset") or "+".join(sorted(engine.tables))
         if budget is not None:
             if ledger.persistent and not self_grant:
                 raise InvalidArgumentError(
@@ -319,7 +191,79 @@ class Session:
                 )
             if not ledger.has_grant(analyst, name):
                 ledger.grant(analyst, name, budget)
-        return cls(engine, ledger=ledger, analyst=analyst, dataset=name, **options)
+        return cls(
+            engine,
+            ledger=ledger,
+            analyst=analyst,
+            dataset=name,
+            privacy_unit=options.get("privacy_unit"),
+            bounds=options.get("bounds"),
+            max_groups=options.get("max_groups"),
+            max_rows_per_group=options.get("max_rows_per_group"),
+            domains=options.get("domains"),
+            quantile_buckets=options.get("quantile_buckets", 1024),
+            source=options.get("source"),
+        )
+
+    @classmethod
+    def local(
+        cls,
+        tables: Mapping[str, Any],
+        *,
+        connection: Any = None,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
+        **options: Unpack[SessionOptions],
+    ) -> Session:
+        """A session on the embedded DuckDB engine.
+
+        ``tables``: name → CSV/Parquet path (scanned lazily), pandas/Polars/Arrow object, or a
+        table name of ``connection``. ``schema`` declares column types,
+        ``{"people": {"income": "DOUBLE"}}``: CSV columns are otherwise text (see
+        :mod:`veil.engines.declared`). Every other option is :meth:`on`'s.
+        """
+        from veil.engines.duckdb import DuckDBEngine
+
+        return cls.on(DuckDBEngine(tables, connection=connection, schema=schema), **options)
+
+    @classmethod
+    def spark(
+        cls,
+        spark_session: Any,
+        tables: Mapping[str, Any],
+        *,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
+        **options: Unpack[SessionOptions],
+    ) -> Session:
+        """A session on Apache Spark (``pip install 'veil[spark]'``), classic or Spark Connect.
+
+        ``tables``: name → Spark DataFrame, catalog table name, or Parquet/CSV path (any URI
+        Spark reads). The same plans and lowering as :meth:`local`; Spark runs the bounding and
+        the exact sums, and only the aggregated rows reach the driver. ``schema`` declares
+        column types as in :meth:`local`; every other option is :meth:`on`'s.
+        """
+        from veil.engines.spark import SparkEngine
+
+        return cls.on(SparkEngine(spark_session, tables, schema=schema), **options)
+
+    @classmethod
+    def postgres(
+        cls,
+        url: str,
+        tables: Mapping[str, str],
+        *,
+        schema: Mapping[str, Mapping[str, str]] | None = None,
+        **options: Unpack[SessionOptions],
+    ) -> Session:
+        """A session on PostgreSQL (``pip install 'veil[postgres]'``).
+
+        ``url``: ``postgresql://user@host:5432/database``; ``tables``: name → ``schema.table``
+        (a table, view or materialized view). The same plans and lowering as :meth:`local`;
+        PostgreSQL runs the bounding and the exact sums, and only the aggregated rows leave
+        the server (see :mod:`veil.engines.postgres`). Every other option is :meth:`on`'s.
+        """
+        from veil.engines.postgres import PostgresEngine
+
+        return cls.on(PostgresEngine(url, tables, schema=schema), **options)
 
     # -- state --------------------------------------------------------------------------------
     def close(self) -> None:
@@ -372,10 +316,14 @@ class Session:
         return Query.over(table, fields_from_arrow(self.engine.schema(table)), runner=self)
 
     def run_query(self, query: Query, **options: Any) -> Result:
+        """``query.run(**options)``: the options of :meth:`run` (and ``domains``)."""
+        _check_options(options, self.run, "run", drop=("plan", "text"), add=("domains",))
         plan = self._builder_plan(query, options)  # takes "domains" out of options
         return self.run(plan, **options)
 
     def explain_query(self, query: Query, **options: Any) -> Explanation:
+        """``query.explain(**options)``: the options of :meth:`explain`."""
+        _check_options(options, self.explain, "explain", drop=("query",))
         plan = self._builder_plan(query, options)
         return self.explain(plan, **options)
 
@@ -579,14 +527,14 @@ class Session:
             trees = (lowered.main, *(tree for _, tree in lowered.quantiles))
             tables = _execute_all(self.engine, trees, progress)
             main = tables[0]
-            if sql_dialect.sum_wraps and _may_wrap(agg, main):
+            if sql_dialect.sum_wraps and may_wrap(agg, main):
                 # a group too large to certify 64-bit sums: the same statement (same salt,
                 # same rows) with exact wide sums — the same values, only slower
                 wide = lower(agg, sql_dialect, salt=salt, exact_sums=True)
                 main = self.engine.execute(wide.main)
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
-            exact = _exact_stats(agg, main, dict(lowered.columns), lowered.keys)
-            counts = {name: _bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
+            exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
+            counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
             measured: Measured | None = measure(agg, exact, counts, src, private=is_private(chosen))
         except Exception:
             measured = None
@@ -724,6 +672,30 @@ def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
         )
 
 
+def _unknown_option(name: str, allowed: Any) -> str:
+    """The message for an option ``name`` that is not one of ``allowed`` (names)."""
+    names = sorted(allowed)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}=?" if close else f"the options are {', '.join(names)}"
+    return f"unknown option {name}=; {hint}"
+
+
+def _check_options(
+    options: Mapping[str, Any],
+    method: Any,
+    what: str,
+    *,
+    drop: Sequence[str] = (),
+    add: Sequence[str] = (),
+) -> None:
+    """``InvalidArgumentError`` naming the first option ``method`` does not take (with the
+    closest one it does), instead of Python's ``TypeError`` from deep inside veil."""
+    allowed = {p for p in inspect.signature(method).parameters if p not in drop} | set(add)
+    for name in options:
+        if name not in allowed:
+            raise InvalidArgumentError(f"{what}(): {_unknown_option(name, allowed)}")
+
+
 def _refuse_replayable(source: RandomSource | None, ledger: Ledger | ScratchLedger) -> None:
     refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
 
@@ -742,66 +714,3 @@ def _table(agg: Aggregate) -> str:
     while not isinstance(node, Scan):
         node = node.children[0]
     return node.table
-
-
-# -- from engine output to released rows ----------------------------------------------------
-
-
-_INT64_LIMIT = 1 << 63
-
-
-def _sums(agg: Aggregate) -> list[Measurement]:
-    return [m for m in agg.measurements if m.statistic in ("sum", "sum_squares")]
-
-
-def _may_wrap(agg: Aggregate, table: pa.Table) -> bool:
-    """Whether a 64-bit sum of some group may have wrapped: every term lies in
-    ``[-limit, limit]``, so no partial sum, in any order, leaves the 64-bit range while
-    ``rows · limit < 2^63``; beyond that the sums must be recomputed exactly."""
-    limit = max((m.limit for m in _sums(agg)), default=0)
-    if limit == 0 or table.num_rows == 0:
-        return False
-    rows = max(int(n) for n in table.column(COUNT_COLUMN).to_pylist())
-    return rows * limit >= _INT64_LIMIT
-
-
-def _exact_stats(
-    agg: Aggregate,
-    table: pa.Table,
-    columns: Mapping[str, str],
-    keys: Sequence[str],
-) -> dict[Key, dict[str, int]]:
-    """Exact statistics per group, keyed as the engine grouped them.
-
-    Invariants checked (each a bug if broken: the query then fails, charged): one row per
-    group, no NULL sum in a non-empty group, every sum within ``±rows·limit``.
-    """
-    data = table.to_pydict()
-    out: dict[Key, dict[str, int]] = {}
-    by_name = {m.name: m for m in agg.measurements}
-    for i, key in enumerate(group_keys(agg, table, keys)):
-        if key in out:
-            raise InternalError("the engine returned one group twice")
-        rows = int(data[COUNT_COLUMN][i])
-        if rows > 0 and any(data[col][i] is None for col in columns.values()):
-            raise InternalError("an exact statistic of a non-empty group came back NULL")
-        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
-        for name, value in stats.items():
-            m = by_name[name]
-            if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
-                raise InternalError(
-                    f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
-                )
-        out[key] = stats
-    return out
-
-
-def _bucket_counts(
-    agg: Aggregate, table: pa.Table, keys: Sequence[str]
-) -> dict[Key, dict[int, int]]:
-    buckets = table.column(BUCKET_COLUMN).to_pylist()
-    counts = table.column(BUCKET_COUNT_COLUMN).to_pylist()
-    out: dict[Key, dict[int, int]] = {}
-    for key, b, c in zip(group_keys(agg, table, keys), buckets, counts, strict=True):
-        out.setdefault(key, {})[int(b)] = int(c)
-    return out

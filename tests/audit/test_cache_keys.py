@@ -70,3 +70,40 @@ def test_measurement_fingerprints_are_stable_so_existing_ledgers_keep_their_cach
 
     plan = session().explain(sql, **options).plan  # type: ignore[arg-type]
     assert measurement_fingerprint(aggregate_of(plan)) == expected
+
+
+DICTIONARY_TABLE = pa.table(
+    {
+        "uid": list(range(40)),
+        "state": pa.array(["CA", "NY"] * 20).dictionary_encode(),
+        "b": [3] * 40,
+    }
+)
+DICTIONARY_GOLDEN = "f377430167c5658992c97ab95672dc0fa99c133ba0896185936307bda5252a2c"
+
+
+def test_sql_and_the_builder_give_one_cache_key_on_a_dictionary_encoded_column() -> None:
+    """One ``fields_from_arrow`` for both front ends (a dictionary-encoded column is its
+    values' type): the same question asked in SQL and through the builder is one charge, and
+    its key is the one existing ledgers hold."""
+    from veil.plan.canonical import measurement_fingerprint
+    from veil.plan.tree import aggregate_of, fields_from_arrow
+
+    assert [f.type for f in fields_from_arrow(DICTIONARY_TABLE.schema)] == [
+        "integer",
+        "string",
+        "integer",
+    ]
+    s = veil.Session.local(
+        {"t": DICTIONARY_TABLE}, privacy_unit="uid", budget=veil.Budget(epsilon=10)
+    )
+    options = {"epsilon": 1, "bounds": {"b": (0, 10)}, "domains": {"state": ["CA", "NY"]}}
+    by_sql = s.explain("SELECT state, COUNT(*) AS n, AVG(b) AS m FROM t GROUP BY state", **options)
+    built = s.query("t").group_by("state").count("n").avg("b", "m").explain(**options)
+    assert measurement_fingerprint(aggregate_of(by_sql.plan)) == DICTIONARY_GOLDEN
+    assert measurement_fingerprint(aggregate_of(built.plan)) == DICTIONARY_GOLDEN
+    first = s.sql("SELECT state, COUNT(*) AS n, AVG(b) AS m FROM t GROUP BY state", **options)
+    again = s.query("t").group_by("state").count("n").avg("b", "m").run(**options)
+    assert not first.cached
+    assert again.cached
+    assert s.remaining() == veil.Budget(epsilon=9)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from sqlglot import exp
 
-from veil.builder import Query
+from veil.plan.builder import Query
 from veil.plan.canonical import canonical, fingerprint
 from veil.plan.nodes import (
     Aggregate,

@@ -124,16 +124,6 @@ REFUSED: list[tuple[str, str, str]] = [
         "COUNT",
     ),
     (
-        "SELECT VAR_POP(income) FROM people",
-        r"VAR_POP \(population\) is not supported; use VARIANCE",
-        "VAR_POP",
-    ),
-    (
-        "SELECT STDDEV_POP(income) FROM people",
-        r"STDDEV_POP \(population\) is not supported; use STDDEV",
-        "STDDEV_POP",
-    ),
-    (
         "SELECT state, MODE(income) FROM people GROUP BY state",
         r"aggregate MODE is not supported; use COUNT\(\*\)",
         "MODE",

@@ -34,6 +34,7 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
+from veil.aggregates.base import Moments, measurement_name
 from veil.compile.constants import fixed_point, nearest_double
 from veil.compile.sensitivity import (
     effective_groups,
@@ -43,15 +44,14 @@ from veil.compile.sensitivity import (
 )
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.noise import MAX_SCALE
+from veil.noise.families import EXPONENTIAL, Mechanism, family
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
     Measurement,
-    Mechanism,
     Selection,
     Statistic,
 )
-from veil.release.selection import gaussian_threshold, laplace_threshold
 
 __all__ = [
     "FIXED_POINT_LIMIT",
@@ -140,36 +140,21 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
         a[name] = a.get(name, 0.0) + value
 
     for agg_call, w in zip(agg.aggregates, _weights(agg), strict=True):
-        wf = float(w)
-        f = agg_call.function
-        if f == "count":
-            add("count", wf)
-        elif f == "count_distinct":
-            # with one row per (unit, group) the row count is the unit count: share it
-            add("count" if r == 1 else "count_units", wf)
-        elif f in ("sum", "avg", "variance", "stddev"):
-            col = agg_call.column or ""
-            b = _bounds(agg, col)
-            c = centres[col]
+        k = agg_call.kind
+        if k.quantile != "none":
+            continue  # quantiles take their share off the top (_quantile_needs)
+        col = agg_call.column
+        moments: Moments | None = None
+        if k.bounded:
+            b = _bounds(agg, col or "")
             # in units of the column's own scale: every term is a *relative* variance, so
             # this changes no weight, and keeps the arithmetic finite for any bounds
             scale = _scale(b)
-            mid, rad = float(b.midpoint / scale), float(b.radius / scale)
-            cf = float(c / scale)
-            m2 = max(mid * mid + rad * rad / 3, 1e-300)
-            vc = (mid - cf) ** 2 + rad * rad / 3
-            if f == "sum":
-                add(f"sum({col})", wf / m2)
-                add("count", wf * cf * cf / m2)
-            elif f == "avg":
-                add(f"sum({col})", wf / m2)
-                add("count", wf * vc / m2)
-            else:
-                s2 = max(rad * rad / 3, 1e-300)
-                share = wf if f == "variance" else wf / 4
-                add(f"sum_squares({col})", share / (s2 * s2))
-                add(f"sum({col})", share * 4 * vc / (s2 * s2))
-                add("count", share * ((mid - cf) ** 2 - s2) ** 2 / (s2 * s2))
+            c = centres[col or ""]
+            moments = Moments(float(b.midpoint / scale), float(b.radius / scale), float(c / scale))
+        for statistic, coef in k.split(agg_call.call(int(r)), float(w), moments).items():
+            per_column = statistic in ("sum", "sum_squares")
+            add(measurement_name(statistic, col if per_column else None), coef)
     if not agg.public_keys and "count" not in a and "count_units" not in a:
         a["count"] = 1.0  # partition selection thresholds the noisy count
     needs: dict[str, _Need] = {}
@@ -258,10 +243,10 @@ def max_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
 def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
     out: list[_Need] = []
     for a, w in zip(agg.aggregates, _weights(agg), strict=True):
-        if a.function in ("quantile", "min", "max"):
+        if a.kind.quantile != "none":
             col = a.column or ""
             b = _bounds(agg, col)
-            name = f"quantile({col}, {a.q})"
+            name = measurement_name("quantile", col, a.q)
             span = b.upper - b.lower
             integral = b.lower.denominator == 1 and b.upper.denominator == 1
             small = max(abs(b.lower), abs(b.upper)) <= _EXACT_INTEGERS
@@ -324,7 +309,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = 1024) -> Design:
         {
             a.column
             for a in agg.aggregates
-            if a.function in ("sum", "avg", "variance", "stddev") and a.column is not None
+            if a.kind.bounded and a.kind.quantile == "none" and a.column is not None
         }
     )
     options: list[tuple[float, bool, dict[str, Fraction]]] = []
@@ -397,7 +382,7 @@ def _calibrate(
                 mechanism="exponential",
                 budget=loss,
                 sensitivity=sens,
-                scale=2 * sens / eps_g if sens > 0 else Fraction(1),
+                scale=EXPONENTIAL.scale(sens, eps_g),
                 column=q.column,
                 centre=q.centre,
                 step=q.step,
@@ -409,12 +394,13 @@ def _calibrate(
     if needs:
         moment_total = top[-1]
         mech: Mechanism = "discrete_gaussian" if gaussian else "discrete_laplace"
+        noise = family(mech)
         power = 1 / 2 if gaussian else 1 / 3
         budgets = _shares([max(n.weight, 1e-300) ** power for n in needs], moment_total)
         for n, part in zip(needs, budgets, strict=True):
             limit, step = n.limit, n.step
             sens = sensitivity(agg, n.statistic, mech, limit)
-            scale = sens / (2 * part) if gaussian else sens / part
+            scale = noise.scale(sens, part)
             # keep the noise within the samplers' range (scale ≤ 2^48, σ ≤ 2^48) by a coarser
             # fixed-point grid: the noise then still dwarfs the rounding (≥ 2^16 grid steps)
             cap = MAX_SCALE * MAX_SCALE / 16 if gaussian else MAX_SCALE / 4
@@ -422,7 +408,7 @@ def _calibrate(
                 limit = (limit + 1) // 2  # ceil(width / (2·step)) = ceil(ceil(width / step) / 2)
                 step *= 2
                 sens = sensitivity(agg, n.statistic, mech, limit)
-                scale = sens / (2 * part) if gaussian else sens / part
+                scale = noise.scale(sens, part)
             if scale <= 0 or scale > cap:
                 raise InvalidArgumentError(
                     f"the noise for {n.name} would be too large to sample (scale {float(scale):.3g}"
@@ -453,10 +439,7 @@ def _selection(agg: Aggregate, ms: Sequence[Measurement], delta: Fraction) -> Se
         raise InternalError("partition selection needs a count measurement")
     g = effective_groups(agg)
     r = int(per_group_bound(agg, count.statistic, 1))
-    if count.mechanism == "discrete_laplace":
-        tau = laplace_threshold(count.scale, groups=g, rows=r, delta=delta)
-    else:
-        tau = gaussian_threshold(count.scale, groups=g, rows=r, delta=delta)
+    tau = family(count.mechanism).threshold(count.scale, groups=g, rows=r, delta=delta)
     return Selection(
         mechanism=count.mechanism,
         budget=Budget(epsilon=0, delta=delta),

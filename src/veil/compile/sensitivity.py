@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from veil.errors import InternalError
+from veil.noise.families import family
 from veil.plan.nodes import Aggregate, Measurement, Mechanism, Statistic
 
 __all__ = [
@@ -83,15 +84,9 @@ def sensitivity(
     L1 = G·b for ``discrete_laplace``; L2² = G·b² for ``discrete_gaussian``; the per-group score
     bound b for ``exponential`` (composition over the G groups is accounted in the budget).
     """
-    b = per_group_bound(agg, statistic, limit, quantile)
-    g = effective_groups(agg)
-    if mechanism == "discrete_laplace":
-        return g * b
-    if mechanism == "discrete_gaussian":
-        return g * b * b
-    if mechanism == "exponential":
-        return b
-    raise InternalError(f"unknown mechanism {mechanism!r}")
+    return family(mechanism).sensitivity(
+        per_group_bound(agg, statistic, limit, quantile), effective_groups(agg)
+    )
 
 
 def thresholded(measurements: Sequence[Measurement]) -> Measurement | None:

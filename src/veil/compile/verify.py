@@ -20,8 +20,8 @@ from veil.compile.sensitivity import (
     thresholded,
 )
 from veil.errors import PrivacyInvariantError
+from veil.noise.families import family
 from veil.plan.nodes import Aggregate
-from veil.release.selection import gaussian_threshold, laplace_threshold
 
 __all__ = ["check_loss", "recompute_loss"]
 
@@ -34,11 +34,9 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
     if not agg.measurements:
         raise PrivacyInvariantError("the aggregation has no measurements to account for")
     g = effective_groups(agg)
-    gaussian = charged.kind == "zcdp" or any(
-        m.mechanism == "discrete_gaussian" for m in agg.measurements
-    )
     eps = Fraction(0)
     rho = Fraction(0)
+    pure = True  # every measurement has a pure-ε privacy map
     for m in agg.measurements:
         expected = sensitivity(agg, m.statistic, m.mechanism, m.limit, m.quantile)
         if m.sensitivity != expected:
@@ -46,16 +44,10 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
                 f"measurement {m.name!r} is calibrated to sensitivity {m.sensitivity}, but the "
                 f"plan's bounds and contribution limits give {expected}"
             )
-        if m.mechanism == "discrete_laplace":
-            e = m.sensitivity / m.scale
-            eps += e
-            rho += e * e / 2
-        elif m.mechanism == "discrete_gaussian":
-            rho += m.sensitivity / (2 * m.scale)
-        else:  # exponential: per-group ε_g, G groups
-            e_g = 2 * m.sensitivity / m.scale
-            eps += g * e_g
-            rho += g * e_g * e_g / 8
+        e, rho_m = family(m.mechanism).loss(m.sensitivity, m.scale, g)
+        pure = pure and e is not None
+        eps += e or 0
+        rho += rho_m
     sel = agg.selection
     d_sel = Fraction(0)
     if sel is not None:
@@ -64,11 +56,7 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
             raise PrivacyInvariantError("partition selection does not threshold the noisy count")
         d_sel = sel.budget.delta
         r = int(per_group_bound(agg, count.statistic, 1))
-        need = (
-            laplace_threshold(sel.scale, groups=g, rows=r, delta=d_sel)
-            if sel.mechanism == "discrete_laplace"
-            else gaussian_threshold(sel.scale, groups=g, rows=r, delta=d_sel)
-        )
+        need = family(sel.mechanism).threshold(sel.scale, groups=g, rows=r, delta=d_sel)
         if sel.threshold < need:
             raise PrivacyInvariantError(
                 f"partition selection threshold {sel.threshold} is below the {need} that "
@@ -76,7 +64,7 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
             )
     elif not agg.public_keys:
         raise PrivacyInvariantError("unknown group keys would be released without selection")
-    if not gaussian:
+    if pure and charged.kind != "zcdp":
         return Budget(epsilon=eps, delta=d_sel) if d_sel > 0 else Budget(epsilon=eps)
     if charged.kind == "zcdp":
         return Budget(rho=rho)

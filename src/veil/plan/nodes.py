@@ -29,12 +29,16 @@ from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 from sqlglot import exp
 
 from veil.accounting.budget import Budget
+from veil.aggregates import AggregateKind, kind
+from veil.aggregates import kinds as aggregate_kinds
+from veil.aggregates.base import Call, Statistic
 from veil.errors import (
     BoundsError,
     InvalidArgumentError,
     SchemaError,
     UnsupportedQueryError,
 )
+from veil.noise.families import MECHANISMS, Mechanism
 
 if TYPE_CHECKING:
     from veil.plan.visitor import PlanVisitor
@@ -73,24 +77,12 @@ ColumnType = Literal["integer", "real", "string", "boolean", "temporal", "other"
 
 NUMERIC_TYPES: frozenset[str] = frozenset({"integer", "real"})
 
-AggregateFunction = Literal[
-    "count",  # COUNT(*) or COUNT(col)
-    "count_distinct",  # COUNT(DISTINCT <privacy unit>)
-    "sum",
-    "avg",
-    "variance",  # sample variance (VAR_SAMP / VARIANCE)
-    "stddev",  # sample standard deviation (STDDEV / STDDEV_SAMP)
-    "quantile",  # QUANTILE / PERCENTILE_CONT(q), MEDIAN = quantile 1/2
-    "min",  # the 0-quantile
-    "max",  # the 1-quantile
-]
-AGGREGATE_FUNCTIONS: tuple[str, ...] = get_args(AggregateFunction)
+AggregateFunction = str
+"""The name of a registered aggregate kind (``veil.aggregates``): "count", "sum", "avg"…"""
+AGGREGATE_FUNCTIONS: tuple[str, ...] = tuple(k.name for k in aggregate_kinds())
 
 KeyValue = str | int | float | bool | None
 """A group-key value in a public domain (JSON-serialisable)."""
-
-Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile"]
-Mechanism = Literal["discrete_laplace", "discrete_gaussian", "exponential"]
 
 
 def as_fraction(value: object, name: str) -> Fraction:
@@ -293,14 +285,10 @@ class AggregateCall:
 
     def __post_init__(self) -> None:
         _check_name(self.alias, "an aggregate alias")
-        if self.function not in AGGREGATE_FUNCTIONS:
-            raise UnsupportedQueryError(
-                f"aggregate {self.function!r} is not supported; use one of "
-                f"{', '.join(AGGREGATE_FUNCTIONS)}"
-            )
-        if self.column is None and self.function not in ("count", "count_distinct"):
+        k = kind(self.function)  # an unknown aggregate fails here, when the plan is built
+        if self.column is None and k.column == "required":
             raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
-        if self.function == "quantile":
+        if k.quantile == "argument":
             if self.quantile is None:
                 raise InvalidArgumentError(f"quantile {self.alias!r} needs q in [0, 1]")
             q = as_fraction(self.quantile, f"the quantile of {self.alias!r}")
@@ -320,23 +308,32 @@ class AggregateCall:
             _set(self, "weight", w)
 
     @property
+    def kind(self) -> AggregateKind:
+        """The registered kind (``veil.aggregates``) that says what this call releases."""
+        return kind(self.function)
+
+    @property
     def q(self) -> Fraction:
         """The quantile this call releases (0 for MIN, 1 for MAX)."""
-        if self.function == "min":
-            return Fraction(0)
-        if self.function == "max":
-            return Fraction(1)
+        k = self.kind
+        if k.fixed_q is not None:
+            return k.fixed_q
         if self.quantile is None:
             raise InvalidArgumentError(f"{self.alias!r} is not a quantile")
         return self.quantile
 
     @property
     def needs_bounds(self) -> bool:
-        return self.function not in ("count", "count_distinct")
+        return self.kind.bounded
+
+    def call(self, rows_per_group: int) -> Call:
+        """What the kind knows of this call at compile time (R: rows per unit and group)."""
+        q = self.q if self.kind.quantile != "none" else None
+        return Call(self.column, q, rows_per_group)
 
     @property
     def output_type(self) -> ColumnType:
-        return "integer" if self.function in ("count", "count_distinct") else "real"
+        return self.kind.output
 
 
 @dataclass(frozen=True)
@@ -378,6 +375,10 @@ class Measurement:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
+        if self.mechanism not in MECHANISMS:
+            raise InvalidArgumentError(
+                f"measurement {self.name!r}: no mechanism {self.mechanism!r} (one of {MECHANISMS})"
+            )
         if self.sensitivity < 0 or self.scale <= 0 or self.step <= 0 or self.limit < 1:
             raise InvalidArgumentError(
                 f"measurement {self.name!r} needs sensitivity ≥ 0, scale > 0, step > 0 and "
@@ -587,12 +588,12 @@ class Aggregate(Plan):
             )
 
     def _check_call(self, agg: AggregateCall) -> None:
-        if agg.function == "count_distinct":
+        if agg.kind.column == "unit":
             if self.privacy_unit is None or agg.column not in (None, self.privacy_unit):
                 unit = self.privacy_unit or "<none declared>"
                 raise UnsupportedQueryError(
-                    f"COUNT(DISTINCT {agg.column}) is only supported on the privacy unit "
-                    f"(privacy unit: {unit}); use COUNT(*) or declare privacy_unit="
+                    f"COUNT(DISTINCT {agg.column}) is only supported on the "
+                    f"privacy unit (privacy unit: {unit}); use COUNT(*) or declare privacy_unit="
                     f"{agg.column!r}"
                 )
             return

@@ -44,19 +44,29 @@ def replace_aggregate(plan: Plan, new: Aggregate) -> Plan:
 
 
 def _column_type(t: pa.DataType) -> ColumnType:
+    if pa.types.is_dictionary(t):  # a dictionary-encoded column is its values' type
+        return _column_type(t.value_type)
+    if pa.types.is_boolean(t):
+        return "boolean"
     if pa.types.is_integer(t):
         return "integer"
     if pa.types.is_floating(t) or pa.types.is_decimal(t):
         return "real"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_string_view(t):
         return "string"
-    if pa.types.is_boolean(t):
-        return "boolean"
     if pa.types.is_temporal(t):
         return "temporal"
     return "other"
 
 
+def _is_string_view(t: pa.DataType) -> bool:
+    check = getattr(pa.types, "is_string_view", None)  # pyarrow ≥ 16
+    return bool(check(t)) if check is not None else False
+
+
 def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:
-    """Plan fields for an Arrow schema (the engine's ``schema(table)``)."""
+    """Plan fields for an Arrow schema (the engine's ``schema(table)``): each column's name
+    and coarse type. The one mapping for the SQL front end, the builder and the catalog: the
+    fields are part of the plan's fingerprint (the ledger's cache key), so two front ends
+    mapping a type differently would charge one question twice."""
     return tuple(Field(f.name, _column_type(f.type)) for f in schema)

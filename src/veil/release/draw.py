@@ -17,12 +17,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any
 
 from veil.accounting.budget import Budget
+from veil.aggregates import kind
 from veil.compile.sensitivity import thresholded
 from veil.errors import InternalError
-from veil.noise import discrete_gaussian, discrete_laplace
+from veil.noise.families import family
 from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
 from veil.random import RandomSource
 from veil.release.consistency import consistent_counts
@@ -78,18 +79,8 @@ def _public_keys(agg: Aggregate) -> list[Key]:
 
 
 def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
-    """``size`` draws of measurement ``m``'s additive noise."""
-    if size == 0:
-        return []
-    match m.mechanism:
-        case "discrete_laplace":
-            return [int(x) for x in discrete_laplace(m.scale, size, source=source)]
-        case "discrete_gaussian":
-            return [int(x) for x in discrete_gaussian(m.scale, size, source=source)]
-        case "exponential":
-            raise InternalError(f"measurement {m.name!r} is not additive noise")
-        case _:
-            assert_never(m.mechanism)
+    """``size`` draws of measurement ``m``'s additive noise (its family's sampler)."""
+    return family(m.mechanism).sample(m.scale, size, source)
 
 
 def measure(
@@ -154,8 +145,9 @@ def finish(
     table = [[estimate(c, stats, noise_by_name) for c in models] for _, stats in groups]
     if consistent:
         for j, c in enumerate(models):
-            if c.function in ("count", "count_distinct"):
-                name = (c.count if c.function == "count" else c.units) or ""
+            role = kind(c.function).consistent
+            name = c.reads(role) if role is not None else None
+            if name is not None:
                 raw = [stats[name] for _, stats in groups]
                 for row, value in zip(table, consistent_counts(raw), strict=True):
                     row[j] = value
@@ -176,6 +168,6 @@ def finish(
         cached=cached,
         stats=tuple(groups[i][1] for i, _ in rows),
         models={c.alias: c for c in models},
-        noise={n.name: n for n in noise_by_name.values() if n.mechanism != "exponential"},
+        noise={n.name: n for n in noise_by_name.values() if family(n.mechanism).additive},
         private=measured.private,
     )

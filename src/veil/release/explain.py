@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import assert_never
 
 from veil.accounting.budget import Budget
+from veil.aggregates import kind
+from veil.aggregates.base import Expected
 from veil.compile.sensitivity import effective_groups, rows_per_group, thresholded
-from veil.noise.errorbars import combination_halfwidth
+from veil.noise.families import family
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
     Aggregate,
@@ -33,44 +36,50 @@ def _g(x: Fraction | float) -> str:
     return f"{float(x):.6g}"
 
 
+def _unit(m: Measurement) -> Fraction:
+    """The value of one integer step of ``m``'s statistic, in value units (1 for counts)."""
+    if m.statistic == "sum":
+        return m.step
+    if m.statistic == "sum_squares":
+        width = m.step * m.limit
+        return width * width / (2 * m.limit)
+    return Fraction(1)
+
+
+def _units(m: Measurement) -> str:
+    return {"sum": "value units", "sum_squares": "squared units"}.get(m.statistic, "rows")
+
+
 def _sensitivity_text(m: Measurement) -> str:
-    if m.mechanism == "discrete_laplace":
-        if m.statistic == "sum":
-            return f"L1 = {_g(m.sensitivity * m.step)} (value units)"
-        if m.statistic == "sum_squares":
-            width = m.step * m.limit
-            return f"L1 = {_g(m.sensitivity * width * width / (2 * m.limit))} (squared units)"
-        return f"L1 = {_g(m.sensitivity)} rows"
-    if m.mechanism == "discrete_gaussian":
-        l2 = math.sqrt(float(m.sensitivity))
-        if m.statistic == "sum":
-            return f"L2 = {l2 * float(m.step):.6g} (value units)"
-        if m.statistic == "sum_squares":
-            w2 = float(m.step * m.limit) ** 2
-            return f"L2 = {l2 * w2 / (2 * m.limit):.6g} (squared units)"
-        return f"L2 = {l2:.6g} rows"
-    return f"score sensitivity Δ = {_g(m.sensitivity)} per group"
+    norm = family(m.mechanism).norm
+    match norm:
+        case "L1":
+            value = _g(m.sensitivity * _unit(m))
+            return f"L1 = {value} {'rows' if _units(m) == 'rows' else f'({_units(m)})'}"
+        case "L2^2":
+            l2 = math.sqrt(float(m.sensitivity)) * float(_unit(m))
+            return f"L2 = {l2:.6g} {'rows' if _units(m) == 'rows' else f'({_units(m)})'}"
+        case "score":
+            return f"score sensitivity Δ = {_g(m.sensitivity)} per group"
+        case _:
+            assert_never(norm)
 
 
 def _noise_text(m: Measurement, groups: int) -> str:
-    if m.mechanism == "discrete_laplace":
-        unit = m.step if m.statistic == "sum" else Fraction(1)
-        if m.statistic == "sum_squares":
-            width = m.step * m.limit
-            unit = width * width / (2 * m.limit)
-        return f"discrete Laplace, scale {_g(m.scale * unit)}"
-    if m.mechanism == "discrete_gaussian":
-        funit = float(m.step) if m.statistic == "sum" else 1.0
-        if m.statistic == "sum_squares":
-            fwidth = float(m.step * m.limit)
-            funit = fwidth * fwidth / (2 * m.limit)
-        return f"discrete Gaussian, σ = {math.sqrt(float(m.scale)) * funit:.6g}"
-    eps_g = 2 * m.sensitivity / m.scale
-    return (
-        f"exponential mechanism over {m.limit + (0 if m.discrete else 1)} candidates "
-        f"(step {_g(m.step)}), "
-        f"ε = {_g(eps_g)} per group × {groups} group(s) per unit"
-    )
+    match m.mechanism:
+        case "discrete_laplace":
+            return f"discrete Laplace, scale {_g(m.scale * _unit(m))}"
+        case "discrete_gaussian":
+            return f"discrete Gaussian, σ = {math.sqrt(float(m.scale)) * float(_unit(m)):.6g}"
+        case "exponential":
+            eps_g = 2 * m.sensitivity / m.scale
+            return (
+                f"exponential mechanism over {m.limit + (0 if m.discrete else 1)} candidates "
+                f"(step {_g(m.step)}), "
+                f"ε = {_g(eps_g)} per group × {groups} group(s) per unit"
+            )
+        case _:
+            assert_never(m.mechanism)
 
 
 def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
@@ -79,9 +88,7 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
     g = effective_groups(agg)
     out: list[Usage] = []
     for m in agg.measurements:
-        used = tuple(
-            c.alias for c in models if m.name in (c.count, c.units, c.sum, c.squares, c.quantile)
-        )
+        used = tuple(c.alias for c in models if m.name in c.measurements())
         if agg.selection is not None and m is thresholded(agg.measurements):
             used = (*used, "(partition selection)")
         out.append(
@@ -105,36 +112,9 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
 def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
     """Data-independent error bars at ``level`` per aggregate (n is the group's row count)."""
     noise = noise_models(agg)
-    out: dict[str, str] = {}
-    for c in column_models(agg):
-        if c.function in ("count", "count_distinct"):
-            name = (c.count if c.function == "count" else c.units) or ""
-            out[c.alias] = f"± {noise[name].halfwidth(level):.6g}"
-        elif c.function == "quantile":
-            out[c.alias] = "no error bar (exponential mechanism)"
-        elif c.sum is not None:
-            sm = noise[c.sum]
-            step, centre = float(sm.step), float(sm.centre)
-            cm = noise[c.count] if c.count is not None else None
-            if c.function == "sum":
-                terms = [sm.term(step)] if cm is None else [sm.term(step), cm.term(centre)]
-                out[c.alias] = f"± {combination_halfwidth(terms, level):.6g}"
-            elif c.function == "avg" and cm is not None:
-                far = max(abs(float(c.lower or 0) - centre), abs(float(c.upper or 0) - centre))
-                near = combination_halfwidth([sm.term(step), cm.term(0.0)], level)
-                worst = combination_halfwidth([sm.term(step), cm.term(far)], level)
-                # the release's own fallback (veil.release.estimators._avg_halfwidth): below
-                # this noisy count the ratio is too uncertain and the bar is the whole range
-                small = max(1.0, 4 * cm.halfwidth(level))
-                full = float((c.upper or 0) - (c.lower or 0))
-                out[c.alias] = (
-                    f"± {near:.6g}/n (mean at {centre:.6g}) to ± {worst:.6g}/n (mean at a bound)"
-                    f"; ± {full:.6g} (the whole range) for a group whose noisy count is below "
-                    f"{small:.6g}"
-                )
-            else:
-                out[c.alias] = "≈ ± (noise of the sums of squares, sums and count) / n"
-    return out
+    return {
+        c.alias: kind(c.function).expected(Expected(c, noise), level) for c in column_models(agg)
+    }
 
 
 class _Tree(PlanVisitor[list[str]]):

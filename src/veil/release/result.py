@@ -11,8 +11,9 @@ from typing import Any
 import pyarrow as pa
 
 from veil.accounting.budget import Budget
+from veil.aggregates import kind
+from veil.aggregates.base import ColumnModel, Group, NoiseModel
 from veil.errors import InvalidArgumentError, MissingDependencyError
-from veil.release.estimators import ColumnModel, NoiseModel, halfwidth
 
 __all__ = ["NOT_PRIVATE", "Result", "Usage"]
 
@@ -98,16 +99,18 @@ class Result:
         ``veil.release.estimators``). Post-processing of released values: costs nothing."""
         if not isinstance(level, int | float) or not 0 < level < 1 or math.isnan(level):
             raise InvalidArgumentError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}")
-        out: list[list[float | None]] = []
-        for row, stats in zip(self.values, self.stats, strict=True):
-            bars: list[float | None] = []
-            for col, value in zip(self.columns, row, strict=True):
-                model = self.models.get(col)
-                if model is None or value is None:
-                    bars.append(None)
-                else:
-                    bars.append(halfwidth(model, stats, float(value), self.noise, level))
-            out.append(bars)
+        out: list[list[float | None]] = [[None] * len(self.columns) for _ in self.values]
+        for j, col in enumerate(self.columns):  # one column at a time: its kind vectorises
+            model = self.models.get(col)
+            if model is None:
+                continue
+            rows = [i for i, row in enumerate(self.values) if row[j] is not None]
+            groups = [Group(model, self.stats[i], self.noise) for i in rows]
+            values = [float(self.values[i][j]) for i in rows]
+            for i, bar in zip(
+                rows, kind(model.function).halfwidths(groups, values, level), strict=True
+            ):
+                out[i][j] = bar
         return out
 
     def to_arrow(self) -> pa.Table:

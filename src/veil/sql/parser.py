@@ -17,7 +17,7 @@ Aggregates: ``COUNT(*)`` (= ``COUNT(1)``), ``COUNT(col)`` (reads ``col``: see th
 col)``, ``MIN``, ``MAX`` — each over a plain column. ``BIN(col, e0, …, en)`` groups by the
 histogram bins ``[e0, e1), …, [e_{n-1}, en]``; every bin is released, empty ones included. A
 grouped column restricted by a top-level ``WHERE col IN (literals)`` / ``col = literal`` has
-those literals as its public domain (see :func:`veil.builder.domains_from_predicate`).
+those literals as its public domain (see :func:`veil.plan.builder.domains_from_predicate`).
 
 Refused: joins, sub-queries, CTEs (WITH), UNION/INTERSECT/EXCEPT, window functions, SELECT *,
 SELECT DISTINCT, a selected column that is neither grouped nor aggregated, aggregates of
@@ -39,17 +39,15 @@ import sqlglot
 from sqlglot import TokenType, exp
 from sqlglot.errors import ParseError, TokenError
 
-from veil.builder import (
+from veil.aggregates import by_sql_node, supported_sql
+from veil.errors import SchemaError, UnsupportedQueryError
+from veil.plan.builder import BoundsLike, Query, default_alias
+from veil.plan.expressions import (
     DIALECT,
-    BoundsLike,
-    Query,
     check_released_expression,
     check_row_expression,
-    default_alias,
-    fields_from_arrow,
     resolve_column,
 )
-from veil.errors import SchemaError, UnsupportedQueryError
 from veil.plan.nodes import (
     AggregateCall,
     AggregateFunction,
@@ -62,6 +60,7 @@ from veil.plan.nodes import (
     as_fraction,
     declare_hint,
 )
+from veil.plan.tree import fields_from_arrow
 from veil.sql.positions import Locator, Position, parse_error
 
 __all__ = ["Schemas", "parse", "parse_query"]
@@ -91,19 +90,7 @@ _CLAUSE_NAMES = {
     "locks": "FOR UPDATE",
     "settings": "SETTINGS",
 }
-_SIMPLE_AGGREGATES: dict[type[exp.Expression], AggregateFunction] = {
-    exp.Sum: "sum",
-    exp.Avg: "avg",
-    exp.Variance: "variance",
-    exp.Stddev: "stddev",
-    exp.StddevSamp: "stddev",
-    exp.Min: "min",
-    exp.Max: "max",
-}
-SUPPORTED_AGGREGATES = (
-    "COUNT(*), COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, "
-    "QUANTILE_CONT(col, q), PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col), MIN, MAX"
-)
+SUPPORTED_AGGREGATES = supported_sql()
 BIN_FUNCTION = "BIN"
 _GROUPINGS = (exp.Rollup, exp.Cube, exp.GroupingSets)
 
@@ -120,7 +107,7 @@ def parse(
     """Parse ``text`` (veil's SQL subset) into a plan over one of ``tables``.
 
     ``privacy_unit``, ``bounds``, ``contribution`` and ``domains`` are the session's settings
-    (see :meth:`veil.builder.Query.plan`). Raises ``UnsupportedQueryError`` (with the position)
+    (see :meth:`veil.plan.builder.Query.plan`). Raises ``UnsupportedQueryError`` (with the position)
     for SQL outside the subset and ``SchemaError`` for unknown tables or columns.
     """
     query = parse_query(text, tables, privacy_unit=privacy_unit)
@@ -130,7 +117,7 @@ def parse(
 
 
 def parse_query(text: str, tables: Schemas, *, privacy_unit: str | None = None) -> Query:
-    """Parse ``text`` into the equivalent :class:`veil.builder.Query` (not yet a plan)."""
+    """Parse ``text`` into the equivalent :class:`veil.plan.builder.Query` (not yet a plan)."""
     return _Reader(text, tables, privacy_unit).read()
 
 
@@ -539,9 +526,9 @@ class _Reader:
             if isinstance(arg, exp.Distinct):
                 return self.count_distinct(node, arg)
             return _Spec("count", self.argument(node, arg, "COUNT"), None)
-        if type(node) in _SIMPLE_AGGREGATES:
-            function = _SIMPLE_AGGREGATES[type(node)]
-            return _Spec(function, self.argument(node, node.this, self.at.name_of(node)), None)
+        simple = by_sql_node(type(node))  # a registered one-column kind (SUM, AVG, VAR_POP…)
+        if simple is not None:
+            return _Spec(simple.name, self.argument(node, node.this, self.at.name_of(node)), None)
         if isinstance(node, exp.Median):
             return _Spec("quantile", self.argument(node, node.this, "MEDIAN"), Fraction(1, 2))
         if isinstance(node, exp.PercentileCont | exp.Quantile) and not isinstance(
@@ -550,13 +537,6 @@ class _Reader:
             q_node = node.args.get("expression") or node.args.get("quantile")
             column = self.argument(node, node.this, "QUANTILE_CONT")
             return _Spec("quantile", column, self.quantile(q_node, node))
-        if isinstance(node, exp.VariancePop | exp.StddevPop):
-            sample = "VARIANCE" if isinstance(node, exp.VariancePop) else "STDDEV"
-            raise self.refuse(
-                f"{self.at.name_of(node)} (population) is not supported; use {sample} (the sample "
-                "estimator; the two differ by a factor (n−1)/n)",
-                node,
-            )
         if isinstance(node, exp.PercentileDisc):
             raise self.refuse(
                 "discrete quantiles are not supported; use QUANTILE_CONT(col, q) or "

@@ -12,7 +12,7 @@ import sqlglot
 from sqlglot import Token, TokenType, exp
 from sqlglot.errors import ParseError
 
-from veil.builder import DIALECT, offset_position, position
+from veil.plan.expressions import DIALECT, offset_position, position
 
 __all__ = ["Locator", "Position", "parse_error"]
 

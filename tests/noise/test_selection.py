@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from veil.errors import InvalidArgumentError
-from veil.release.selection import (
+from veil.noise.selection import (
     gaussian_tail_bound,
     gaussian_threshold,
     laplace_tail,

@@ -8,14 +8,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from veil.builder import Query, default_alias, fields_from_arrow
 from veil.errors import (
     InvalidArgumentError,
     SchemaError,
     UnsupportedQueryError,
 )
+from veil.plan.builder import Query, default_alias
 from veil.plan.canonical import fingerprint
 from veil.plan.nodes import Aggregate, Field, Filter, GroupKey, Project
+from veil.plan.tree import fields_from_arrow
 from veil.sql import parse
 
 PEOPLE = (

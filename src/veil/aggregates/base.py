@@ -1,0 +1,306 @@
+"""What an aggregate kind is: the statistics it reads, how it splits the budget, its estimate,
+its error bar and its expected error — all post-processing of noisy statistics.
+
+The engine computes a small closed set of exact statistics per group (:data:`Statistic`; their
+sensitivities and SQL are in ``veil.compile.statistics``); every released aggregate is a
+function of those statistics once noised, so everything a kind does after the noise is
+post-processing (Dwork & Roth 2014, Prop. 2.1) and reads released values and public parameters
+only. A kind never sees private data.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar, Literal, get_args
+
+from veil.errors import InternalError
+from veil.noise.errorbars import Term, combination_halfwidth
+from veil.noise.families import Mechanism, family, mechanism_of
+
+__all__ = [
+    "ROLES",
+    "AggregateKind",
+    "Call",
+    "ColumnModel",
+    "Expected",
+    "Group",
+    "Moments",
+    "NoiseModel",
+    "Read",
+    "Role",
+    "Statistic",
+    "measurement_name",
+]
+
+Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile"]
+"""The closed set of exact per-group statistics the engine computes."""
+
+Role = Literal["count", "units", "sum", "squares", "quantile"]
+"""The part a statistic plays for one aggregate (a column model names one measurement per
+role it reads)."""
+ROLES: tuple[Role, ...] = get_args(Role)
+
+OutputType = Literal["integer", "real"]
+QuantileArgument = Literal["none", "argument", "fixed"]
+
+
+def measurement_name(
+    statistic: Statistic, column: str | None = None, q: Fraction | None = None
+) -> str:
+    """The name of the measurement of ``statistic`` (part of the ledger's cache key: stable)."""
+    if statistic in ("count", "count_units"):
+        return statistic
+    if column is None:
+        raise InternalError(f"the statistic {statistic} needs a column")
+    if statistic == "quantile":
+        return f"quantile({column}, {q})"
+    return f"{statistic}({column})"
+
+
+@dataclass(frozen=True)
+class Read:
+    """One statistic an aggregate reads, in a role (of the call's column, if per column).
+    ``optional``: the compiler may prove it unneeded (SUM's count when the centre is 0)."""
+
+    role: Role
+    statistic: Statistic
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a kind knows about one call when the plan is compiled (no data): its column, its
+    quantile, and R, the rows one unit may have in a group."""
+
+    column: str | None
+    q: Fraction | None
+    rows_per_group: int
+
+
+@dataclass(frozen=True)
+class Moments:
+    """A bounded column for the budget split, in units of its own magnitude (so every term is
+    a relative variance and the arithmetic stays finite): the bounds' midpoint, half-width, and
+    the centre the sums are taken about."""
+
+    mid: float
+    rad: float
+    centre: float
+
+    @property
+    def second(self) -> float:
+        """E[x²] under a uniform prior on the bounds (never 0)."""
+        return max(self.mid * self.mid + self.rad * self.rad / 3, 1e-300)
+
+    @property
+    def spread(self) -> float:
+        """Var[x] under the uniform prior (never 0)."""
+        return max(self.rad * self.rad / 3, 1e-300)
+
+    @property
+    def centred(self) -> float:
+        """E[(x − centre)²] under the uniform prior."""
+        return (self.mid - self.centre) ** 2 + self.rad * self.rad / 3
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """What error bars need to know about one measurement (JSON-serialisable)."""
+
+    name: str
+    statistic: str
+    mechanism: Mechanism
+    scale: Fraction
+    centre: Fraction
+    step: Fraction
+    limit: int
+
+    def halfwidth(self, level: float) -> float:
+        """Half-width of the noise at ``level`` in the statistic's integer units."""
+        return combination_halfwidth([self.term(1.0)], level)
+
+    def term(self, coefficient: float) -> Term:
+        """This noise times ``coefficient``, as a term of a linear combination."""
+        if not family(self.mechanism).additive:
+            raise InternalError(f"no error bar for mechanism {self.mechanism!r}")
+        return (coefficient, self.mechanism, self.scale)
+
+    @property
+    def square_unit(self) -> float:
+        """Σ(x − c)² per unit of a ``sum_squares`` statistic: width²/(2·limit)."""
+        width = float(self.step) * self.limit
+        return width * width / (2 * self.limit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "statistic": self.statistic,
+            "mechanism": self.mechanism,
+            "scale": str(self.scale),
+            "centre": str(self.centre),
+            "step": str(self.step),
+            "limit": self.limit,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> NoiseModel:
+        return NoiseModel(
+            name=str(d["name"]),
+            statistic=str(d["statistic"]),
+            mechanism=mechanism_of(d["mechanism"]),
+            scale=Fraction(d["scale"]),
+            centre=Fraction(d["centre"]),
+            step=Fraction(d["step"]),
+            limit=int(d["limit"]),
+        )
+
+
+@dataclass(frozen=True)
+class ColumnModel:
+    """How one released aggregate column is computed: its kind (``function``), the bounds of
+    its column, and the measurement it reads in each role."""
+
+    alias: str
+    function: str
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    count: str | None = None
+    units: str | None = None
+    sum: str | None = None
+    squares: str | None = None
+    quantile: str | None = None
+
+    def reads(self, role: Role) -> str | None:
+        name: str | None = getattr(self, role)
+        return name
+
+    def measurements(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.reads(r) for r in ROLES) if n is not None)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["lower"] = None if self.lower is None else str(self.lower)
+        d["upper"] = None if self.upper is None else str(self.upper)
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> ColumnModel:
+        return ColumnModel(
+            alias=str(d["alias"]),
+            function=str(d["function"]),
+            lower=None if d.get("lower") is None else Fraction(d["lower"]),
+            upper=None if d.get("upper") is None else Fraction(d["upper"]),
+            **{r: d.get(r) for r in ROLES},
+        )
+
+
+class Expected:
+    """A column model before any data: the noise of each role it reads, and its bounds."""
+
+    def __init__(self, model: ColumnModel, noise: Mapping[str, NoiseModel]) -> None:
+        self.model = model
+        self._noise = noise
+
+    def has(self, role: Role) -> bool:
+        return self.model.reads(role) is not None
+
+    def noise(self, role: Role) -> NoiseModel:
+        name = self.model.reads(role)
+        if name is None:
+            raise InternalError(f"{self.model.alias!r} reads no {role} measurement")
+        return self._noise[name]
+
+    @property
+    def lower(self) -> float:
+        return float(self.model.lower or 0)
+
+    @property
+    def upper(self) -> float:
+        return float(self.model.upper or 0)
+
+
+class Group(Expected):
+    """One released group as a kind sees it: the noisy integer statistics it reads."""
+
+    def __init__(
+        self, model: ColumnModel, stats: Mapping[str, int], noise: Mapping[str, NoiseModel]
+    ) -> None:
+        super().__init__(model, noise)
+        self._stats = stats
+
+    def value(self, role: Role) -> int:
+        name = self.model.reads(role)
+        if name is None:
+            raise InternalError(f"{self.model.alias!r} reads no {role} measurement")
+        return int(self._stats[name])
+
+
+def clamp(x: float, lo: float, hi: float) -> float:
+    return min(max(x, lo), hi)
+
+
+class AggregateKind(ABC):
+    """One released aggregate kind. Subclasses live one per file in ``veil.aggregates`` and
+    are registered by :func:`veil.aggregates.register`, which checks that they are complete.
+
+    Class attributes: ``name`` (the plan's function name, part of the cache key), ``sql`` (the
+    SQL spellings, for messages and docs), ``sql_nodes`` (the sqlglot node types the SQL front
+    end reads as a one-column call of this kind), ``output``, ``bounded`` (reads a numeric
+    column that needs clamping bounds), ``column`` ("required", "optional" or "unit": only the
+    privacy unit), ``quantile`` ("none"; "argument": takes q; "fixed": q is ``fixed_q``),
+    ``consistent`` (the role whose count ``consistent=True`` projects, if any),
+    ``constant_bar`` (the error bar is the same for every group: it reads no released value).
+    """
+
+    name: ClassVar[str]
+    rank: ClassVar[int] = 100  # where the kind is listed (messages, docs)
+    sql: ClassVar[tuple[str, ...]]
+    sql_nodes: ClassVar[tuple[type[Any], ...]] = ()
+    output: ClassVar[OutputType] = "real"
+    bounded: ClassVar[bool] = True
+    column: ClassVar[Literal["required", "optional", "unit"]] = "required"
+    quantile: ClassVar[QuantileArgument] = "none"
+    fixed_q: ClassVar[Fraction | None] = None
+    consistent: ClassVar[Role | None] = None
+    constant_bar: ClassVar[bool] = False  # the bar depends on no released value
+
+    def default_alias(self, column: str | None, q: Fraction | None) -> str:
+        """The output name given no alias: ``sum_income``, ``count``…"""
+        return self.name if column is None else f"{self.name}_{column}"
+
+    @abstractmethod
+    def reads(self, call: Call) -> tuple[Read, ...]:
+        """The statistics this aggregate is computed from, each in its role."""
+
+    def split(self, call: Call, weight: float, moments: Moments | None) -> dict[Statistic, float]:
+        """Its expected relative variance as Σ_m A_m·V_m (delta method, uniform prior on the
+        bounds), times ``weight``: the coefficient A_m per statistic it reads (``count``,
+        ``count_units``, ``sum``, ``sum_squares`` of its column). Quantile kinds take their
+        share off the top instead and return nothing."""
+        return {}
+
+    @abstractmethod
+    def estimate(self, g: Group) -> int | float:
+        """The released value of one group."""
+
+    @abstractmethod
+    def halfwidth(self, g: Group, value: float, level: float) -> float | None:
+        """The error-bar half-width at ``level`` of the released ``value`` (None: none)."""
+
+    def halfwidths(
+        self, groups: Sequence[Group], values: Sequence[float], level: float
+    ) -> list[float | None]:
+        """:meth:`halfwidth` for many groups of one column at once (what a printout of every
+        group asks for); kinds whose bar differs per group override it with a vectorised
+        computation and define :meth:`halfwidth` as a batch of one."""
+        if self.constant_bar and groups:  # one noise law for every group of the column
+            bar = self.halfwidth(groups[0], values[0], level)
+            return [bar] * len(groups)
+        return [self.halfwidth(g, v, level) for g, v in zip(groups, values, strict=True)]
+
+    @abstractmethod
+    def expected(self, e: Expected, level: float) -> str:
+        """The data-independent error bar at ``level``, in words, for ``explain``."""

@@ -1,0 +1,99 @@
+"""From the engine's output to exact statistics per group: the first release stage.
+
+The engine returns small Arrow tables (one row per group, or per group and bucket); this module
+decodes them into exact integer statistics keyed by the groups' identities
+(``veil.release.keys.group_keys``), checking the invariants that a correct lowering guarantees
+— one row per group, no NULL statistic in a non-empty group, every fixed-point sum within
+±rows·limit. A broken invariant is a bug (``InternalError``): the query then fails, charged,
+with nothing of the data in its message (the session's protocol).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN
+from veil.errors import InternalError
+from veil.plan.nodes import Aggregate, KeyValue, Measurement
+from veil.release.keys import group_keys
+
+__all__ = ["bucket_counts", "exact_stats", "may_wrap"]
+
+Key = tuple[KeyValue, ...]
+
+
+def _integer(v: Any) -> int:
+    """An exact statistic from the engine as an int (a SUM over no rows is NULL: 0)."""
+    if v is None:
+        return 0
+    if isinstance(v, Decimal):
+        if v != v.to_integral_value():
+            raise InternalError(f"an exact integer statistic came back as {v}")
+        return int(v)
+    if isinstance(v, int):
+        return v
+    raise InternalError(f"an exact integer statistic came back as {v!r}")
+
+
+_INT64_LIMIT = 1 << 63
+
+
+def _sums(agg: Aggregate) -> list[Measurement]:
+    return [m for m in agg.measurements if m.statistic in ("sum", "sum_squares")]
+
+
+def may_wrap(agg: Aggregate, table: pa.Table) -> bool:
+    """Whether a 64-bit sum of some group may have wrapped: every term lies in
+    ``[-limit, limit]``, so no partial sum, in any order, leaves the 64-bit range while
+    ``rows · limit < 2^63``; beyond that the sums must be recomputed exactly."""
+    limit = max((m.limit for m in _sums(agg)), default=0)
+    if limit == 0 or table.num_rows == 0:
+        return False
+    rows = max(int(n) for n in table.column(COUNT_COLUMN).to_pylist())
+    return rows * limit >= _INT64_LIMIT
+
+
+def exact_stats(
+    agg: Aggregate,
+    table: pa.Table,
+    columns: Mapping[str, str],
+    keys: Sequence[str],
+) -> dict[Key, dict[str, int]]:
+    """Exact statistics per group, keyed as the engine grouped them.
+
+    Invariants checked (each a bug if broken: the query then fails, charged): one row per
+    group, no NULL sum in a non-empty group, every sum within ``±rows·limit``.
+    """
+    data = table.to_pydict()
+    out: dict[Key, dict[str, int]] = {}
+    by_name = {m.name: m for m in agg.measurements}
+    for i, key in enumerate(group_keys(agg, table, keys)):
+        if key in out:
+            raise InternalError("the engine returned one group twice")
+        rows = int(data[COUNT_COLUMN][i])
+        if rows > 0 and any(data[col][i] is None for col in columns.values()):
+            raise InternalError("an exact statistic of a non-empty group came back NULL")
+        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
+        for name, value in stats.items():
+            m = by_name[name]
+            if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
+                raise InternalError(
+                    f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
+                )
+        out[key] = stats
+    return out
+
+
+def bucket_counts(
+    agg: Aggregate, table: pa.Table, keys: Sequence[str]
+) -> dict[Key, dict[int, int]]:
+    buckets = table.column(BUCKET_COLUMN).to_pylist()
+    counts = table.column(BUCKET_COUNT_COLUMN).to_pylist()
+    out: dict[Key, dict[int, int]] = {}
+    for key, b, c in zip(group_keys(agg, table, keys), buckets, counts, strict=True):
+        out.setdefault(key, {})[int(b)] = int(c)
+    return out
