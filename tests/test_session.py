@@ -130,6 +130,25 @@ def test_an_engine_failure_keeps_the_charge_and_withholds_the_engines_message() 
     assert s.remaining() == veil.Budget(epsilon=9, delta="1e-5")
 
 
+def test_the_withheld_engine_error_is_logged_for_the_operator_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    engine = FakeEngine({"people": people()}, fail=SchemaError("could not convert 'abc'"))
+    s, _ = fake_session(engine)
+    with (
+        caplog.at_level("ERROR", logger="veil.withheld"),
+        pytest.raises(veil.QueryFailedError) as info,
+    ):
+        s.sql(Q, epsilon=1, bounds=BOUNDS)
+    assert "abc" not in str(info.value)
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None
+    (record,) = [r for r in caplog.records if r.name == "veil.withheld"]
+    assert "could not convert 'abc'" in record.getMessage()
+    assert record.veil_query == Q  # type: ignore[attr-defined]
+    assert record.exc_info is not None
+
+
 def test_budget_exhaustion_is_refused_before_the_engine_reads_anything() -> None:
     s, eng = fake_session(budget=veil.Budget(epsilon="0.5"))
     with pytest.raises(BudgetExhaustedError, match="requested ε=1"):

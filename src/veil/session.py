@@ -44,6 +44,7 @@ from veil.errors import (
     SessionStateError,
     VeilError,
     VeilWarning,
+    log_withheld,
 )
 from veil.plan.builder import Query
 from veil.plan.canonical import canonical, measurement_fingerprint
@@ -270,9 +271,7 @@ class Session:
         """Close the session (and an engine it owns); later queries raise SessionStateError."""
         if not self._closed:
             self._closed = True
-            closer = getattr(self.engine, "close", None)
-            if callable(closer):
-                closer()
+            self.engine.close()
 
     def __enter__(self) -> Session:
         return self
@@ -290,8 +289,7 @@ class Session:
 
     # -- building plans -----------------------------------------------------------------------
     def _schemas(self) -> dict[str, pa.Schema]:
-        tables: Sequence[str] = getattr(self.engine, "tables", ())
-        return {t: self.engine.schema(t) for t in tables}
+        return {t: self.engine.schema(t) for t in self.engine.tables}
 
     def plan(self, text: str, *, bounds: BoundsArg = None, domains: DomainsArg = None) -> Plan:
         """The plan of SQL ``text`` (veil's DP subset), before compiling."""
@@ -494,10 +492,10 @@ class Session:
         sql_dialect = dialect_of(self.engine.dialect)
         # lowered once before reserving: every constant it writes is checked here, free
         probe = lower(agg, sql_dialect, salt=0)
-        checker = getattr(self.engine, "check", None)
-        if callable(checker):  # type and name errors are refused here, free and unhidden
-            for tree in (probe.main, *(t for _, t in probe.quantiles)):
-                checker(tree)
+        # type and name errors are refused here, free and unhidden (the contract: ``check``
+        # reads no data row)
+        for tree in (probe.main, *(t for _, t in probe.quantiles)):
+            self.engine.check(tree)
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
@@ -523,6 +521,7 @@ class Session:
         # SQL cannot fail on a value, keys arrive losslessly, every decode is defined); if it
         # still fails, the charge stays and the error says nothing the engine or the release
         # said (not even as __cause__).
+        failure: Exception | None = None
         try:
             trees = (lowered.main, *(tree for _, tree in lowered.quantiles))
             tables = _execute_all(self.engine, trees, progress)
@@ -536,16 +535,25 @@ class Session:
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
             measured: Measured | None = measure(agg, exact, counts, src, private=is_private(chosen))
-        except Exception:
-            measured = None
+        except Exception as exc:
+            measured, failure = None, exc
         result: Result | None = None
         if measured is not None:
             try:  # post-processing of the measurement: a failure here is a bug
                 result = finish(compiled, agg, measured, fp, consistent=consistent)
-            except Exception:
-                result = None
+            except Exception as exc:
+                result, failure = None, exc
         if result is None:
             reservation.commit(None if measured is None else measured.to_json())
+            if failure is not None:  # for the operator's log only, never for the analyst
+                log_withheld(
+                    failure,
+                    analyst=self.analyst,
+                    dataset=self.dataset,
+                    query=text,
+                    reservation=reservation.id,
+                )
+            failure = None
             raise QueryFailedError(
                 f"the query failed after the engine began reading the data; the charge stays "
                 f"({loss}), because a failure that depends on the data would otherwise leak it "

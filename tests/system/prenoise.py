@@ -105,7 +105,7 @@ def sum_in_value_units(m: Measurement, fixed_point_sum: int, rows: int) -> Fract
 
 def quantile_scores(m: Measurement, counts: Mapping[int, int]) -> list[Fraction]:
     """Scores −|rank(c) − q·n| of the candidates c = bucket edges 0…limit, where rank(c) is
-    the number of rows in buckets below c (the utility ``veil.compile.sensitivity`` bounds)."""
+    the number of rows in buckets below c (the utility ``veil.compile.statistics`` bounds)."""
     if m.quantile is None:
         raise ValueError(f"{m.name} is not a quantile")
     n = sum(counts.values())

@@ -36,7 +36,7 @@ from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
 from veil.aggregates.base import Moments, measurement_name
 from veil.compile.constants import fixed_point, nearest_double
-from veil.compile.sensitivity import (
+from veil.compile.statistics import (
     effective_groups,
     per_group_bound,
     sensitivity,
@@ -291,7 +291,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = 1024) -> Design:
 
     Contract: the returned measurements compose (sequentially, or in zCDP then converted with
     the charged δ) to exactly ``charged`` ≤ ``budget``; each is calibrated to the sensitivity
-    of :mod:`veil.compile.sensitivity`. Partition selection is added when a key is not public.
+    of :mod:`veil.compile.statistics`. Partition selection is added when a key is not public.
     """
     selecting = not agg.public_keys
     if selecting and budget.delta == 0:

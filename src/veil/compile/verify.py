@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
-from veil.compile.sensitivity import (
+from veil.compile.statistics import (
     effective_groups,
     per_group_bound,
     sensitivity,

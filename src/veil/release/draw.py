@@ -21,7 +21,7 @@ from typing import Any
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
-from veil.compile.sensitivity import thresholded
+from veil.compile.statistics import thresholded
 from veil.errors import InternalError
 from veil.noise.families import family
 from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from veil.aggregates import kind
 from veil.aggregates.base import ColumnModel, Group, NoiseModel, Read, measurement_name
-from veil.compile.sensitivity import rows_per_group
+from veil.compile.statistics import rows_per_group
 from veil.errors import InternalError
 from veil.plan.nodes import Aggregate, AggregateCall
 

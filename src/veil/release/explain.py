@@ -11,7 +11,7 @@ from typing import assert_never
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
 from veil.aggregates.base import Expected
-from veil.compile.sensitivity import effective_groups, rows_per_group, thresholded
+from veil.compile.statistics import effective_groups, rows_per_group, thresholded
 from veil.noise.families import family
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
