@@ -11,8 +11,8 @@ Each round runs, in a rotating order: the query (a fresh session and in-memory l
 cached answer), then on that result ``Result.error_bars()`` as wired today (``bars``) and the
 batch functions of ``veil.noise.errorbars`` called once per column as the per-aggregate code
 will call them (``batch``). The caches of the error-bar code are emptied before each timed
-call, so every timing is cold. Printed: the medians over ``--rounds`` rounds and the ratios to
-the query's median.
+call, so every timing is cold. Printed: the medians over ``--rounds`` rounds with their minimum
+and maximum, and the ratios to the query's median with the range of the per-round ratios.
 
     python benchmarks/bench_errorbars.py [--rows 1_000_000] [--rounds 7] [--keys public]
         [--rho 0]
@@ -177,8 +177,14 @@ def main() -> None:
     noise = "Gaussian" if args.rho else "Laplace"
     print(f"{args.rows:,} rows, {groups} groups ({args.keys} keys), {noise}; {args.rounds} rounds")
     for name in ("query", "bars", "batch"):
-        ratio = "" if name == "query" else f"  {med[name] / med['query']:6.1%} of the query"
-        print(f"  {name:6s} median {med[name] * 1000:8.1f} ms{ratio}")
+        spread = f"(min {min(times[name]) * 1000:7.1f}, max {max(times[name]) * 1000:7.1f})"
+        ratio = ""
+        if name != "query":  # the ratio of the medians, and its spread over the rounds
+            per = [x / q for x, q in zip(times[name], times["query"], strict=True)]
+            ratio = (
+                f"  {med[name] / med['query']:6.1%} of the query ({min(per):.1%}–{max(per):.1%})"
+            )
+        print(f"  {name:6s} median {med[name] * 1000:8.1f} ms {spread}{ratio}")
 
 
 if __name__ == "__main__":

@@ -174,3 +174,104 @@ def test_avg_bars_are_the_whole_range_for_tiny_counts_and_zero_for_an_empty_rang
 def test_the_stddev_interval_is_the_variance_interval_through_sqrt() -> None:
     got = stddev_halfwidths([100.0, 4.0], [21.0, 9.0])
     assert got.tolist() == pytest.approx([10 - math.sqrt(79), 2.0])  # the wider side
+
+
+# ── the VARIANCE shape: the search against the grid and its own certificate ───────────────
+
+COUNTS = {
+    "narrow": ("discrete_laplace", Fraction(670215385, 182537948)),  # ≈ 3.67: one point per k
+    "blocked": ("discrete_laplace", Fraction(400)),  # 11 300 points, grouped into blocks
+    "staircase": ("discrete_laplace", Fraction(1, 3)),  # almost all mass on 0 and ±1
+}
+
+
+def _variance_coefficients(
+    seed: str, reps: int, dominant: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a_Q, a_S, a_N) with signs, over 8 decades; ``dominant``: the wide widths are 1e-9 to
+    1e-2 of the count's lattice step a_N (data, fixed seed)."""
+    rng = np.random.default_rng(zlib.crc32(seed.encode()))
+    sign = lambda: rng.choice([-1.0, 1.0], reps)  # noqa: E731
+    a_n = 10 ** rng.uniform(-2, 3, reps) * sign()
+    if dominant:
+        a_q = np.abs(a_n) * 10 ** rng.uniform(-9, -2, reps) / K * sign()
+        a_s = np.abs(a_n) * 10 ** rng.uniform(-9, -2, reps) / K * sign()
+    else:
+        a_q = 10 ** rng.uniform(-4, 4, reps) / K * sign()
+        a_s = 10 ** rng.uniform(-4, 4, reps) / K * sign()
+    return a_q, a_s, a_n
+
+
+@pytest.mark.parametrize("count", list(COUNTS))
+@pytest.mark.parametrize("dominant", [False, True], ids=["mixed", "count dominates"])
+def test_variance_bars_are_never_narrower_than_the_exact_grid_computation(
+    count: str, dominant: bool
+) -> None:
+    # as above, on the three-term VARIANCE shape a_Q·Z_Q + a_S·Z_S + a_N·Z_N: a bar below
+    # grid − (n + 1)·h would under-cover. With one narrow point per k the search is also tight
+    # (≤ grid + a hair); blocks of a wide count evaluated at their largest |k| may only widen.
+    noises = (LAPLACE_SQUARES, LAPLACE_SUM, COUNTS[count])
+    coefs = _variance_coefficients(f"{count} {dominant}", 40, dominant)
+    fast = combination_halfwidths(
+        [(c, m, s) for c, (m, s) in zip(coefs, noises, strict=True)], 0.95
+    )
+    for g in range(40):
+        terms = [(float(c[g]), m, s) for c, (m, s) in zip(coefs, noises, strict=True)]
+        grid = eb._grid_halfwidth(terms, 0.95)
+        h = _sd(terms) / eb._CELLS
+        assert fast[g] >= grid - 4 * h, (terms, fast[g], grid)
+        if count != "blocked":
+            assert fast[g] <= grid + 1e-6 * grid, (terms, fast[g], grid)
+
+
+@pytest.mark.parametrize("count", list(COUNTS))
+def test_each_variance_bar_is_the_upper_end_of_a_closed_bracket_of_the_coverage(
+    count: str,
+) -> None:
+    # the certificate itself: F(t) ≥ target at the returned t and F < target a relative 1e-7
+    # below it, F recomputed here from the fast path's own law (wide noises continuous, the
+    # count's mass at its block tops) — whatever the search did to get there
+    noises = (LAPLACE_SQUARES, LAPLACE_SUM, COUNTS[count])
+    a_q, a_s, a_n = _variance_coefficients(f"bracket {count}", 200, dominant=False)
+    a_q[:50], a_s[:50], _ = _variance_coefficients(f"dominant {count}", 50, dominant=True)
+    a_q[:50] *= np.abs(a_n[:50])
+    a_s[:50] *= np.abs(a_n[:50])
+    level = 0.95
+    t = combination_halfwidths([(a_q, *noises[0]), (a_s, *noises[1]), (a_n, *noises[2])], level)
+    wide = [np.abs(a_q) * float(noises[0][1]), np.abs(a_s) * float(noises[1][1])]
+    slack = sum(-math.expm1(-1 / float(s)) for _m, s in noises[:2])  # 2·Σ d_K
+    target = level + eb._MARGIN + slack
+    points = eb._narrow(*noises[2])
+    assert points is not None
+    ks, w = points
+    law = eb._Wide(False, np.maximum(*wide), np.minimum(*wide))
+    y = np.abs(a_n)[:, None] * ks[None, :]
+    with np.errstate(all="ignore"):
+        at, _ = eb._coverage(law, y, w, t)
+        below, _ = eb._coverage(law, y, w, t * (1 - eb._RTOL))
+    assert np.all(at >= target)
+    assert np.all(below < target)
+
+
+def test_the_search_takes_a_few_evaluations_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the benchmark's shape (500 groups, n ≈ 2000, x in [0, 1000]): a start within ~1e-3 and
+    # Newton reach the pair of points that closes the bracket in ≤ 3 steps (4 evaluations)
+    evaluations: list[int] = []
+    coverage = eb._coverage
+
+    def counted(
+        law: eb._Wide, y: np.ndarray, w: np.ndarray, t: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        evaluations.append(len(t))
+        return coverage(law, y, w, t)
+
+    monkeypatch.setattr(eb, "_coverage", counted)
+    rng = np.random.default_rng(11)  # groups (data), not noise
+    n = rng.uniform(1800, 2200, 500)
+    a_q = 250_000 / K / n
+    a_s = rng.uniform(-1, 1, 500) * 40 / K / n
+    a_n = rng.uniform(15, 25, 500)
+    combination_halfwidths(
+        [(a_q, *LAPLACE_SQUARES), (a_s, *LAPLACE_SUM), (a_n, *COUNTS["narrow"])], 0.95
+    )
+    assert sum(evaluations) <= 5 * 500

@@ -282,8 +282,10 @@ def _cached_halfwidth(kept: tuple[Term, ...], level: float) -> float:
 # (3) the normal tail uses erfc with fractional error < 1.2e-7 (Press et al., Numerical
 #     Recipes, 2nd ed., §6.2, `erfcc`), so F is off by < 1.2e-7; Laplace tails are exp/expm1;
 # (4) slack = 1e-9 (round-off) + 2Σ d_K + 2.4e-7 (Gaussian), and the returned t is the upper
-#     end of a bracket at which F(t) ≥ level + slack was evaluated (bisection + Newton to a
-#     relative 1e-7).
+#     end of a bracket at which F(t) ≥ level + slack was evaluated, its lower end (F below the
+#     target, also evaluated) within a relative 1e-7. The search (Newton from a start by the
+#     kurtosis, safeguarded by bisection; see _bracket) only chooses where F is evaluated: the
+#     guarantee rests on the evaluation at t alone, the tightness on the one at the lower end.
 # Monotonicity (used by the AVG bar and free for rounding coefficients up): with V symmetric
 # unimodal, y ↦ P(|V + y| ≤ t) is symmetric and nonincreasing in |y|, so F(t) is
 # nonincreasing in |a| (any symmetric narrow Z); sums of symmetric log-concave laws are
@@ -378,42 +380,80 @@ def _narrow(
     return tops, np.maximum(np.diff(np.concatenate(([0.0], below))), 0.0)
 
 
+class _Wide:
+    """The continuous law V of the wide noises, one per row: N(0, b1²) (Gaussian) or
+    Laplace(b1) + Laplace(b2) with b1 ≥ b2 ≥ 0, its per-row constants computed once."""
+
+    def __init__(self, gaussian: bool, b1: NDArray[np.float64], b2: NDArray[np.float64]) -> None:
+        self.gaussian = gaussian
+        self.b1, self.b2 = b1, b2
+        self.inv = 1 / b1
+        if gaussian:
+            self.density = self.inv / _SQRT2PI
+            return
+        r = b2 / b1
+        # d per row, kept within [1e-300, 1e300]: g = −expm1(−yd)/d is then y at r = 1 and 0
+        # (times r = 0) for a single Laplace, with no branch per element
+        self.d = np.clip(1 / np.maximum(r, 1e-300) - 1, 1e-300, 1e300)
+        self.mix = r / (1 + r)
+        self.density = self.inv / (2 * (1 + r))
+
+    def take(self, rows: NDArray[np.intp]) -> _Wide:
+        return _Wide(self.gaussian, self.b1[rows], self.b2[rows])
+
+    def tail(self, x: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """P(V > x) and V's density at x ≥ 0 (rows of x: this law's rows). The two Laplaces
+        (r = b2/b1, y = x/b1, d = 1/r − 1, g = (1 − e^(−yd))/d → y at r = 1): P(V > x) =
+        e^(−y)/2 · (1 + r·g/(1 + r)), density e^(−y)(1 + g)/(2·b1·(1 + r)) — the partial
+        fractions of 1/((1 + b1²u²)(1 + b2²u²)), rearranged so that nothing cancels as r → 1."""
+        y = x * self.inv[:, None]
+        if self.gaussian:
+            return _erfc(y / _SQRT2) / 2, np.exp(-y * y / 2) * self.density[:, None]
+        e = np.exp(-y)
+        d = self.d[:, None]
+        g = -np.expm1(-y * d) / d
+        return e / 2 * (1 + self.mix[:, None] * g), e * (1 + g) * self.density[:, None]
+
+
 def _tail(
     gaussian: bool, b1: NDArray[np.float64], b2: NDArray[np.float64], x: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """P(V > x) and V's density at x ≥ 0: V = N(0, b1²) (Gaussian) or Laplace(b1) + Laplace(b2)
-    with b1 ≥ b2 ≥ 0. The two Laplaces (r = b2/b1, y = x/b1, d = 1/r − 1,
-    g = (1 − e^(−yd))/d → y at r = 1): P(V > x) = e^(−y)/2 · (1 + r·g/(1 + r)), density
-    e^(−y)(1 + g)/(2·b1·(1 + r)) — the partial fractions of 1/((1 + b1²u²)(1 + b2²u²)),
-    rearranged so that nothing cancels as r → 1."""
-    if gaussian:
-        z = x / b1
-        return _erfc(z / _SQRT2) / 2, np.exp(-z * z / 2) / (b1 * _SQRT2PI)
-    y = x / b1
-    e = np.exp(-y)
-    r = b2 / b1
-    # d per group, kept within [1e-300, 1e300]: g = −expm1(−yd)/d is then y at r = 1 and 0
-    # (times r = 0) for a single Laplace, with no branch per element
-    d = np.clip(1 / np.maximum(r, 1e-300) - 1, 1e-300, 1e300)
-    g = -np.expm1(-y * d) / d
-    return e / 2 * (1 + r * g / (1 + r)), e * (1 + g) / (2 * b1 * (1 + r))
+    """:meth:`_Wide.tail` for rows of parameters ``b1, b2`` (shape (rows, 1) or (rows,))."""
+    law = _Wide(gaussian, np.ravel(b1), np.ravel(b2))
+    return law.tail(np.reshape(x, (len(law.b1), -1)))
 
 
 def _coverage(
+    law: _Wide, y: NDArray[np.float64], w: NDArray[np.float64], t: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """F(t) = Σⱼ wⱼ P(|V + yⱼ| ≤ t) per row and its derivative in t; rows: (group, point)."""
+    tc = t[:, None]
+    u = tc - y  # rows: evaluations, columns: narrow points
+    su, fu = law.tail(np.abs(u))
+    sv, fv = law.tail(tc + y)
+    inside = np.where(u >= 0, 1 - su, su) - sv
+    return inside @ w, (fu + fv) @ w
+
+
+def _start(
     gaussian: bool,
     b1: NDArray[np.float64],
     b2: NDArray[np.float64],
     y: NDArray[np.float64],
     w: NDArray[np.float64],
-    t: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """F(t) = Σⱼ wⱼ P(|V + yⱼ| ≤ t) per group and its derivative in t; rows: groups."""
-    tc = t[:, None]
-    u = tc - y  # rows: groups, columns: narrow points
-    su, fu = _tail(gaussian, b1[:, None], b2[:, None], np.abs(u))
-    sv, fv = _tail(gaussian, b1[:, None], b2[:, None], tc + y)
-    inside = np.where(u >= 0, 1 - su, su) - sv
-    return inside @ w, (fu + fv) @ w
+    target: float,
+) -> NDArray[np.float64]:
+    """A first guess of the quantile: the normal and the Laplace quantiles of the same variance,
+    interpolated by the excess kurtosis (0 normal, 3 Laplace) of the combination (cumulants
+    add). Only a start: the bracket decides."""
+    m2, m4 = (y * y) @ w, (y**4) @ w  # the narrow term's moments (|Z| at its block tops)
+    var = m2 + (b1 * b1 + b2 * b2 if gaussian else 2 * (b1 * b1 + b2 * b2))
+    k4 = m4 - 3 * m2 * m2 + (0 if gaussian else 12 * (b1**4 + b2**4))
+    sd = np.sqrt(var)
+    normal = NormalDist().inv_cdf((1 + min(target, 1 - 1e-15)) / 2) * sd
+    laplace = -math.log(1 - target) * sd / _SQRT2
+    weight = np.clip(k4 / (3 * var * var), 0.0, 1.0)
+    return np.asarray(normal + weight * (laplace - normal), dtype=np.float64)
 
 
 def _solve(
@@ -425,50 +465,67 @@ def _solve(
     target: float,
 ) -> NDArray[np.float64]:
     """Per group, a t with F(t) ≥ target (evaluated) within a relative 1e-7 of the smallest."""
-    var = b1 * b1 + b2 * b2 if gaussian else 2 * (b1 * b1 + b2 * b2)
-    sd = np.sqrt(var + (y * y) @ w)
-    t = NormalDist().inv_cdf((1 + min(target, 1 - 1e-15)) / 2) * sd
-    lo = np.zeros_like(t)
-    hi = np.full_like(t, np.inf)
-    active = np.arange(len(t))
     with np.errstate(all="ignore"):  # far tails under/overflow to 0/inf on purpose
-        return _bracket(gaussian, b1, b2, y, w, target, t, lo, hi, active)
+        t = _start(gaussian, b1, b2, y, w, target)
+        return _bracket(_Wide(gaussian, b1, b2), y, w, target, t)
 
 
 def _bracket(
-    gaussian: bool,
-    b1: NDArray[np.float64],
-    b2: NDArray[np.float64],
+    law: _Wide,
     y: NDArray[np.float64],
     w: NDArray[np.float64],
     target: float,
     t: NDArray[np.float64],
-    lo: NDArray[np.float64],
-    hi: NDArray[np.float64],
-    active: NDArray[np.intp],
 ) -> NDArray[np.float64]:
-    width = np.full_like(t, np.inf)  # the bracket's width two evaluations ago
+    """Newton's method on F, safeguarded by the bracket [lo, hi] of evaluated points
+    (F(lo) < target ≤ F(hi)); the result is hi once hi − lo ≤ 1e-7·hi. Once a Newton step is
+    below 1e-4 (relative), the next iterate is within ~1e-8 of the root (quadratic
+    convergence), so both of its neighbours at ±_RTOL/3 are evaluated at once and close the
+    bracket together (if they do not, the search goes on from the nearer one)."""
+    groups = len(t)
+    lo = np.zeros(groups)
+    hi = np.full(groups, np.inf)
+    both = np.zeros(groups, dtype=bool)  # evaluate t(1 ± _RTOL/3) next
+    width = np.full(groups, np.inf)  # the bracket's width two evaluations ago
+    active = np.arange(groups)
     for i in range(300):
-        f, df = _coverage(gaussian, b1[active], b2[active], y[active], w, t[active])
+        pair = active[both[active]]
+        rows = np.concatenate((active, pair))  # rows: evaluations (a group, a point)
+        points = np.concatenate(
+            (
+                np.where(both[active], t[active] * (1 - _RTOL / 3), t[active]),
+                t[pair] * (1 + _RTOL / 3),
+            )
+        )
+        f, df = _coverage(law.take(rows), y[rows], w, points)
         ok = f >= target
-        ta = t[active]
-        hi[active] = np.where(ok, np.minimum(hi[active], ta), hi[active])
-        lo[active] = np.where(ok, lo[active], np.maximum(lo[active], ta))
+        n = len(active)
+        for part in (slice(0, n), slice(n, None)):  # each part holds a group at most once
+            r, p, o = rows[part], points[part], ok[part]
+            hi[r] = np.where(o, np.minimum(hi[r], p), hi[r])
+            lo[r] = np.where(o, lo[r], np.maximum(lo[r], p))
+        # the Newton step of each group from its evaluation nearest the root: a pair's lower
+        # point if it reached the target (both did), else its upper one
+        base = np.arange(n)
+        upper = np.flatnonzero(both[active])
+        base[upper[~ok[upper]]] = n + np.flatnonzero(~ok[upper])
+        f, df, ta = f[base], df[base], points[base]
         done = np.isfinite(hi[active]) & (hi[active] - lo[active] <= _RTOL * hi[active])
-        active, f, df, ok, ta = active[~done], f[~done], df[~done], ok[~done], ta[~done]
+        active, f, df, ta = active[~done], f[~done], df[~done], ta[~done]
         if not len(active):
             return hi
         la, ha = lo[active], hi[active]
         step = (target - f) / df
-        # Newton, nudged past the root by a quarter of the tolerance so that the bracket
-        # closes; a bisection instead when the last two steps did not halve the bracket (F
-        # nearly a staircase: a narrow noise with a wide lattice) or Newton leaves it
-        new = (ta + step) * np.where(ok, 1 - _RTOL / 4, 1 + _RTOL / 4)
+        new = ta + step
+        # a bisection instead when the last two steps did not halve the bracket (F nearly a
+        # staircase: a narrow noise with a wide lattice), or after 8 steps without reaching
+        # the target, or when Newton leaves the bracket
         bounded = np.isfinite(ha)
-        slow = (i % 2 == 1) & (~bounded | (ha - la > width[active] / 2))
+        slow = (i % 2 == 1) & ((bounded & (ha - la > width[active] / 2)) | (~bounded & (i >= 8)))
         fine = np.isfinite(new) & (new > la) & (new < np.minimum(ha, 4 * ta)) & ~slow
         middle = np.where((la > 0) & (ha > 4 * la), np.sqrt(la * ha), (la + ha) / 2)
         new = np.where(fine, new, np.where(bounded, middle, 2 * np.maximum(ta, la)))
+        both[active] = fine & (np.abs(step) <= 1e-4 * ta)
         if i % 2 == 1:
             width[active] = ha - la
         t[active] = new
