@@ -23,7 +23,9 @@ from veil.noise import discrete_gaussian, discrete_laplace, geometric
 from veil.noise import mechanisms as mech
 from veil.noise._exact import below_const, draw_u32, draw_u64, exp_neg_bounds, fraction_bounds
 from veil.noise.calibrate import _dg_delta_bound
+from veil.noise.errorbars import gaussian_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.noise.mechanisms import _acceptance, _first_accepted, _uniform_permutation
 
 
 class ScriptedSource:
@@ -282,3 +284,61 @@ def test_the_gaussian_object_form_adds_the_noise_of_its_release() -> None:
     release = gaussian.release([10.0, 20.0], source=SeededSource(8))
     assert np.asarray(noisy).tolist() == np.asarray(release.value).tolist()
     assert release.loss == veil.Budget(rho=Fraction(1, 2))
+
+
+def test_geometric_at_a_scale_for_the_big_direct_table_has_the_declared_mean() -> None:
+    # 300 000 draws at scale 1000 take the 2^14-entry direct table; mean 1/(e^{1/s} − 1),
+    # standard error ≈ s/√n ≈ 1.8, tolerance 6 standard errors at this fixed seed
+    n, s = 300_000, 1000
+    draws = geometric(s, n, source=SeededSource("big-table")).astype(np.float64)
+    assert abs(draws.mean() - 1 / math.expm1(1 / s)) < 6 * s / math.sqrt(n)
+
+
+def test_a_release_error_bar_is_the_noise_halfwidth_plus_half_a_grid_step() -> None:
+    integer = mech.discrete_gaussian(5, sensitivity=1, rho=0.5, source=SeededSource(9))
+    assert integer.grid is None
+    assert integer.noise_scale is not None
+    assert integer.error_bar(0.9) == gaussian_halfwidth(integer.noise_scale, 0.9)
+    real = mech.gaussian(5.0, sensitivity=1, rho=0.5, source=SeededSource(10))
+    assert real.grid is not None
+    assert real.noise_scale is not None
+    step = math.ldexp(1.0, real.grid)
+    assert real.error_bar(0.9) == gaussian_halfwidth(real.noise_scale, 0.9) * step + step / 2
+
+
+def test_naming_a_grant_without_a_ledger_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"analyst= and dataset= name the grant"):
+        mech.laplace(1.0, sensitivity=1, epsilon=1, analyst="alice", source=SeededSource(11))
+
+
+def test_a_trial_with_an_undecided_word_is_accepted_with_its_exact_probability() -> None:
+    # candidate 1 scores 2 below candidate 0: weight exp(-γ) with γ = ε·2/(2Δ) = 1; its word
+    # lo (undecided: lo ≤ u < hi) is accepted with probability frac(2^32·e^-1) ≈ 0.96
+    gammas, lo, hi = _acceptance([Fraction(2), Fraction(0)], Fraction(1), Fraction(1))
+    assert gammas == [Fraction(0), Fraction(1)]
+    assert hi[1] == lo[1] + 1
+    idx = np.array([1], dtype=np.int64)
+    u = np.array([lo[1]], dtype=np.int64)
+    n = 4000
+    hits = sum(
+        _first_accepted(idx, u, gammas, lo, hi, SeededSource(f"trial{i}")) == 1 for i in range(n)
+    )
+    scaled = math.ldexp(math.exp(-1), 32)
+    assert stats.binomtest(hits, n, scaled - math.floor(scaled)).pvalue > 1e-4
+
+
+def test_trials_rejected_for_certain_accept_nobody_and_draw_nothing() -> None:
+    gammas, lo, hi = _acceptance([Fraction(2), Fraction(0)], Fraction(1), Fraction(1))
+    source = SeededSource(12)
+    idx = np.array([1, 1], dtype=np.int64)
+    u = np.array([hi[1], 2**32 - 1], dtype=np.int64)
+    assert _first_accepted(idx, u, gammas, lo, hi, source) is None
+    assert source.bytes_drawn == 0
+
+
+def test_a_permutation_with_tied_keys_is_redrawn() -> None:
+    # the first three 64-bit keys are all zero (a tie): the order is drawn again
+    source = ScriptedSource(bytes(24), seed=13)
+    order = _uniform_permutation(3, source)
+    assert sorted(order.tolist()) == [0, 1, 2]
+    assert source._rest.bytes_drawn == 24
