@@ -45,6 +45,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
+from veil.compile.statistics import bucket_sql, statistic_sql
 from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan.nodes import (
     Aggregate,
@@ -239,7 +240,8 @@ class _Lowering:
         self.keys = tuple(f"__k{i}" for i in range(len(agg.keys)))
         read: list[str] = []  # every column an aggregate reads (the NULL rule applies to them)
         for a in agg.aggregates:
-            if a.column is not None and a.function != "count_distinct" and a.column not in read:
+            # the privacy unit a unit-count reads is not a value: a NULL unit is one unit
+            if a.column is not None and a.kind.column != "unit" and a.column not in read:
                 read.append(a.column)
         self.read = tuple(read)
         # the columns whose values are aggregated (carried through bounding as doubles)
@@ -247,7 +249,7 @@ class _Lowering:
         self.columns = tuple(cols)
         self.x = {c: f"__x{i}" for i, c in enumerate(cols)}
 
-    def _cast(self, e: exp.Expr, to: str) -> exp.Expr:
+    def cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to, dialect=self.d.name))
 
     def _real(self, column: str) -> exp.Expr:
@@ -257,24 +259,24 @@ class _Lowering:
         cannot be cast to double precision; NaN sorts above every number and equals itself)."""
         col = _col(column)
         if not self.d.real_cast_may_fail or self.agg.child.field(column).type != "real":
-            return self._cast(col, self.d.real_type)
+            return self.cast(col, self.d.real_type)
 
         def special(text: str) -> exp.Expr:
-            return self._cast(exp.Literal.string(text), self.d.real_type)
+            return self.cast(exp.Literal.string(text), self.d.real_type)
 
         return (
             exp.Case()
             .when(exp.EQ(this=col.copy(), expression=exp.Literal.string("NaN")), special("NaN"))
             .when(exp.GT(this=col.copy(), expression=literal(_MAX_DOUBLE)), special("Infinity"))
             .when(exp.LT(this=col.copy(), expression=literal(-_MAX_DOUBLE)), special("-Infinity"))
-            .else_(self._cast(col.copy(), self.d.real_type))
+            .else_(self.cast(col.copy(), self.d.real_type))
         )
 
     def _is_nan(self, x: exp.Expr) -> exp.Expr:
         if self.d.nan_function is not None:
             return exp.func(self.d.nan_function, x)
         # NaN equals itself in this dialect (PostgreSQL): compare with the NaN literal
-        nan = self._cast(exp.Literal.string("NaN"), self.d.real_type)
+        nan = self.cast(exp.Literal.string("NaN"), self.d.real_type)
         return exp.EQ(this=x, expression=nan)
 
     def _total(self, predicate: exp.Expr) -> exp.Expr:
@@ -414,7 +416,7 @@ class _Lowering:
                 index = index.when(equal, exp.Literal.number(i))
             return index
         if key_transport(self.agg.child.field(key.column).type) == "text":
-            return self._cast(col, self.d.text_type)
+            return self.cast(col, self.d.text_type)
         return col
 
     # bounded rows ------------------------------------------------------------------------------
@@ -427,7 +429,7 @@ class _Lowering:
             # one seeded hash of the row's record text, which is injective for a fixed list
             # of typed columns (NULL is an empty field; separators and quotes are quoted)
             row = exp.Anonymous(this="ROW", expressions=[_col(c) for c in columns])
-            text = self._cast(row, self.d.text_type)
+            text = self.cast(row, self.d.text_type)
             return exp.Anonymous(this=self.d.hash_function, expressions=[text, key])
         inner = exp.Anonymous(
             this=self.d.hash_function, expressions=[key, *(_col(c) for c in columns)]
@@ -489,14 +491,14 @@ class _Lowering:
             raise InternalError(f"no bounds for {m.column!r} at lowering")
         return _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
 
-    def _integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
+    def integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
         """``e`` (a double) as an integer in ``[lo, hi]``, total: clamped *before* the cast, so
         no value — ±inf, NaN (which sorts above every number in both engines), a huge product
         — can make the cast fail; rounding a double in ``[lo, hi]`` stays in ``[lo, hi]``."""
         clamped = _clamp(exp.func("ROUND", e), literal(lo), literal(hi))
-        return self._cast(clamped, self.d.integer_type)
+        return self.cast(clamped, self.d.integer_type)
 
-    def _scaled(self, m: Measurement) -> exp.Expr:
+    def scaled(self, m: Measurement) -> exp.Expr:
         """(clamp(x) − c)·2^-e: exact scaling by a power of two, |·| ≤ limit up to rounding.
 
         Where a double product that rounds to zero raises (``float_underflow_raises``), a
@@ -516,44 +518,16 @@ class _Lowering:
         small = exp.LT(this=exp.func("ABS", centred.copy()), expression=literal(half))
         return exp.paren(exp.Case().when(small, exp.Literal.number(0)).else_(scaled))
 
-    def statistic(self, m: Measurement) -> exp.Expr:
-        if m.statistic == "count":
-            return exp.Count(this=exp.Star())
-        if m.statistic == "count_units":
-            if self.agg.privacy_unit is None or (
-                self.agg.contribution.max_groups == 1
-                and self.agg.contribution.max_rows_per_group == 1
-            ):
-                return exp.Count(this=exp.Star())
-            first = exp.If(
-                this=exp.EQ(this=_col("__rn"), expression=exp.Literal.number(1)),
-                true=exp.Literal.number(1),
-                false=exp.Literal.number(0),
-            )
-            return exp.Sum(this=first)
-        scaled = self._scaled(m)
-        if m.statistic == "sum":
-            v = self._integer(scaled, -m.limit, m.limit)
-        elif m.statistic == "sum_squares":
-            # w = round(scaled² / limit) ∈ [0, limit]; the engine sums 2w − limit
-            square = exp.Div(
-                this=exp.func("POWER", scaled, exp.Literal.number(2)), expression=literal(m.limit)
-            )
-            w = self._integer(square, 0, m.limit)
-            v = exp.Sub(
-                this=exp.Mul(this=exp.Literal.number(2), expression=w), expression=literal(m.limit)
-            )
-        else:
-            raise InternalError(f"statistic {m.statistic!r} is not a per-group column")
-        if self.wide is not None:
-            v = self._cast(v, self.wide)
-        return exp.Sum(this=v)
+    @property
+    def integer_type(self) -> str:
+        return self.d.integer_type
 
-    def bucket(self, m: Measurement) -> exp.Expr:
-        scaled = self._scaled(m)
-        # floor, clamped to a bucket before the cast (total, as in _integer)
-        index = _clamp(exp.func("FLOOR", scaled), literal(0), literal(m.limit - 1))
-        return self._cast(index, self.d.integer_type)
+    @property
+    def one_row_per_unit(self) -> bool:
+        """Whether the bounded rows hold at most one row per unit (a row count is a unit
+        count)."""
+        c = self.agg.contribution
+        return self.agg.privacy_unit is None or (c.max_groups == 1 and c.max_rows_per_group == 1)
 
     # statements ------------------------------------------------------------------------------
     def _from_bounded(self, select: exp.Select) -> exp.Select:
@@ -577,7 +551,7 @@ class _Lowering:
             if m.statistic == "count_units":
                 name = UNITS_COLUMN
             if name != COUNT_COLUMN:
-                outs.append(exp.alias_(self.statistic(m), name, quoted=True))
+                outs.append(exp.alias_(statistic_sql(m, self), name, quoted=True))
             columns.append((m.name, name))
         q = self._from_bounded(exp.select(*outs))
         if self.keys:
@@ -586,7 +560,7 @@ class _Lowering:
 
     def quantile(self, m: Measurement) -> exp.Select:
         outs: list[exp.Expr] = [_col(k) for k in self.keys]
-        outs.append(exp.alias_(self.bucket(m), BUCKET_COLUMN, quoted=True))
+        outs.append(exp.alias_(bucket_sql(m, self), BUCKET_COLUMN, quoted=True))
         outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
         q = self._from_bounded(exp.select(*outs))
         return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))

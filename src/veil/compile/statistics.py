@@ -1,4 +1,22 @@
-"""Sensitivities from bounds and contribution limits only — never from data.
+"""The closed set of exact statistics the engine computes per group — each with its
+sensitivity and its SQL, side by side. Privacy-critical: every released aggregate is
+post-processing of these statistics once noised (``veil.aggregates``), so these bounds and
+this SQL are all the privacy argument rests on.
+
+Per group, over the bounded rows (``veil.compile.lower`` builds them and provides the per-row
+terms :class:`PerRow`):
+
+- ``count``: the number of rows, ``COUNT(*)``; a unit changes it by at most R;
+- ``count_units``: the number of distinct units, ``SUM(__rn = 1)`` (``COUNT(*)`` when each
+  unit keeps one row); at most 1;
+- ``sum``: Σ v with v = clamp(round((clamp(x) − c)/step), −limit, limit); at most R·limit;
+- ``sum_squares``: Σ (2w − limit) with w = clamp(round(((clamp(x) − c)/step)²/limit), 0,
+  limit); at most R·limit;
+- ``quantile``: row counts per bucket clamp(floor((clamp(x) − c)/step), 0, limit − 1), one
+  statement per measurement; the score −|rank − q·n| of a candidate moves by at most
+  R·max(q, 1 − q).
+
+Sensitivities come from bounds and contribution limits only — never from data.
 
 Proof note. Neighbouring datasets differ by all rows of one privacy unit (DESIGN §1). After
 bounding, the unit has rows in at most G = :func:`effective_groups` groups and at most R =
@@ -19,16 +37,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Protocol, assert_never
 
+from sqlglot import exp
+
+from veil.compile.constants import literal
 from veil.errors import InternalError
 from veil.noise.families import family
 from veil.plan.nodes import Aggregate, Measurement, Mechanism, Statistic
 
 __all__ = [
+    "PerRow",
+    "bucket_sql",
     "effective_groups",
     "per_group_bound",
     "rows_per_group",
     "sensitivity",
+    "statistic_sql",
     "thresholded",
 ]
 
@@ -59,17 +84,19 @@ def per_group_bound(
 ) -> Fraction:
     """How much one unit can change the statistic of one group (integer units)."""
     r = rows_per_group(agg)
-    if statistic == "count":
-        return Fraction(r)
-    if statistic == "count_units":
-        return Fraction(1)
-    if statistic in ("sum", "sum_squares"):
-        return Fraction(r * limit)
-    if statistic == "quantile":
-        if quantile is None:
-            raise InternalError("a quantile measurement without q")
-        return r * max(quantile, 1 - quantile)
-    raise InternalError(f"unknown statistic {statistic!r}")
+    match statistic:
+        case "count":
+            return Fraction(r)
+        case "count_units":
+            return Fraction(1)
+        case "sum" | "sum_squares":
+            return Fraction(r * limit)
+        case "quantile":
+            if quantile is None:
+                raise InternalError("a quantile measurement without q")
+            return r * max(quantile, 1 - quantile)
+        case _:
+            assert_never(statistic)
 
 
 def sensitivity(
@@ -102,3 +129,82 @@ def thresholded(measurements: Sequence[Measurement]) -> Measurement | None:
 def check_measurement(agg: Aggregate, m: Measurement) -> Fraction:
     """The sensitivity ``m`` must carry, recomputed from the plan (used by the invariant)."""
     return sensitivity(agg, m.statistic, m.mechanism, m.limit, m.quantile)
+
+
+# ── the statistics' SQL ────────────────────────────────────────────────────────────────────
+
+
+class PerRow(Protocol):
+    """The per-row terms the lowering provides (``veil.compile.lower``), each total: no value
+    of a row can make them fail."""
+
+    @property
+    def wide(self) -> str | None:
+        """The exact integer type sums accumulate in (None: the engine's own sum is exact)."""
+        ...
+
+    @property
+    def integer_type(self) -> str: ...
+
+    @property
+    def one_row_per_unit(self) -> bool:
+        """Whether each unit keeps at most one bounded row."""
+        ...
+
+    def scaled(self, m: Measurement) -> exp.Expr:
+        """(clamp(x) − centre)/step as a double (|·| ≤ limit up to rounding)."""
+        ...
+
+    def integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
+        """``e`` rounded and clamped to ``[lo, hi]`` *before* the cast to an integer."""
+        ...
+
+    def cast(self, e: exp.Expr, to: str) -> exp.Expr: ...
+
+
+def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
+    """The aggregate computing ``m``'s statistic per group (see the module docstring)."""
+    match m.statistic:
+        case "count":
+            return exp.Count(this=exp.Star())
+        case "count_units":
+            if row.one_row_per_unit:
+                return exp.Count(this=exp.Star())
+            first = exp.If(
+                this=exp.EQ(this=exp.column("__rn", quoted=True), expression=exp.Literal.number(1)),
+                true=exp.Literal.number(1),
+                false=exp.Literal.number(0),
+            )
+            return exp.Sum(this=first)
+        case "sum":
+            v = row.integer(row.scaled(m), -m.limit, m.limit)
+        case "sum_squares":
+            # w = round(scaled² / limit) ∈ [0, limit]; the engine sums 2w − limit
+            square = exp.Div(
+                this=exp.func("POWER", row.scaled(m), exp.Literal.number(2)),
+                expression=literal(m.limit),
+            )
+            w = row.integer(square, 0, m.limit)
+            v = exp.Sub(
+                this=exp.Mul(this=exp.Literal.number(2), expression=w), expression=literal(m.limit)
+            )
+        case "quantile":
+            raise InternalError(f"{m.name!r} is computed per bucket (bucket_sql)")
+        case _:
+            assert_never(m.statistic)
+    if row.wide is not None:
+        v = row.cast(v, row.wide)
+    return exp.Sum(this=v)
+
+
+def bucket_sql(m: Measurement, row: PerRow) -> exp.Expr:
+    """The bucket of a row for quantile measurement ``m``: floor((clamp(x) − c)/step), clamped
+    to a bucket before the cast (total)."""
+    if m.statistic != "quantile":
+        raise InternalError(f"{m.name!r} is not a quantile measurement")
+    index = exp.func(
+        "LEAST",
+        exp.func("GREATEST", exp.func("FLOOR", row.scaled(m)), literal(0)),
+        literal(m.limit - 1),
+    )
+    return row.cast(index, row.integer_type)
