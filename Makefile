@@ -1,11 +1,20 @@
 # Two entry points for a fresh machine:
 #   make demo   — create .venv, install veil, run the demo on the embedded engine (DuckDB)
 #   make test   — create .venv, install veil with its test extras (and Java for Spark), then
-#                 ruff, mypy --strict and the whole pytest suite
+#                 ruff, mypy --strict (with and without pyspark) and the whole pytest suite
+#                 with branch coverage, checked per package
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip
+# the test extra without the spark extra: what a contributor without Spark has
+NOSPARK := $(VENV)/nospark
+COVERAGE := build/coverage
+# Branch-coverage floors, per package (coverage.py's percent of lines + branch outcomes; see
+# scripts/check_coverage.py). The target is 95 for all four; compile (94.0 when measured) and
+# release (90.9) are held just below their level while issue 10 refactors them: raise both to
+# 95 with the tests of that refactor.
+COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.compile=93 veil.release=90
 
 .PHONY: demo test lint typecheck pytest java bench clean
 
@@ -21,6 +30,13 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(PIP) install --quiet -e '.[test,spark]'
 	touch $(VENV)/.base $@
 
+$(NOSPARK)/.deps: pyproject.toml | $(BIN)/python
+	$(PYTHON) -m venv $(NOSPARK)
+	$(NOSPARK)/bin/python -m pip install --quiet -e '.[test]'
+	@$(NOSPARK)/bin/python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyspark') is not None)" \
+		|| { echo "$(NOSPARK) has pyspark: the test extra must not pull it in" >&2; exit 1; }
+	touch $@
+
 demo: $(VENV)/.base
 	$(BIN)/veil demo
 
@@ -31,11 +47,17 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-typecheck: $(VENV)/.dev
+# mypy --strict twice: against pyspark's own annotations (.venv has the spark extra), then as
+# without the extra (every pyspark name Any: a value pyspark types is Any there). The second run
+# resolves third-party packages in $(NOSPARK), same mypy, same configuration.
+typecheck: $(VENV)/.dev $(NOSPARK)/.deps
 	$(BIN)/mypy src/veil
+	$(BIN)/mypy --python-executable $(NOSPARK)/bin/python --cache-dir .mypy_cache/nospark src/veil
 
 pytest: $(VENV)/.dev java
-	$(BIN)/pytest
+	mkdir -p $(COVERAGE)
+	$(BIN)/pytest --cov=veil --cov-branch --cov-report=json
+	$(BIN)/python scripts/check_coverage.py $(COVERAGE)/coverage.json $(COVERAGE_FLOORS)
 
 test: lint typecheck pytest
 
@@ -43,4 +65,4 @@ bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_noise.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(COVERAGE)
