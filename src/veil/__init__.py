@@ -24,6 +24,7 @@ from veil.errors import (
     ReservationStateError,
     SchemaError,
     SessionStateError,
+    UnknownDatasetError,
     UnsupportedQueryError,
     UserError,
     VeilError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from veil import postprocess as postprocess
     from veil import sensitivity as sensitivity
     from veil.accounting.ledger import Ledger
+    from veil.catalog import Catalog
     from veil.noise.mechanisms import GaussianMechanism, LaplaceMechanism
     from veil.perturbation import perturb
     from veil.release.result import Result
@@ -46,6 +48,7 @@ __all__ = [
     "BoundsError",
     "Budget",
     "BudgetExhaustedError",
+    "Catalog",
     "GaussianMechanism",
     "InternalError",
     "InvalidArgumentError",
@@ -61,6 +64,7 @@ __all__ = [
     "SchemaError",
     "Session",
     "SessionStateError",
+    "UnknownDatasetError",
     "UnsupportedQueryError",
     "UserError",
     "VeilError",
@@ -71,6 +75,7 @@ __all__ = [
 
 _SUBMODULES = ("noise", "postprocess", "sensitivity")
 _LAZY = {
+    "Catalog": "veil.catalog",
     "GaussianMechanism": "veil.noise.mechanisms",
     "LaplaceMechanism": "veil.noise.mechanisms",
     "Ledger": "veil.accounting.ledger",

@@ -58,6 +58,7 @@ __all__ = [
     "ReservationStateError",
     "SchemaError",
     "SessionStateError",
+    "UnknownDatasetError",
     "UnsupportedQueryError",
     "UserError",
     "VeilError",
@@ -138,13 +139,22 @@ class BudgetExhaustedError(UserError):
     """A charge would exceed the remaining budget; nothing was charged."""
 
     def __init__(
-        self, requested: Budget, remaining: Budget, *, analyst: str = "", dataset: str = ""
+        self,
+        requested: Budget,
+        remaining: Budget,
+        *,
+        analyst: str = "",
+        dataset: str = "",
+        scope: str = "",
     ) -> None:
         self.requested = requested
         self.remaining = remaining
         self.analyst = analyst
         self.dataset = dataset
+        self.scope = scope  # "" for the analyst's own grant, else which cap ran out
         who = f" for analyst {analyst!r} on dataset {dataset!r}" if analyst or dataset else ""
+        if scope:
+            who += f" ({scope})"
         super().__init__(
             f"privacy budget exhausted{who}: requested {requested.precise()}, remaining "
             f"{remaining.precise()}, short by {requested.shortfall(remaining)}; "
@@ -165,6 +175,11 @@ def _advice(requested: Budget, remaining: Budget) -> str:
 
 class LedgerError(UserError):
     """The ledger cannot do what was asked (unknown analyst or dataset, a malformed URL…)."""
+
+
+class UnknownDatasetError(LedgerError, LookupError):
+    """No dataset of that name in the catalog (or none granted to the caller: the service
+    answers both alike)."""
 
 
 class ReservationStateError(LedgerError):

@@ -66,6 +66,7 @@ from veil.release.result import Result
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
     from veil.accounting.ledger import Ledger
+    from veil.catalog import Catalog, Dataset
 
 __all__ = ["Result", "Session"]
 
@@ -146,6 +147,7 @@ class Session:
         _refuse_replayable(source, ledger)
         self._source = source
         self._closed = False
+        self.owner: Dataset | None = None  # the catalog entry whose limits a query may narrow
 
     @classmethod
     def on(cls, engine: Engine, **options: Unpack[SessionOptions]) -> Session:
@@ -205,6 +207,47 @@ class Session:
             quantile_buckets=options.get("quantile_buckets", 1024),
             source=options.get("source"),
         )
+
+    @classmethod
+    def from_catalog(
+        cls,
+        catalog: Catalog,
+        dataset: str,
+        *,
+        analyst: str,
+        source: RandomSource | None = None,
+        quantile_buckets: int = 1024,
+    ) -> Session:
+        """A session on the registered ``dataset`` of ``catalog`` (its one table is called
+        ``dataset``), for ``analyst``, charged to the catalog's ledger.
+
+        The data owner's privacy unit, contribution limits, bounds and domains are the
+        session's; a query may narrow bounds or lower the limits, never widen them, and may
+        cost at most the owner's largest ε and δ per query — anything else is refused before
+        anything is charged. The session opens its own engine on the source (close it, or use
+        ``with``). ``source`` is a random source for tests (refused on a persistent ledger).
+        """
+        spec = catalog.dataset(dataset)
+        engine = catalog.open_engine(dataset)
+        try:
+            session = cls(
+                engine,
+                ledger=catalog.ledger,
+                analyst=analyst,
+                dataset=spec.name,
+                privacy_unit=spec.privacy_unit,
+                bounds=dict(spec.bounds),
+                max_groups=spec.max_groups,
+                max_rows_per_group=spec.max_rows_per_group,
+                domains=dict(spec.domains),
+                quantile_buckets=quantile_buckets,
+                source=source,
+            )
+        except BaseException:
+            engine.close()
+            raise
+        session.owner = spec
+        return session
 
     @classmethod
     def local(
@@ -347,6 +390,10 @@ class Session:
     ) -> Plan:
         if epsilon is None:
             raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
+        if self.owner is not None:  # the data owner's limits: a query may only narrow them
+            asked = _bounds(bounds)
+            self.owner.check_bounds({c: (b.lower, b.upper) for c, b in asked.items()})
+            self.owner.check_limits(max_groups, max_rows_per_group)
         agg = aggregate_of(plan)
         if isinstance(epsilon, Budget):  # what even_split / split_budget return
             if delta is not None:
@@ -366,6 +413,8 @@ class Session:
             if d is None and not agg.public_keys:
                 d = self._default_delta(epsilon)
             budget = Budget(epsilon=epsilon, delta=d)
+        if self.owner is not None:
+            self.owner.check_cost(budget)
         contribution = self.contribution
         if max_groups is not None or max_rows_per_group is not None:
             base = contribution or agg.contribution

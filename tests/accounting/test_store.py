@@ -79,7 +79,25 @@ def test_a_version_1_ledger_gains_the_query_text_of_its_charges(sqlite_url: str)
         ).commit()
         charges = [r for r in led.history("alice", "people") if r.event == "charge"]
     assert [(r.fingerprint, r.query) for r in charges] == [("old", None), ("new", "SELECT 1")]
-    assert _version(sqlite_url) == 2
+    assert _version(sqlite_url) == store.SCHEMA_VERSION  # migrated through every version
+
+
+def test_a_version_2_ledger_gains_the_catalog_caps_and_principals(sqlite_url: str) -> None:
+    with Ledger(sqlite_url) as led:
+        led.grant("alice", "people", Budget(epsilon=1))
+        led.reserve("alice", "people", Budget(epsilon=0.25), fingerprint="old").commit()
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    for table in ("veil_datasets", "veil_dataset_caps", "veil_principals"):
+        db.execute(f"DROP TABLE {table}")  # as version 2 had it
+    db.execute("UPDATE veil_schema_version SET version = 2")
+    db.commit()
+    db.close()
+    with Ledger(sqlite_url) as led:
+        led.cap_dataset("people", Budget(epsilon=1))  # counts the old charge
+        assert led.dataset_cap("people") == (Budget(epsilon=1), Budget(epsilon="0.75"))
+        led.put_dataset("people", "{}")
+        assert led.get_dataset("people") == "{}"
+    assert _version(sqlite_url) == 3
 
 
 def test_losses_are_stored_as_exact_fractions_never_floats(ledger: Ledger) -> None:

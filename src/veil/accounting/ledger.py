@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, insert, select, update
+from sqlalchemy import Connection, Row, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting import records, spending
@@ -38,6 +38,8 @@ from veil.accounting.store import (
     alerts,
     answers,
     budgets,
+    dataset_caps,
+    datasets,
     events,
     open_engine,
     prepare_schema,
@@ -344,6 +346,139 @@ class Ledger:
                 return False
             return spending.fits(total, after)
 
+    # -- dataset-wide caps ----------------------------------------------------------------
+
+    @staticmethod
+    def _find_cap(conn: Connection, dataset: str) -> Row[Any] | None:
+        """The cap row of ``dataset``, locked for this transaction (None: no cap)."""
+        return conn.execute(
+            select(dataset_caps).where(dataset_caps.c.dataset == dataset).with_for_update()
+        ).one_or_none()
+
+    @staticmethod
+    def _set_cap_spent(conn: Connection, dataset: str, spent: Spent, now: str) -> None:
+        conn.execute(
+            update(dataset_caps)
+            .where(dataset_caps.c.dataset == dataset)
+            .values(
+                spent_epsilon=str(spent.epsilon),
+                spent_delta=str(spent.delta),
+                spent_rho=str(spent.rho),
+                updated_at=now,
+            )
+        )
+
+    def cap_dataset(self, dataset: str, total: Budget) -> Budget:
+        """Cap what all analysts together may spend on ``dataset`` at ``total`` (a privacy
+        filter over every grant on it: each charge must fit both the analyst's grant and the
+        cap, checked and spent in one transaction).
+
+        The first cap counts every charge already reserved or committed on the dataset; a cap
+        that they exceed is refused. Setting it again replaces the total (lowering it is
+        allowed down to what is spent). Returns the total.
+        """
+        _name(dataset, "dataset")
+        _loss(total, "total")
+        now = records.now()
+        with self._tx() as conn:
+            row = self._find_cap(conn, dataset)
+            if row is None:
+                spent = Spent()
+                charges = conn.execute(
+                    select(events)
+                    .join(budgets, events.c.budget_id == budgets.c.id)
+                    .where(
+                        budgets.c.dataset == dataset,
+                        events.c.event == "charge",
+                        events.c.status.in_(("reserved", "committed")),
+                    )
+                    .order_by(events.c.id)
+                ).all()
+                for charge in charges:
+                    loss = records.loss_from(
+                        charge.loss_kind, charge.epsilon, charge.delta, charge.rho
+                    )
+                    spent = spending.add_charge(total, spent, loss)
+            else:
+                spent = self._spent(row)
+            if not spending.fits(total, spent):
+                raise LedgerError(
+                    f"dataset {dataset!r} has already spent more than the cap {total}; "
+                    "set a larger cap"
+                )
+            values = {
+                "kind": total.kind,
+                "epsilon": None if total.epsilon is None else str(total.epsilon),
+                "delta": str(total.delta),
+                "rho": None if total.rho is None else str(total.rho),
+                "spent_epsilon": str(spent.epsilon),
+                "spent_delta": str(spent.delta),
+                "spent_rho": str(spent.rho),
+                "updated_at": now,
+            }
+            if row is None:
+                conn.execute(insert(dataset_caps).values(dataset=dataset, created_at=now, **values))
+            else:
+                conn.execute(
+                    update(dataset_caps).where(dataset_caps.c.dataset == dataset).values(**values)
+                )
+        return total
+
+    def dataset_cap(self, dataset: str) -> tuple[Budget, Budget] | None:
+        """(the cap, what is left of it) for ``dataset``, or None when it has no cap."""
+        with self._tx() as conn:
+            row = self._find_cap(conn, dataset)
+            if row is None:
+                return None
+            total = self._granted(row)
+            return total, spending.remaining(total, self._spent(row))
+
+    # -- the catalog's rows (veil.catalog reads and writes them) ------------------------
+
+    def put_dataset(self, name: str, spec: str, *, replace: bool = False) -> None:
+        """Store the catalog entry ``name`` (its JSON ``spec``); the same spec again is a no-op,
+        a different one needs ``replace``."""
+        _name(name, "dataset")
+        now = records.now()
+        with self._tx() as conn:
+            row = conn.execute(
+                select(datasets).where(datasets.c.name == name).with_for_update()
+            ).one_or_none()
+            if row is None:
+                conn.execute(
+                    insert(datasets).values(name=name, spec=spec, created_at=now, updated_at=now)
+                )
+            elif row.spec != spec:
+                if not replace:
+                    raise LedgerError(
+                        f"dataset {name!r} is already in the catalog with other metadata; "
+                        "pass replace=True (veil catalog add --replace) to change it"
+                    )
+                conn.execute(
+                    update(datasets)
+                    .where(datasets.c.name == name)
+                    .values(spec=spec, updated_at=now)
+                )
+
+    def get_dataset(self, name: str) -> str | None:
+        """The catalog entry ``name`` (JSON), or None."""
+        with self._tx() as conn:
+            found: str | None = conn.execute(
+                select(datasets.c.spec).where(datasets.c.name == name)
+            ).scalar_one_or_none()
+        return found
+
+    def list_datasets(self) -> list[tuple[str, str]]:
+        """Every catalog entry as (name, JSON), by name."""
+        with self._tx() as conn:
+            rows = conn.execute(select(datasets.c.name, datasets.c.spec).order_by(datasets.c.name))
+            return [(r.name, r.spec) for r in rows]
+
+    def delete_dataset(self, name: str) -> bool:
+        """Remove the catalog entry ``name``; whether there was one."""
+        with self._tx() as conn:
+            return conn.execute(delete(datasets).where(datasets.c.name == name)).rowcount > 0
+
     # -- the protocol ---------------------------------------------------------------------
 
     def reserve(
@@ -382,6 +517,24 @@ class Ledger:
                 raise BudgetExhaustedError(
                     loss, spending.remaining(total, before), analyst=analyst, dataset=dataset
                 )
+            cap = self._find_cap(conn, dataset)
+            if cap is not None:
+                # the dataset's total across all analysts, in the same transaction (locked
+                # after the analyst's own row: one lock order, no deadlock)
+                cap_total, cap_before = self._granted(cap), self._spent(cap)
+                try:
+                    cap_after = spending.add_charge(cap_total, cap_before, loss)
+                except LedgerError:
+                    cap_after = None
+                if cap_after is None or not spending.fits(cap_total, cap_after):
+                    raise BudgetExhaustedError(
+                        loss,
+                        spending.remaining(cap_total, cap_before),
+                        analyst=analyst,
+                        dataset=dataset,
+                        scope="the dataset's total across all analysts",
+                    )
+                self._set_cap_spent(conn, dataset, cap_after, now)
             self._set_spent(conn, row.id, after, now)
             charge_id = records.new_id(
                 conn.execute(
@@ -478,6 +631,12 @@ class Ledger:
                 self._granted(budget), self._spent(budget), reservation.loss
             )
             self._set_spent(conn, budget.id, after, now)
+            cap = self._find_cap(conn, reservation.dataset)
+            if cap is not None:
+                released = spending.remove_charge(
+                    self._granted(cap), self._spent(cap), reservation.loss
+                )
+                self._set_cap_spent(conn, reservation.dataset, released, now)
             conn.execute(
                 update(events)
                 .where(events.c.id == reservation.id)

@@ -44,7 +44,7 @@ __all__ = [
     "require_existing",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SQLITE_BUSY_TIMEOUT_S = 60.0
 
 metadata = MetaData()
@@ -125,13 +125,61 @@ alerts = Table(
 )
 
 
+datasets = Table(
+    "veil_datasets",
+    metadata,
+    # the catalog (version 3): one row per dataset, its owner-set metadata as JSON
+    # (veil.catalog.Dataset.to_json)
+    Column("name", String(200), primary_key=True),
+    Column("spec", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+dataset_caps = Table(
+    "veil_dataset_caps",
+    metadata,
+    # a dataset's total budget across all analysts (version 3), with its running sums of
+    # reserved and committed charges, kept like a grant's (veil.accounting.spending)
+    Column("dataset", String(200), primary_key=True),
+    Column("kind", String(8), nullable=False),
+    Column("epsilon", Text),
+    Column("delta", Text, nullable=False),
+    Column("rho", Text),
+    Column("spent_epsilon", Text, nullable=False),
+    Column("spent_delta", Text, nullable=False),
+    Column("spent_rho", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+principals = Table(
+    "veil_principals",
+    metadata,
+    # the service's identities (version 3): admins and analysts, each API key stored as its
+    # SHA-256 only (the key is shown once, at creation)
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False),
+    Column("role", String(16), nullable=False),  # admin | analyst
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("created_at", Text, nullable=False),
+    Column("revoked_at", Text),
+    Index("veil_principals_name", "name"),
+)
+
+
 def _add_query_text(conn: Connection) -> None:
     """Version 2: each charge records the query text, for the audit trail."""
     conn.execute(text("ALTER TABLE veil_events ADD COLUMN query_text TEXT"))
 
 
+def _add_catalog(conn: Connection) -> None:
+    """Version 3: the catalog, dataset-wide caps and the service's principals — new tables
+    only, which ``prepare_schema`` creates before migrating; nothing to change in old ones."""
+
+
 # version -> the step that upgrades a database at version - 1 to it
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_query_text}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_query_text, 3: _add_catalog}
 
 
 def _hidden(url: URL) -> str:

@@ -1,0 +1,448 @@
+"""The catalog: each dataset and the metadata its owner sets, kept in the ledger database.
+
+In a shared deployment the analyst must not choose what protects the data. The data owner
+registers each dataset once — its source, privacy unit, contribution limits, clamping bounds,
+public key domains, the largest cost of one query and an optional total budget across all
+analysts — and a session opened from the catalog (:meth:`veil.Session.from_catalog`) uses
+them: an analyst may narrow bounds or limits in a query (more protection), never widen them,
+and never change the privacy unit; a query that tries is refused before anything is charged.
+
+The dataset's name is its unit of accounting, bound to its source here, so one source cannot
+be queried under two names with two budgets (:meth:`Catalog.add_dataset` refuses a second name
+for a registered source). The total cap is enforced by the ledger in the same transaction as
+each analyst's own grant (:meth:`veil.Ledger.cap_dataset`): what colluding analysts learn
+together is bounded by it.
+
+>>> import veil
+>>> catalog = Catalog("sqlite://")
+>>> ds = catalog.add_dataset(
+...     "people", source=Source("file", path="people.parquet"), privacy_unit="user_id",
+...     bounds={"income": (0, 1_000_000)}, max_epsilon=1, total=veil.Budget(epsilon=10))
+>>> catalog.dataset("people").public()["bounds"]
+{'income': ['0', '1000000']}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from veil.accounting.budget import Budget, Number, exact
+from veil.errors import BoundsError, InvalidArgumentError, LedgerError, UnknownDatasetError
+
+if TYPE_CHECKING:
+    from veil.accounting.ledger import Ledger
+    from veil.engines.base import Engine
+
+__all__ = ["Catalog", "Dataset", "Source", "SourceKind"]
+
+SourceKind = Literal["file", "duckdb", "postgres", "spark"]
+KeyValue = str | int | float | bool | None
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a dataset's rows are: ``kind`` ``"file"`` (a CSV or Parquet ``path``),
+    ``"duckdb"`` (a DuckDB database file ``path`` and its ``table``), ``"postgres"`` (a
+    connection ``url`` and a ``table`` as ``schema.table``) or ``"spark"`` (a catalog
+    ``table`` of the active Spark session, or a ``path`` Spark reads)."""
+
+    kind: SourceKind
+    path: str | None = None
+    table: str | None = None
+    url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(SourceKind):
+            raise InvalidArgumentError(
+                f"source kind must be one of {', '.join(get_args(SourceKind))}, got {self.kind!r}"
+            )
+        need: dict[str, tuple[str, ...]] = {
+            "file": ("path",),
+            "duckdb": ("path", "table"),
+            "postgres": ("url", "table"),
+            "spark": (),
+        }
+        for name in need[self.kind]:
+            _text(getattr(self, name), f"a {self.kind} source's {name}")
+        if self.kind == "spark" and not (self.table or self.path):
+            raise InvalidArgumentError("a spark source needs a table or a path")
+
+    @property
+    def identity(self) -> str:
+        """What makes two sources the same data (the path resolved, the table, the URL)."""
+        path = os.path.realpath(self.path) if self.path and self.kind != "spark" else self.path
+        return json.dumps([self.kind, path, self.table, self.url])
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Source:
+        if not isinstance(d, Mapping):
+            raise InvalidArgumentError(f"a source must be a table of kind, path…; got {d!r}")
+        unknown = set(d) - {"kind", "path", "table", "url"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown source field(s) {sorted(unknown)}")
+        return Source(d.get("kind"), d.get("path"), d.get("table"), d.get("url"))  # type: ignore[arg-type]
+
+
+def _fraction(value: object, what: str) -> Fraction:
+    try:
+        return exact(value, what)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:  # pragma: no cover - exact raises veil errors
+        raise InvalidArgumentError(f"{what} must be a number, got {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One registered dataset and what its owner decided (see the module docstring)."""
+
+    name: str
+    source: Source
+    privacy_unit: str | None = None
+    max_groups: int = 1
+    max_rows_per_group: int = 1
+    bounds: Mapping[str, tuple[Fraction, Fraction]] = field(default_factory=dict)
+    domains: Mapping[str, tuple[KeyValue, ...]] = field(default_factory=dict)
+    schema: Mapping[str, str] = field(default_factory=dict)
+    max_epsilon: Fraction | None = None
+    max_delta: Fraction | None = None
+    total: Budget | None = None
+    min_response_ms: int = 0
+
+    def public(self) -> dict[str, Any]:
+        """What an analyst granted the dataset may see (JSON-safe): everything but the source."""
+        d = self.to_json()
+        del d["source"]
+        return d
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source.to_json(),
+            "privacy_unit": self.privacy_unit,
+            "max_groups": self.max_groups,
+            "max_rows_per_group": self.max_rows_per_group,
+            "bounds": {c: [str(lo), str(hi)] for c, (lo, hi) in sorted(self.bounds.items())},
+            "domains": {c: list(v) for c, v in sorted(self.domains.items())},
+            "schema": dict(sorted(self.schema.items())),
+            "max_epsilon": None if self.max_epsilon is None else str(self.max_epsilon),
+            "max_delta": None if self.max_delta is None else str(self.max_delta),
+            "total": None if self.total is None else self.total.to_dict(),
+            "min_response_ms": self.min_response_ms,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Dataset:
+        return _dataset(
+            d["name"],
+            source=Source.from_json(d["source"]),
+            privacy_unit=d.get("privacy_unit"),
+            max_groups=d.get("max_groups", 1),
+            max_rows_per_group=d.get("max_rows_per_group", 1),
+            bounds={c: tuple(v) for c, v in (d.get("bounds") or {}).items()},
+            domains=d.get("domains") or {},
+            schema=d.get("schema") or {},
+            max_epsilon=d.get("max_epsilon"),
+            max_delta=d.get("max_delta"),
+            total=None if d.get("total") is None else Budget.from_dict(d["total"]),
+            min_response_ms=d.get("min_response_ms", 0),
+        )
+
+    # -- the owner's limits, checked before anything is charged ---------------------------
+
+    def check_bounds(self, bounds: Mapping[str, tuple[Fraction, Fraction]]) -> None:
+        """Refuse query bounds that widen the owner's (or bound a column the owner did not)."""
+        for column, (lo, hi) in bounds.items():
+            owner = self.bounds.get(column)
+            if owner is None:
+                raise BoundsError(
+                    f"the data owner declared no bounds for {column!r} in dataset {self.name!r}; "
+                    "it cannot be aggregated (ask the owner to add bounds to the catalog)"
+                )
+            if lo < owner[0] or hi > owner[1]:
+                raise BoundsError(
+                    f"bounds ({float(lo):g}, {float(hi):g}) for {column!r} widen the owner's "
+                    f"({float(owner[0]):g}, {float(owner[1]):g}) in dataset {self.name!r}; a "
+                    "query may only narrow them"
+                )
+
+    def check_limits(self, max_groups: int | None, max_rows_per_group: int | None) -> None:
+        """Refuse contribution limits above the owner's."""
+        for name, asked, owner in (
+            ("max_groups", max_groups, self.max_groups),
+            ("max_rows_per_group", max_rows_per_group, self.max_rows_per_group),
+        ):
+            if asked is not None and asked > owner:
+                raise InvalidArgumentError(
+                    f"{name}={asked} raises the owner's limit of {owner} in dataset "
+                    f"{self.name!r}; a query may only lower it",
+                    cli=f"--{name.replace('_', '-')} {asked} raises the owner's limit of {owner} "
+                    f"in dataset {self.name!r}; a query may only lower it",
+                )
+
+    def check_cost(self, cost: Budget) -> None:
+        """Refuse one query costing more than the owner's largest ε (or δ)."""
+        if self.max_epsilon is not None and cost.kind != "zcdp" and cost.eps > self.max_epsilon:
+            raise InvalidArgumentError(
+                f"epsilon={float(cost.eps):g} is above the largest cost of one query on dataset "
+                f"{self.name!r}, {float(self.max_epsilon):g}; ask a cheaper query"
+            )
+        if self.max_delta is not None and cost.delta > self.max_delta:
+            raise InvalidArgumentError(
+                f"delta={float(cost.delta):g} is above the largest δ of one query on dataset "
+                f"{self.name!r}, {float(self.max_delta):g}"
+            )
+
+
+def _limit(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _dataset(
+    name: object,
+    *,
+    source: Source,
+    privacy_unit: object = None,
+    max_groups: object = 1,
+    max_rows_per_group: object = 1,
+    bounds: Mapping[str, Sequence[object]] | None = None,
+    domains: Mapping[str, Sequence[KeyValue]] | None = None,
+    schema: Mapping[str, str] | None = None,
+    max_epsilon: object = None,
+    max_delta: object = None,
+    total: Budget | None = None,
+    min_response_ms: object = 0,
+) -> Dataset:
+    """A checked :class:`Dataset` (every argument validated, numbers read exactly)."""
+    from veil.plan.nodes import ColumnBounds, GroupKey
+
+    checked: dict[str, tuple[Fraction, Fraction]] = {}
+    for column, pair in (bounds or {}).items():
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidArgumentError(
+                f"bounds for {column!r} must be [lower, upper], got {pair!r}"
+            )
+        b = ColumnBounds(column, pair[0], pair[1])  # type: ignore[arg-type]
+        checked[column] = (b.lower, b.upper)
+    keys: dict[str, tuple[KeyValue, ...]] = {}
+    for column, values in (domains or {}).items():
+        keys[column] = tuple(GroupKey(column, domain=tuple(values)).domain or ())
+    if privacy_unit is not None:
+        _text(privacy_unit, "the privacy unit")
+    if total is not None and not isinstance(total, Budget):
+        raise InvalidArgumentError(f"total must be a veil.Budget, got {total!r}")
+    pad = min_response_ms
+    if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
+        raise InvalidArgumentError(f"min_response_ms must be an integer ≥ 0, got {pad!r}")
+    return Dataset(
+        name=_text(name, "a dataset name"),
+        source=source,
+        privacy_unit=privacy_unit,  # type: ignore[arg-type]
+        max_groups=_limit(max_groups, "max_groups"),
+        max_rows_per_group=_limit(max_rows_per_group, "max_rows_per_group"),
+        bounds=checked,
+        domains=keys,
+        schema={
+            _text(k, "a column name"): _text(v, f"the type of {k!r}")
+            for k, v in (schema or {}).items()
+        },
+        max_epsilon=None if max_epsilon is None else _fraction(max_epsilon, "max_epsilon"),
+        max_delta=None if max_delta is None else _fraction(max_delta, "max_delta"),
+        total=total,
+        min_response_ms=pad,
+    )
+
+
+class Catalog:
+    """The datasets of one ledger database (SQLite or PostgreSQL: several processes share it).
+
+    ``ledger``: a :class:`veil.Ledger` or its URL.
+    """
+
+    def __init__(self, ledger: Ledger | str | os.PathLike[str]) -> None:
+        from veil.accounting.ledger import Ledger
+
+        self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.ledger.url!r})"
+
+    def add_dataset(
+        self,
+        name: str,
+        *,
+        source: Source,
+        privacy_unit: str | None = None,
+        max_groups: int = 1,
+        max_rows_per_group: int = 1,
+        bounds: Mapping[str, Sequence[Number]] | None = None,
+        domains: Mapping[str, Sequence[KeyValue]] | None = None,
+        schema: Mapping[str, str] | None = None,
+        max_epsilon: Number | None = None,
+        max_delta: Number | None = None,
+        total: Budget | None = None,
+        min_response_ms: int = 0,
+        replace: bool = False,
+    ) -> Dataset:
+        """Register ``name`` (see the module docstring); return its :class:`Dataset`.
+
+        Idempotent: the same metadata again changes nothing. Different metadata for a
+        registered name raises ``LedgerError`` unless ``replace=True``; a source already
+        registered under another name is refused (one source, one unit of accounting).
+        ``total`` caps what all analysts together may spend on the dataset
+        (:meth:`veil.Ledger.cap_dataset`).
+        """
+        if not isinstance(source, Source):
+            raise InvalidArgumentError(f"source must be a veil.catalog.Source, got {source!r}")
+        ds = _dataset(
+            name,
+            source=source,
+            privacy_unit=privacy_unit,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            bounds=bounds,
+            domains=domains,
+            schema=schema,
+            max_epsilon=max_epsilon,
+            max_delta=max_delta,
+            total=total,
+            min_response_ms=min_response_ms,
+        )
+        spec = json.dumps(ds.to_json(), sort_keys=True)
+        identity = source.identity
+        others = [d for d in self.datasets() if d.name != ds.name]
+        clash = next((d.name for d in others if d.source.identity == identity), None)
+        if clash is not None:
+            raise LedgerError(
+                f"this source is already registered as dataset {clash!r}: one source is one "
+                f"unit of accounting; remove {clash!r} first or use its name"
+            )
+        if ds.total is not None:
+            self.ledger.cap_dataset(ds.name, ds.total)
+        self.ledger.put_dataset(ds.name, spec, replace=replace)
+        return ds
+
+    def dataset(self, name: str) -> Dataset:
+        """The registered dataset ``name``; ``UnknownDatasetError`` if there is none."""
+        spec = self.ledger.get_dataset(name)
+        if spec is None:
+            raise UnknownDatasetError(f"no dataset {name!r} in the catalog")
+        return Dataset.from_json(json.loads(spec))
+
+    def datasets(self) -> list[Dataset]:
+        """Every registered dataset, by name."""
+        return [Dataset.from_json(json.loads(s)) for _, s in self.ledger.list_datasets()]
+
+    def remove(self, name: str) -> None:
+        """Unregister ``name`` (its grants, charges and cap stay in the ledger: re-adding it
+        finds them again)."""
+        if not self.ledger.delete_dataset(name):
+            raise UnknownDatasetError(f"no dataset {name!r} in the catalog")
+
+    def load_toml(self, path: str | os.PathLike[str]) -> list[Dataset]:
+        """Register every ``[[datasets]]`` table of the TOML file ``path``, idempotently (a file
+        loaded twice, or by several processes at start, registers each dataset once). Source
+        paths are relative to the file's directory."""
+        file = Path(path)
+        try:
+            doc = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgumentError(f"{str(file)!r} is not valid TOML: {exc}") from None
+        entries = doc.get("datasets", [])
+        if not isinstance(entries, list):
+            raise InvalidArgumentError(f"{str(file)!r}: 'datasets' must be [[datasets]] tables")
+        out = []
+        for entry in entries:
+            out.append(self.add_dataset(**_toml_entry(entry, file.parent), replace=True))
+        return out
+
+    def open_engine(self, name: str) -> Engine:
+        """A new engine over dataset ``name``'s source, its one table called ``name`` (one per
+        caller: engines are not shared between requests)."""
+        return _engine(self.dataset(name))
+
+
+_TOML_KEYS = {
+    "name",
+    "source",
+    "privacy_unit",
+    "max_groups",
+    "max_rows_per_group",
+    "bounds",
+    "domains",
+    "schema",
+    "max_epsilon",
+    "max_delta",
+    "total_epsilon",
+    "total_delta",
+    "total_rho",
+    "min_response_ms",
+}
+
+
+def _toml_entry(entry: object, base: Path) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise InvalidArgumentError(f"each [[datasets]] entry must be a table, got {entry!r}")
+    unknown = set(entry) - _TOML_KEYS
+    if unknown:
+        raise InvalidArgumentError(
+            f"dataset {entry.get('name')!r}: unknown key(s) {sorted(unknown)}; known: "
+            f"{', '.join(sorted(_TOML_KEYS))}"
+        )
+    d = dict(entry)
+    source = dict(d.pop("source", None) or {})
+    if source.get("path") and source.get("kind") in ("file", "duckdb"):
+        source["path"] = str(base / str(source["path"]))
+    d["source"] = Source.from_json(source)
+    total = {
+        k[len("total_") :]: d.pop(k)
+        for k in ("total_epsilon", "total_delta", "total_rho")
+        if k in d
+    }
+    if total:
+        d["total"] = Budget(**total)
+    return d
+
+
+def _engine(ds: Dataset) -> Engine:
+    src = ds.source
+    schema = {ds.name: dict(ds.schema)} if ds.schema else None
+    if src.kind == "file":
+        from veil.engines.duckdb import DuckDBEngine
+
+        return DuckDBEngine({ds.name: src.path}, schema=schema)
+    if src.kind == "duckdb":
+        import duckdb
+
+        from veil.engines.duckdb import DuckDBEngine
+
+        connection = duckdb.connect(src.path or "", read_only=True)
+        return DuckDBEngine({ds.name: src.table}, connection=connection, schema=schema)
+    if src.kind == "postgres":
+        from veil.engines.postgres import PostgresEngine
+
+        return PostgresEngine(src.url or "", {ds.name: src.table or ""})
+    from pyspark.sql import SparkSession
+
+    from veil.engines.spark import SparkEngine
+
+    spark = SparkSession.builder.getOrCreate()
+    return SparkEngine(spark, {ds.name: src.table or src.path or ""}, schema=schema)
