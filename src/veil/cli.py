@@ -875,5 +875,231 @@ def budget_history(
     _run(go, fmt)
 
 
+# -- the catalog ------------------------------------------------------------------------------
+
+catalog_app = typer.Typer(
+    help="Register datasets and what protects them (the data owner's decisions).",
+    no_args_is_help=True,
+)
+app.add_typer(catalog_app, name="catalog")
+
+
+def _domains(specs: Sequence[str]) -> dict[str, list[str]]:
+    """``["state=CA,NY"]`` → ``{"state": ["CA", "NY"]}``."""
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        column, sep, values = spec.partition("=")
+        keys = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not column.strip() or not keys:
+            raise InvalidArgumentError(
+                f"--domain expects COLUMN=KEY,KEY,…, got {spec!r}; e.g. --domain state=CA,NY"
+            )
+        out[column.strip()] = keys
+    return out
+
+
+@catalog_app.command("add")
+def catalog_add(
+    name: Annotated[str, typer.Argument(help="The dataset's name (its unit of accounting).")],
+    ledger: RequiredLedgerOpt,
+    path: Annotated[
+        str | None, typer.Option("--path", help="A CSV/Parquet file, or a DuckDB database.")
+    ] = None,
+    kind: Annotated[
+        str, typer.Option("--source", help="file, duckdb, postgres or spark.")
+    ] = "file",
+    table: Annotated[
+        str | None, typer.Option("--table", help="The table (duckdb, postgres, spark sources).")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="A PostgreSQL connection URL (postgres sources).")
+    ] = None,
+    unit: UnitOpt = None,
+    max_groups: Annotated[int, typer.Option("--max-groups", help="Groups per unit.")] = 1,
+    max_rows: Annotated[
+        int, typer.Option("--max-rows-per-group", help="Rows per unit and group.")
+    ] = 1,
+    bounds: BoundsOpt = None,
+    domain: Annotated[
+        list[str] | None,
+        typer.Option("--domain", help="Public keys: COLUMN=KEY,KEY,… (repeatable)."),
+    ] = None,
+    column: ColumnOpt = None,
+    max_epsilon: Annotated[
+        str | None, typer.Option("--max-epsilon", help="The largest ε of one query.")
+    ] = None,
+    max_delta: Annotated[
+        str | None, typer.Option("--max-delta", help="The largest δ of one query.")
+    ] = None,
+    total_epsilon: Annotated[
+        str | None, typer.Option("--total-epsilon", help="A cap across all analysts (ε).")
+    ] = None,
+    total_delta: Annotated[str | None, typer.Option("--total-delta", help="The cap's δ.")] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Change a registered dataset's metadata.")
+    ] = False,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Register a dataset: its source, privacy unit, limits, bounds, domains and caps."""
+
+    def go() -> None:
+        from veil.accounting.budget import Budget
+        from veil.catalog import Catalog, Source
+
+        declared = parse_columns(column or [], [name]).get(name, {})
+        total_eps = parse_number(total_epsilon, "--total-epsilon")
+        total_dlt = parse_number(total_delta, "--total-delta")
+        if total_dlt is not None and total_eps is None:
+            raise InvalidArgumentError("--total-delta needs --total-epsilon")
+        total = None if total_eps is None else Budget(epsilon=total_eps, delta=total_dlt)
+        with _open_ledger(ledger, create=True) as led:
+            ds = Catalog(led).add_dataset(
+                name,
+                source=Source(kind, path=path, table=table, url=url),  # type: ignore[arg-type]
+                privacy_unit=unit,
+                max_groups=max_groups,
+                max_rows_per_group=max_rows,
+                bounds=parse_bounds(bounds or []),
+                domains=_domains(domain or []),
+                schema=declared,
+                max_epsilon=parse_number(max_epsilon, "--max-epsilon"),
+                max_delta=parse_number(max_delta, "--max-delta"),
+                total=total,
+                replace=replace,
+            )
+        if fmt is OutputFormat.json:
+            sys.stdout.write(json.dumps({"dataset": ds.to_json()}) + "\n")
+            return
+        Console(highlight=False, soft_wrap=True).print(
+            f"dataset {ds.name!r} registered in {ledger}", markup=False
+        )
+
+    _run(go, fmt)
+
+
+@catalog_app.command("show")
+def catalog_show(
+    ledger: RequiredLedgerOpt,
+    name: Annotated[str | None, typer.Argument(help="One dataset (default: all).")] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """The registered datasets and what protects them."""
+
+    def go() -> None:
+        from veil.catalog import Catalog
+
+        with _open_ledger(ledger) as led:
+            catalog = Catalog(led)
+            found = [catalog.dataset(name)] if name is not None else catalog.datasets()
+            caps = {d.name: led.dataset_cap(d.name) for d in found}
+        if fmt is OutputFormat.json:
+            payload = [d.to_json() for d in found]
+            sys.stdout.write(json.dumps({"datasets": payload}) + "\n")
+            return
+        if fmt is OutputFormat.csv:
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\n")
+            writer.writerow(["name", "source", "privacy_unit", "max_groups",
+                             "max_rows_per_group", "bounds", "max_epsilon", "total"])  # fmt: skip
+            for d in found:
+                writer.writerow(
+                    [
+                        d.name,
+                        json.dumps(d.source.to_json()),
+                        d.privacy_unit or "",
+                        d.max_groups,
+                        d.max_rows_per_group,
+                        json.dumps(d.public()["bounds"]),
+                        d.max_epsilon or "",
+                        d.total or "",
+                    ]
+                )
+            sys.stdout.write(buf.getvalue())
+            return
+        table = Table(title=f"datasets in {led.url}")
+        for col in ("dataset", "source", "privacy unit", "limits", "bounds", "per query", "cap"):
+            table.add_column(col, overflow="fold")
+        for d in found:
+            cap = caps[d.name]
+            bounds_text = ", ".join(
+                f"{c} ∈ [{float(lo):g}, {float(hi):g}]" for c, (lo, hi) in sorted(d.bounds.items())
+            )
+            table.add_row(
+                d.name,
+                f"{d.source.kind}: {d.source.path or d.source.table or ''}",
+                d.privacy_unit or "each row",
+                f"{d.max_groups} group(s), {d.max_rows_per_group} row(s)",
+                bounds_text,
+                "" if d.max_epsilon is None else f"ε ≤ {float(d.max_epsilon):g}",
+                "" if cap is None else f"{cap[0]} (left {cap[1]})",
+            )
+        Console(highlight=False).print(table)
+
+    _run(go, fmt)
+
+
+@catalog_app.command("remove")
+def catalog_remove(
+    name: Annotated[str, typer.Argument(help="The dataset to unregister.")],
+    ledger: RequiredLedgerOpt,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Unregister a dataset (its grants, charges and cap stay in the ledger)."""
+
+    def go() -> None:
+        from veil.catalog import Catalog
+
+        with _open_ledger(ledger) as led:
+            Catalog(led).remove(name)
+        if fmt is OutputFormat.json:
+            sys.stdout.write(json.dumps({"removed": name}) + "\n")
+            return
+        Console(highlight=False).print(f"dataset {name!r} removed", markup=False)
+
+    _run(go, fmt)
+
+
+@catalog_app.command("load")
+def catalog_load(
+    config: Annotated[str, typer.Argument(help="A veil.toml file with [[datasets]] tables.")],
+    ledger: Annotated[
+        str | None,
+        typer.Option("--ledger", help="Ledger URL (default: the file's [ledger] url)."),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Register every dataset a veil.toml declares (idempotent: run it at every start)."""
+
+    def go() -> None:
+        import tomllib
+        from pathlib import Path
+
+        from veil.catalog import Catalog
+
+        file = Path(config)
+        url = ledger
+        if url is None:
+            try:
+                doc = tomllib.loads(file.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise InvalidArgumentError(f"cannot read {config!r}: {exc}") from None
+            url = (doc.get("ledger") or {}).get("url")
+            if not isinstance(url, str):
+                raise InvalidArgumentError(
+                    f"{config!r} has no [ledger] url; add one or pass --ledger URL"
+                )
+            if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+                url = "sqlite:///" + str(file.parent / url.removeprefix("sqlite:///"))
+        with _open_ledger(url, create=True) as led:
+            loaded = Catalog(led).load_toml(file)
+        if fmt is OutputFormat.json:
+            sys.stdout.write(json.dumps({"loaded": [d.name for d in loaded]}) + "\n")
+            return
+        names = ", ".join(repr(d.name) for d in loaded) or "none"
+        Console(highlight=False).print(f"datasets loaded: {names}", markup=False)
+
+    _run(go, fmt)
+
+
 if __name__ == "__main__":  # python -m veil.cli …
     main()
