@@ -1,0 +1,335 @@
+"""The analyst's endpoints under ``/v1``: datasets, query, explain, budget, history, jobs.
+
+Every dataset-facing endpoint first checks, from the ledger alone, that the caller holds a
+grant on the dataset; a dataset that exists but is not granted answers exactly as one that does
+not exist (``not-found``, same detail, no padding). Each query opens its own session and engine
+(:meth:`veil.Session.from_catalog`), in the worker's query thread pool.
+
+**Timing padding.** A dataset with ``min_response_ms`` answers a query (success and refusal
+alike) no earlier than that many milliseconds after the request arrived, so that how long it ran
+does not tell the analyst about the data. Its limits: a query that runs longer than the pad is
+not hidden (set the pad above the slowest query's time); load from other requests shifts times
+too; a synchronous query that outlasts ``query_timeout_s`` turns into a job at that moment
+(choose the pad above the timeout to hide that); and the pad hides nothing from whoever sees the
+server's CPU or the engine's logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from veil.catalog import Dataset
+from veil.cli_options import budget_json
+from veil.cli_output import result_payload
+from veil.errors import InvalidArgumentError
+from veil.release.explain import Explanation
+from veil.release.result import Usage
+from veil.service.models import ExplainRequest, QueryRequest
+from veil.service.principals import Principal
+from veil.service.problems import MEDIA_TYPE, Problem, from_error
+from veil.service.state import ServiceState, arrival, caller, state_of
+from veil.session import Session
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["analyst"])
+
+Caller = Annotated[Principal, Depends(caller)]
+Answer = tuple[int, dict[str, Any]]
+
+
+def _answer(status: int, body: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE if status >= 400 else None)
+
+
+async def _pad_until(deadline: float) -> None:
+    wait = deadline - time.monotonic()
+    if wait > 0:
+        await asyncio.sleep(wait)
+
+
+# ------------------------------------------------------------------------------ datasets
+
+
+def _columns(state: ServiceState, ds: Dataset) -> list[dict[str, str]]:
+    """The dataset's columns and types as the engine declares them (no row is read)."""
+    engine = state.catalog.open_engine(ds.name)
+    try:
+        schema = engine.schema(ds.name)
+        return [{"name": f.name, "type": str(f.type)} for f in schema]
+    finally:
+        engine.close()
+
+
+def _public(state: ServiceState, ds: Dataset) -> dict[str, Any]:
+    out = ds.public()
+    out["columns"] = _columns(state, ds)
+    return out
+
+
+@router.get("/datasets", summary="The datasets granted to the caller, with their public metadata")
+async def list_datasets(request: Request, who: Caller) -> dict[str, Any]:
+    state = state_of(request)
+
+    def go() -> dict[str, Any]:
+        mine = {d for a, d in state.ledger.grants() if a == who.name}
+        found = [ds for ds in state.catalog.datasets() if ds.name in mine]
+        return {"datasets": [_public(state, ds) for ds in found]}
+
+    return await state.run(go)
+
+
+@router.get("/datasets/{name}", summary="One granted dataset's public metadata and schema")
+async def show_dataset(request: Request, name: str, who: Caller) -> dict[str, Any]:
+    state = state_of(request)
+    return await state.run(lambda: _public(state, state.granted_dataset(who, name)))
+
+
+# ------------------------------------------------------------------------------ queries
+
+
+def _refuse_widening(body: ExplainRequest, ds: Dataset) -> None:
+    """The analyst may not change the privacy unit (refused before anything is charged)."""
+    if "privacy_unit" in body.model_fields_set and body.privacy_unit != ds.privacy_unit:
+        raise InvalidArgumentError(
+            f"privacy_unit={body.privacy_unit!r}: the privacy unit of dataset {ds.name!r} is "
+            f"set by its data owner ({ds.privacy_unit or 'each row'}) and cannot be changed "
+            "by a query; leave privacy_unit out"
+        )
+
+
+def _bounds(body: ExplainRequest) -> dict[str, tuple[Any, Any]] | None:
+    return None if body.bounds is None else {c: (lo, hi) for c, (lo, hi) in body.bounds.items()}
+
+
+def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
+    """Answer ``body`` (never raises: a refusal is its problem document)."""
+    try:
+        _refuse_widening(body, ds)
+        with Session.from_catalog(state.catalog, ds.name, analyst=who.name) as session:
+            result = session.sql(
+                body.sql,
+                epsilon=body.epsilon,
+                delta=body.delta,
+                bounds=_bounds(body),
+                max_groups=body.max_groups,
+                max_rows_per_group=body.max_rows_per_group,
+                consistent=body.consistent,
+            )
+            remaining = session.remaining()
+        state.metrics.query(ds.name, cached=result.cached)
+        payload = result_payload(result, remaining=remaining)
+        payload["dataset"] = ds.name
+        return 200, payload
+    except Exception as exc:
+        problem = from_error(exc)
+        state.metrics.refusal(ds.name, problem.slug)
+        return problem.type.status, problem.body()
+
+
+def _usage(u: Usage) -> dict[str, Any]:
+    return {
+        "measurement": u.measurement,
+        "mechanism": u.mechanism,
+        "loss": budget_json(u.loss),
+        "sensitivity": u.sensitivity,
+        "noise": u.noise,
+        "used_by": list(u.used_by),
+    }
+
+
+def _explanation(e: Explanation) -> dict[str, Any]:
+    return {
+        "plan": e.canonical,
+        "sql": e.sql,
+        "quantile_sql": list(e.quantile_sql),
+        "cost": budget_json(e.cost),
+        "contribution": e.contribution,
+        "usage": [_usage(u) for u in e.usage],
+        "expected_error_bars": dict(e.errors),
+        "remaining": budget_json(e.remaining),
+        "covered": e.covered,
+        "notes": list(e.notes),
+    }
+
+
+def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
+    try:
+        _refuse_widening(body, ds)
+        with Session.from_catalog(state.catalog, ds.name, analyst=who.name) as session:
+            explanation = session.explain(
+                body.sql,
+                epsilon=body.epsilon,
+                delta=body.delta,
+                bounds=_bounds(body),
+                max_groups=body.max_groups,
+                max_rows_per_group=body.max_rows_per_group,
+            )
+        payload = _explanation(explanation)
+        payload["dataset"] = ds.name
+        return 200, payload
+    except Exception as exc:
+        problem = from_error(exc)
+        state.metrics.refusal(ds.name, problem.slug)
+        return problem.type.status, problem.body()
+
+
+def _check_sql(state: ServiceState, sql: str) -> None:
+    limit = state.config.limits.max_sql_chars
+    if len(sql) > limit:
+        raise Problem("payload-too-large", f"the SQL has {len(sql)} characters; at most {limit}")
+
+
+def _accepted(request: Request, job_id: str) -> JSONResponse:
+    url = str(request.url_for("get_job", job_id=job_id).path)
+    return JSONResponse(
+        {"job": job_id, "url": url, "state": "running"},
+        status_code=202,
+        headers={"Location": url},
+    )
+
+
+def _finish_later(
+    state: ServiceState, job_id: str, deadline: float
+) -> Callable[[Future[Answer]], None]:
+    def done(future: Future[Answer]) -> None:
+        try:
+            status, body = future.result()
+        except Exception as exc:  # _run_query never raises; a cancelled pool might
+            problem = from_error(exc)
+            status, body = problem.type.status, problem.body()
+        wait = deadline - time.monotonic()
+        if wait > 0:  # the job's answer appears no earlier than the pad either
+            time.sleep(wait)
+        state.jobs.finish(job_id, status, body)
+
+    return done
+
+
+_ASYNC = Query(alias="async", description="run as a job: answer 202 with a URL to poll")
+
+_QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    202: {"description": "Running as a job: poll the URL in `Location`"},
+    400: {"description": "Refused before anything was charged (problem+json)"},
+    403: {"description": "Budget exhausted (problem+json)"},
+    404: {"description": "No such dataset (or not granted)"},
+    413: {"description": "SQL or body too large"},
+}
+
+
+@router.post("/query", summary="Answer a query: noisy values, error bars, cost, remaining budget",
+             responses=_QUERY_RESPONSES)  # fmt: skip
+async def query(
+    request: Request,
+    body: QueryRequest,
+    who: Caller,
+    run_async: Annotated[bool, _ASYNC] = False,
+) -> JSONResponse:
+    state = state_of(request)
+    start = arrival(request)
+    _check_sql(state, body.sql)
+    ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
+    deadline = start + ds.min_response_ms / 1000
+    if run_async:
+        job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
+        future = state.pool.submit(_run_query, state, who, ds, body)
+        future.add_done_callback(_finish_later(state, job_id, deadline))
+        return _accepted(request, job_id)
+    future = state.pool.submit(_run_query, state, who, ds, body)
+    try:
+        status, payload = await asyncio.wait_for(
+            asyncio.shield(asyncio.wrap_future(future)), state.config.limits.query_timeout_s
+        )
+    except TimeoutError:
+        job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
+        future.add_done_callback(_finish_later(state, job_id, deadline))
+        return _accepted(request, job_id)
+    await _pad_until(deadline)
+    return _answer(status, payload)
+
+
+@router.post("/explain", summary="What a query would cost and its expected error (reads no data)",
+             responses=_QUERY_RESPONSES)  # fmt: skip
+async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONResponse:
+    state = state_of(request)
+    _check_sql(state, body.sql)
+    ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
+    status, payload = await state.run(lambda: _run_explain(state, who, ds, body))
+    return _answer(status, payload)
+
+
+@router.get(
+    "/jobs/{job_id}", name="get_job", summary="A query job's state and, when done, its answer"
+)
+async def get_job(request: Request, job_id: str, who: Caller) -> dict[str, Any]:
+    state = state_of(request)
+    job = await state.run(lambda: state.jobs.get(job_id, who.name))
+    if job is None:
+        raise Problem("not-found", "no such job")
+    return job.to_json()
+
+
+# ------------------------------------------------------------------------------ budget
+
+
+@router.get("/budget", summary="The caller's budgets: granted, spent share and remaining")
+async def budget(request: Request, who: Caller) -> dict[str, Any]:
+    state = state_of(request)
+
+    def go() -> dict[str, Any]:
+        ledger = state.ledger
+        rows = []
+        for a, d in sorted(ledger.grants()):
+            if a != who.name:
+                continue
+            rows.append(
+                {
+                    "dataset": d,
+                    "granted": budget_json(ledger.granted(a, d)),
+                    "remaining": budget_json(ledger.remaining(a, d)),
+                    "used": float(ledger.used_share(a, d)),
+                }
+            )
+        return {"analyst": who.name, "budgets": rows}
+
+    return await state.run(go)
+
+
+@router.get("/history", summary="The caller's grants, charges, cache hits and alerts on a dataset")
+async def history(
+    request: Request, who: Caller, dataset: Annotated[str, Query(max_length=200)]
+) -> dict[str, Any]:
+    state = state_of(request)
+
+    def go() -> dict[str, Any]:
+        ledger = state.ledger
+        if not ledger.has_grant(who.name, dataset):
+            raise Problem("not-found", "no such dataset")
+        records = ledger.history(who.name, dataset)
+        return {
+            "analyst": who.name,
+            "dataset": dataset,
+            "remaining": budget_json(ledger.remaining(who.name, dataset)),
+            "history": [
+                {
+                    "id": r.id,
+                    "at": r.at.isoformat(),
+                    "event": r.event,
+                    "status": r.status,
+                    "loss": budget_json(r.loss),
+                    "fingerprint": r.fingerprint,
+                    "detail": r.detail,
+                    "query": r.query,
+                }
+                for r in records
+            ],
+        }
+
+    return await state.run(go)

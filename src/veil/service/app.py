@@ -1,0 +1,231 @@
+"""The FastAPI application: :func:`create_app` from a :class:`ServiceConfig`, or
+:func:`create_app_from_env` (the uvicorn factory ``veil serve`` starts in each worker process,
+with the config file named by :data:`veil.service.config.CONFIG_ENV`).
+
+Every response that is not a success is a problem document (:mod:`veil.service.problems`),
+including FastAPI's own 404, 405 and 422 and anything unexpected (500, nothing about the data).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from veil.catalog import Catalog
+from veil.errors import InvalidArgumentError, VeilError
+from veil.service import admin, analyst, mechanism_api
+from veil.service.config import CONFIG_ENV, ServiceConfig
+from veil.service.jobs import JobStore
+from veil.service.principals import Principals
+from veil.service.problems import PROBLEMS, Problem, from_error, problem_response
+from veil.service.ratelimit import RateLimiter
+from veil.service.state import ServiceState
+
+__all__ = ["OPENAPI_PATH", "create_app", "create_app_from_env"]
+
+logger = logging.getLogger("veil.service")
+
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
+"""The committed OpenAPI document (``make`` nothing: a test checks it equals the served one)."""
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DESCRIPTION = """\
+Differentially private answers over HTTP: each analyst's budget, the catalog the data owner
+set, and an audit trail, in one ledger database.
+
+Authenticate with `Authorization: Bearer <key>` (keys are created with
+`veil admin analyst add NAME`). Every error is an RFC 9457 problem document
+(`application/problem+json`) whose `type` is listed at `GET /problems`.
+"""
+
+
+class Guard:
+    """The outermost ASGI layer: stamps the arrival time, refuses bodies over the size limit
+    (413) before they are read in full, and records each request's route, status and latency
+    in the metrics."""
+
+    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.monotonic()
+        scope["veil_arrival"] = start
+        limit = self.state.config.limits.max_request_bytes
+        status = 500
+        length = _content_length(scope)
+        if length is not None and length > limit:
+            await self._too_large(scope, send, limit)
+            self.state.metrics.request("(too large)", 413, time.monotonic() - start)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise Problem("payload-too-large", f"the request body is over {limit} bytes")
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, limited, sending)
+        finally:
+            route = scope.get("route")
+            name = str(getattr(route, "path", "(unmatched)"))
+            self.state.metrics.request(name, status, time.monotonic() - start)
+
+    @staticmethod
+    async def _too_large(scope: Scope, send: Send, limit: int) -> None:
+        problem = Problem("payload-too-large", f"the request body is over {limit} bytes")
+        response = problem_response(problem, instance=str(scope.get("path", "")))
+        await response(scope, _no_body, send)
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _install_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
+        return problem_response(from_error(exc), instance=request.url.path)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+        where = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
+            for e in errors
+        ]
+        first = where[0] if where else {"loc": [], "msg": "invalid request"}
+        detail = f"{'.'.join(first['loc']) or 'request'}: {first['msg']}"
+        problem = Problem("invalid-request", detail, {"errors": where})
+        return problem_response(problem, instance=request.url.path)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        code = exc.status_code if isinstance(exc, StarletteHTTPException) else 500
+        slug = {404: "not-found", 405: "method-not-allowed", 413: "payload-too-large"}.get(
+            code, "invalid-request" if 400 <= code < 500 else "internal-error"
+        )
+        detail = {404: "no such resource", 405: "method not allowed here"}.get(
+            code, "the request was refused"
+        )
+        return problem_response(Problem(slug, detail), instance=request.url.path)
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(VeilError, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_problem)
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The service over ``config``'s ledger; the config file's ``[[datasets]]`` are loaded into
+    the catalog first (idempotently: every worker may do it)."""
+    principals = Principals(config.ledger)
+    catalog = Catalog(config.ledger)
+    if config.path is not None:
+        catalog.load_toml(config.path)
+    state = ServiceState(
+        config=config,
+        catalog=catalog,
+        principals=principals,
+        jobs=JobStore(principals.engine, ttl_s=config.limits.job_ttl_s),
+        limiter=RateLimiter(config.limits.rate_limit),
+    )
+    catalog.ledger.on_alert(state.metrics.alert)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = FastAPI(
+        title="veil",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses={
+            401: {"description": "Missing or invalid API key (problem+json)"},
+            422: {"description": "Invalid request (problem+json)"},
+            429: {"description": "Rate limited; see Retry-After (problem+json)"},
+        },
+    )
+    app.state.veil = state
+    _install_handlers(app)
+
+    @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the process serves")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        summary="Prometheus text exposition",
+        response_class=PlainTextResponse,
+    )
+    async def metrics() -> PlainTextResponse:
+        dump = json.loads(await state.run(state.ledger.export_json))
+        return PlainTextResponse(
+            state.metrics.render(dump), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    @app.get("/problems", tags=["service"], summary="Every problem type the service answers with")
+    async def problems() -> dict[str, Any]:
+        return {
+            "problems": [
+                {"type": t.uri, "title": t.title, "status": t.status, "description": t.description}
+                for t in PROBLEMS.values()
+            ]
+        }
+
+    app.include_router(analyst.router)
+    app.include_router(mechanism_api.router)
+    app.include_router(admin.router)
+    app.add_middleware(Guard, state=state)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The app of the config file named by ``$VEIL_SERVICE_CONFIG`` (uvicorn's factory)."""
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        raise InvalidArgumentError(
+            f"set {CONFIG_ENV} to the service's config file (veil serve --config does it)"
+        )
+    return create_app(ServiceConfig.load(path))

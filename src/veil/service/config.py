@@ -1,0 +1,112 @@
+"""The service's configuration: one TOML file (``veil.toml``).
+
+::
+
+    ledger = "sqlite:///veil-ledger.db"   # or postgresql://user@host:5432/veil
+
+    [service]
+    rate_limit = 600            # requests per minute per API key, in each worker process
+    max_request_bytes = 1048576 # larger bodies are refused (413)
+    max_sql_chars = 20000       # longer SQL is refused (413)
+    query_timeout_s = 30        # a query still running then answers 202 with its job URL
+    job_ttl_s = 86400           # a job still "running" after this is reported lost
+
+    [[datasets]]                # the catalog (veil.catalog.Catalog.load_toml), loaded at start
+    name = "people"
+    ...
+
+A relative SQLite path in ``ledger`` is relative to the file's directory, as dataset sources are.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from veil.errors import InvalidArgumentError
+
+__all__ = ["CONFIG_ENV", "ServiceConfig", "ServiceLimits"]
+
+CONFIG_ENV = "VEIL_SERVICE_CONFIG"
+"""The environment variable that names the config file for :func:`create_app_from_env`."""
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    """What one request may ask of the service (see the module docstring)."""
+
+    rate_limit: int = 600
+    max_request_bytes: int = 1 << 20
+    max_sql_chars: int = 20_000
+    query_timeout_s: float = 30.0
+    job_ttl_s: float = 86_400.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise InvalidArgumentError(
+                    f"[service] {f.name} must be a positive number, got {value!r}"
+                )
+
+    @staticmethod
+    def from_toml(table: object) -> ServiceLimits:
+        if not isinstance(table, Mapping):
+            raise InvalidArgumentError(f"[service] must be a table, got {table!r}")
+        known = {f.name for f in fields(ServiceLimits)}
+        unknown = set(table) - known
+        if unknown:
+            raise InvalidArgumentError(
+                f"[service]: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        return ServiceLimits(**dict(table))
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Where the ledger is, the request limits, and the file whose datasets are loaded."""
+
+    ledger: str
+    limits: ServiceLimits = ServiceLimits()
+    path: Path | None = None
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> ServiceConfig:
+        file = Path(path)
+        try:
+            doc: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgumentError(f"{str(file)!r} is not valid TOML: {exc}") from None
+        unknown = set(doc) - {"ledger", "service", "datasets"}
+        if unknown:
+            raise InvalidArgumentError(
+                f"{str(file)!r}: unknown key(s) {sorted(unknown)}; known: ledger, [service], "
+                "[[datasets]]"
+            )
+        url = doc.get("ledger")
+        if not isinstance(url, str) or "://" not in url:
+            raise InvalidArgumentError(
+                f'{str(file)!r} must name the ledger: ledger = "sqlite:///veil-ledger.db" or '
+                '"postgresql://user@host:5432/veil"'
+            )
+        return ServiceConfig(
+            ledger=_relative_sqlite(url, file.parent),
+            limits=ServiceLimits.from_toml(doc.get("service", {})),
+            path=file,
+        )
+
+
+def _relative_sqlite(url: str, base: Path) -> str:
+    """A ``sqlite:///relative.db`` URL made relative to ``base`` (the config's directory)."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.startswith(prefix + "/"):
+        rest = url[len(prefix) :]
+        if rest and not Path(rest).is_absolute():
+            return prefix + str((base / rest).resolve())
+    return url

@@ -1,0 +1,155 @@
+"""The request bodies of the service (pydantic models: they are the OpenAPI schema too).
+
+Numbers that set a privacy cost or a bound are JSON numbers or exact decimal / fraction strings
+(``"0.1"``, ``"1/3"``); strings carry no exponent, so no input can ask for a 10^(10^9) integer.
+Unknown fields are refused (422), so a misspelt option is never silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "AnalystCreate",
+    "DatasetCreate",
+    "ExplainRequest",
+    "ExponentialRequest",
+    "GaussianRequest",
+    "GrantRequest",
+    "LaplaceRequest",
+    "QueryRequest",
+    "RandomizedResponseRequest",
+]
+
+ExactText = Annotated[
+    str, StringConstraints(pattern=r"^\s*-?\d{1,30}(\.\d{1,30})?(/\d{1,30})?\s*$", max_length=64)
+]
+Num = float | ExactText
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Column = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Scalar = Annotated[str, StringConstraints(max_length=1000)] | int | float | bool | None
+
+MAX_VALUES = 100_000
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExplainRequest(_Body):
+    """A query to explain: its cost and expected error, without reading any data."""
+
+    dataset: Name
+    sql: str = Field(description="a query in veil's SQL subset; its one table is the dataset")
+    epsilon: Num | None = Field(default=None, description="the query's ε (default for explain: 1)")
+    delta: Num | None = None
+    bounds: dict[Column, tuple[Num, Num]] | None = Field(
+        default=None, description="narrower clamping bounds than the owner's (never wider)"
+    )
+    max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
+    privacy_unit: Name | None = Field(
+        default=None,
+        description="the data owner's privacy unit; any other value is refused (it is not "
+        "the analyst's to change)",
+    )
+
+
+class QueryRequest(ExplainRequest):
+    """A query to answer with noise, error bars and a charged budget."""
+
+    epsilon: Num | None = Field(default=None, description="the query's ε (required)")
+    consistent: bool = Field(
+        default=False, description="make released group counts add up to their noisy total"
+    )
+
+
+class _Mechanism(_Body):
+    dataset: Name = Field(description="the grant to charge (an administrator grants it)")
+    sensitivity: Num = Field(
+        description="YOUR claim of the values' sensitivity; privacy rests entirely on it"
+    )
+
+
+class LaplaceRequest(_Mechanism):
+    values: Num | list[Num] = Field(description="the true value(s) you computed")
+    epsilon: Num
+    integer: bool = Field(
+        default=False, description="integer values: discrete Laplace noise, integer output"
+    )
+
+
+class GaussianRequest(_Mechanism):
+    values: Num | list[Num]
+    epsilon: Num | None = None
+    delta: Num | None = None
+    rho: Num | None = None
+
+
+class ExponentialRequest(_Mechanism):
+    candidates: list[Scalar] = Field(min_length=1, max_length=MAX_VALUES)
+    scores: list[Num] = Field(min_length=1, max_length=MAX_VALUES)
+    epsilon: Num
+
+
+class RandomizedResponseRequest(_Body):
+    dataset: Name
+    values: list[Scalar] = Field(min_length=1, max_length=MAX_VALUES)
+    categories: list[Scalar] = Field(min_length=2, max_length=10_000)
+    epsilon: Num
+
+
+class AnalystCreate(_Body):
+    name: Name
+    role: str = Field(default="analyst", pattern="^(admin|analyst)$")
+
+
+class GrantRequest(_Body):
+    analyst: Name
+    dataset: Name
+    epsilon: Num | None = None
+    delta: Num | None = None
+    rho: Num | None = None
+
+
+class SourceBody(_Body):
+    kind: str = Field(pattern="^(file|duckdb|postgres|spark)$")
+    path: str | None = None
+    table: str | None = None
+    url: str | None = None
+
+
+class DatasetCreate(_Body):
+    """A dataset for the catalog (see ``veil.catalog.Catalog.add_dataset``)."""
+
+    name: Name
+    source: SourceBody
+    privacy_unit: Column | None = None
+    max_groups: int = Field(default=1, ge=1, le=1_000_000)
+    max_rows_per_group: int = Field(default=1, ge=1, le=1_000_000)
+    bounds: dict[Column, tuple[Num, Num]] = Field(default_factory=dict)
+    domains: dict[Column, list[Scalar]] = Field(default_factory=dict)
+    schema_: dict[Column, str] = Field(default_factory=dict, alias="schema")
+    max_epsilon: Num | None = None
+    max_delta: Num | None = None
+    total_epsilon: Num | None = None
+    total_delta: Num | None = None
+    total_rho: Num | None = None
+    min_response_ms: int = Field(default=0, ge=0, le=600_000)
+    replace: bool = False
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "privacy_unit": self.privacy_unit,
+            "max_groups": self.max_groups,
+            "max_rows_per_group": self.max_rows_per_group,
+            "bounds": {c: tuple(b) for c, b in self.bounds.items()},
+            "domains": self.domains,
+            "schema": self.schema_,
+            "max_epsilon": self.max_epsilon,
+            "max_delta": self.max_delta,
+            "min_response_ms": self.min_response_ms,
+            "replace": self.replace,
+        }

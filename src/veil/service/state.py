@@ -1,0 +1,117 @@
+"""What one worker process holds: the catalog (and its ledger), the principals, the jobs, the
+metrics, the rate limiter and the thread pool queries run in; and the request's caller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from fastapi import Request
+
+from veil.accounting.ledger import Ledger
+from veil.catalog import Catalog, Dataset
+from veil.errors import UnknownDatasetError
+from veil.service.config import ServiceConfig
+from veil.service.jobs import JobStore
+from veil.service.metrics import Metrics
+from veil.service.principals import Principal, Principals
+from veil.service.problems import Problem
+from veil.service.ratelimit import RateLimiter
+
+__all__ = ["ServiceState", "admin", "caller", "state_of"]
+
+T = TypeVar("T")
+
+QUERY_THREADS = 16
+
+
+@dataclass
+class ServiceState:
+    config: ServiceConfig
+    catalog: Catalog
+    principals: Principals
+    jobs: JobStore
+    limiter: RateLimiter
+    metrics: Metrics = field(default_factory=Metrics)
+    pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="veil-query")
+    )
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.catalog.ledger
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.principals.close()
+        self.catalog.ledger.close()
+
+    def granted_dataset(self, who: Principal, name: str) -> Dataset:
+        """The catalog dataset ``name`` if ``who`` holds a grant on it; otherwise the same
+        ``not-found`` problem whether it exists or not (no enumeration)."""
+        if not self.ledger.has_grant(who.name, name):
+            raise Problem("not-found", "no such dataset")
+        try:
+            return self.catalog.dataset(name)
+        except UnknownDatasetError:
+            raise Problem("not-found", "no such dataset") from None
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in the query thread pool (the event loop stays free)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
+
+
+def state_of(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.veil
+    return state
+
+
+def arrival(request: Request) -> float:
+    """When the request arrived (``time.monotonic()``), set by the middleware."""
+    value = request.scope.get("veil_arrival")
+    return float(value) if isinstance(value, float) else time.monotonic()
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def caller(request: Request) -> Principal:
+    """The authenticated principal of ``request`` (a dependency); 401 without a live key,
+    429 past its rate limit."""
+    state = state_of(request)
+    key = _bearer(request)
+    who = None if key is None else state.principals.authenticate(key)
+    if who is None:
+        raise Problem(
+            "unauthorized",
+            "send a live API key as `Authorization: Bearer <key>` (an administrator creates "
+            "one with `veil admin analyst add NAME`)",
+        )
+    wait = state.limiter.take(who.name)
+    if wait is not None:
+        raise Problem(
+            "rate-limited",
+            f"more than {state.config.limits.rate_limit} requests per minute; retry in {wait} s",
+            headers={"Retry-After": str(wait)},
+        )
+    request.scope["veil_principal"] = who.name
+    return who
+
+
+def admin(request: Request) -> Principal:
+    """The caller, who must be an administrator (403 otherwise)."""
+    who = caller(request)
+    if not who.is_admin:
+        raise Problem("forbidden", "this endpoint needs an administrator's key")
+    return who
