@@ -43,6 +43,7 @@ from veil.errors import (
     VeilError,
     VeilWarning,
 )
+from veil.service.commands import admin_app, serve
 
 if TYPE_CHECKING:  # the engines, the ledger and the release load only when a command runs
     from veil.accounting.budget import Budget
@@ -68,6 +69,8 @@ budget_app = typer.Typer(
     help="Show, grant and audit privacy budgets in a ledger.", no_args_is_help=True
 )
 app.add_typer(budget_app, name="budget")
+app.add_typer(admin_app, name="admin")
+app.command("serve")(serve)
 
 
 @app.callback()

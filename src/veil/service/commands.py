@@ -1,0 +1,201 @@
+"""``veil admin …`` and ``veil serve``: the service's identities and its server, from the shell.
+
+Thin, like the rest of the CLI: ``veil admin`` calls :class:`veil.service.principals.Principals`
+(no FastAPI needed); ``veil serve`` starts uvicorn with the import-string factory
+``veil.service.app:create_app_from_env``, so that each of ``--workers`` processes builds its
+own app from the config file (named to it by ``$VEIL_SERVICE_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from veil.cli_options import OutputFormat
+from veil.errors import InvalidArgumentError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from veil.service.principals import Principals
+
+__all__ = ["admin_app", "serve"]
+
+admin_app = typer.Typer(
+    help="The service's analysts and administrators, and their API keys.", no_args_is_help=True
+)
+analyst_app = typer.Typer(help="Add analysts and administrators.", no_args_is_help=True)
+key_app = typer.Typer(help="Rotate or revoke API keys.", no_args_is_help=True)
+admin_app.add_typer(analyst_app, name="analyst")
+admin_app.add_typer(key_app, name="key")
+
+LedgerOpt = Annotated[
+    str | None, typer.Option("--ledger", help="Ledger URL: sqlite:///ledger.db or postgresql://…")
+]
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", help="The service's config file (veil.toml).")
+]
+FormatOpt = Annotated[
+    OutputFormat, typer.Option("--format", "-f", help="table for people, json for programs.")
+]
+
+
+def _ledger_url(ledger: str | None, config: str | None) -> str:
+    if (ledger is None) == (config is None):
+        raise InvalidArgumentError("name the ledger: --ledger URL or --config veil.toml (one)")
+    if ledger is not None:
+        return ledger
+    from veil.service.config import ServiceConfig
+
+    return ServiceConfig.load(config or "").ledger
+
+
+def _principals(ledger: str | None, config: str | None) -> Principals:
+    from veil.accounting.store import require_existing
+    from veil.service.principals import Principals
+
+    url = _ledger_url(ledger, config)
+    if config is None:  # a mistyped --ledger path must not become a new, empty ledger
+        require_existing(url)
+    return Principals(url)
+
+
+def _run(fn: Callable[[], None], fmt: OutputFormat = OutputFormat.table) -> None:
+    from veil.cli import _run as run  # the CLI's error reporting (one line, exit code 2)
+
+    run(fn, fmt)
+
+
+def _print_key(name: str, role: str, key: str, fmt: OutputFormat, verb: str) -> None:
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps({"name": name, "role": role, "key": key}) + "\n")
+        return
+    Console(highlight=False, soft_wrap=True).print(
+        f"{verb} {role} {name!r}; their API key (shown only this once, store it now):\n{key}",
+        markup=False,
+    )
+
+
+@analyst_app.command("add")
+def analyst_add(
+    name: str,
+    role: Annotated[str, typer.Option("--role", help="analyst or admin.")] = "analyst",
+    ledger: LedgerOpt = None,
+    config: ConfigOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Add an analyst (or, with --role admin, an administrator) and print their key once."""
+
+    def go() -> None:
+        if role not in ("analyst", "admin"):
+            raise InvalidArgumentError(f"--role is analyst or admin, got {role!r}")
+        with _principals(ledger, config) as p:
+            key = p.add(name, "admin" if role == "admin" else "analyst")
+        _print_key(name, role, key, fmt, "added")
+
+    _run(go, fmt)
+
+
+@key_app.command("rotate")
+def key_rotate(
+    name: str,
+    ledger: LedgerOpt = None,
+    config: ConfigOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Replace NAME's key with a new one (printed once); the old key stops working."""
+
+    def go() -> None:
+        with _principals(ledger, config) as p:
+            key = p.rotate(name)
+            who = p.get(name)
+        _print_key(name, who.role if who else "analyst", key, fmt, "rotated the key of")
+
+    _run(go, fmt)
+
+
+@key_app.command("revoke")
+def key_revoke(name: str, ledger: LedgerOpt = None, config: ConfigOpt = None) -> None:
+    """Revoke NAME's key (rotate later to give them a new one)."""
+
+    def go() -> None:
+        with _principals(ledger, config) as p:
+            p.revoke(name)
+        Console(highlight=False).print(f"revoked the key of {name!r}", markup=False)
+
+    _run(go)
+
+
+@admin_app.command("list")
+def admin_list(
+    ledger: LedgerOpt = None, config: ConfigOpt = None, fmt: FormatOpt = OutputFormat.table
+) -> None:
+    """Every analyst and administrator: role, when their key was made, whether it is live."""
+
+    def go() -> None:
+        with _principals(ledger, config) as p:
+            rows = p.list()
+        if fmt is OutputFormat.json:
+            payload = [
+                {
+                    "name": r.name,
+                    "role": r.role,
+                    "created_at": r.created_at.isoformat(),
+                    "revoked_at": None if r.revoked_at is None else r.revoked_at.isoformat(),
+                    "active": r.active,
+                }
+                for r in rows
+            ]
+            sys.stdout.write(json.dumps({"principals": payload}) + "\n")
+            return
+        table = Table(title="principals")
+        for col in ("name", "role", "key created (UTC)", "state"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                r.name,
+                r.role,
+                r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                "live" if r.active else "revoked",
+            )
+        Console(highlight=False).print(table)
+
+    _run(go, fmt)
+
+
+def serve(
+    config: Annotated[str, typer.Option("--config", help="The service's config file (veil.toml).")],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.", min=1)] = 1,
+) -> None:
+    """Run the HTTP service (pip install 'veil[service]'); behind a TLS proxy in production."""
+
+    def go() -> None:
+        try:
+            import uvicorn
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "veil serve needs the service extra: pip install 'veil[service]'"
+            ) from exc
+        from veil.service.app import create_app_from_env
+        from veil.service.config import CONFIG_ENV
+
+        path = os.path.abspath(config)
+        os.environ[CONFIG_ENV] = path
+        create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
+        uvicorn.run(
+            "veil.service.app:create_app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+        )
+
+    _run(go)
