@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import JSONResponse
 
 from veil.cli_options import budget_json
@@ -189,9 +190,8 @@ def from_error(error: BaseException) -> Problem:
         return Problem("not-found", "no such dataset")
     if isinstance(error, SchemaError):
         return Problem("schema", str(error))
-    if isinstance(error, LedgerError):
-        # a ledger that fails (or a grant that vanished meanwhile): its text names the
-        # database, so it goes to the operator only
+    if isinstance(error, LedgerError) and isinstance(error.__cause__, SQLAlchemyError):
+        # the database failed: its text names the database, so it goes to the operator only
         logger.error("ledger error answered as 503: %s", error)
         return Problem("unavailable", "the ledger is unavailable; retry later")
     if isinstance(error, MissingDependencyError):
