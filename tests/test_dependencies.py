@@ -18,6 +18,12 @@ import veil
 SRC = Path(veil.__file__).resolve().parent
 PYPROJECT = SRC.parents[1] / "pyproject.toml"
 IMPORT_NAMES = {"sqlalchemy": "sqlalchemy"}  # distribution name (lowercased) → import name
+# The HTTP service is an extra of its own (`pip install 'veil[service]'`): its modules import
+# the extra's packages at module level, and nothing a base install imports loads them
+# (`veil admin` and `veil serve` live in service/commands.py, which imports none).
+SERVICE_EXTRA = {"fastapi", "starlette", "pydantic", "uvicorn"}
+SERVICE_MODULES = {"app.py", "admin.py", "analyst.py", "mechanism_api.py", "models.py"}
+SERVICE_MODULES |= {"problems.py", "state.py", "openapi.py"}
 
 
 def _runtime_imports() -> set[str]:
@@ -58,7 +64,16 @@ def test_module_level_imports_are_stdlib_or_runtime_dependencies() -> None:
     offenders = {}
     for path in sorted(SRC.rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
-        bad = [f"{m} (line {line})" for m, line in _module_level_imports(tree) if m not in allowed]
+        extra = (
+            SERVICE_EXTRA
+            if path.parent.name == "service" and path.name in SERVICE_MODULES
+            else set()
+        )
+        bad = [
+            f"{m} (line {line})"
+            for m, line in _module_level_imports(tree)
+            if m not in allowed and m not in extra
+        ]
         if bad:
             offenders[str(path.relative_to(SRC))] = bad
     assert offenders == {}
