@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from service_support import SQL, Service
 
+from service_support import SQL, Service
 from veil.service.app import OPENAPI_PATH
 from veil.service.config import ServiceLimits
 from veil.service.openapi import render
