@@ -22,6 +22,7 @@ import difflib
 import inspect
 import json
 import os
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -69,6 +70,20 @@ if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
     from veil.catalog import Catalog, Dataset
 
 __all__ = ["Result", "Session"]
+
+
+_MEMO_SIZE = 512
+_PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.plan)
+_CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
+_MEMO_LOCK = threading.Lock()
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    """Keep ``key → value`` in ``memo``, the oldest entry dropped past :data:`_MEMO_SIZE`."""
+    with _MEMO_LOCK:
+        memo[key] = value
+        while len(memo) > _MEMO_SIZE:
+            memo.pop(next(iter(memo)))
 
 
 BoundsArg = Mapping[str, tuple[Any, Any]] | None
@@ -147,6 +162,7 @@ class Session:
         _refuse_replayable(source, ledger)
         self._source = source
         self._closed = False
+        self._owns_engine = True
         self.owner: Dataset | None = None  # the catalog entry whose limits a query may narrow
 
     @classmethod
@@ -212,11 +228,12 @@ class Session:
     def from_catalog(
         cls,
         catalog: Catalog,
-        dataset: str,
+        dataset: str | Dataset,
         *,
         analyst: str,
         source: RandomSource | None = None,
         quantile_buckets: int = 1024,
+        engine: Engine | None = None,
     ) -> Session:
         """A session on the registered ``dataset`` of ``catalog`` (its one table is called
         ``dataset``), for ``analyst``, charged to the catalog's ledger.
@@ -224,11 +241,16 @@ class Session:
         The data owner's privacy unit, contribution limits, bounds and domains are the
         session's; a query may narrow bounds or lower the limits, never widen them, and may
         cost at most the owner's largest ε and δ per query — anything else is refused before
-        anything is charged. The session opens its own engine on the source (close it, or use
-        ``with``). ``source`` is a random source for tests (refused on a persistent ledger).
+        anything is charged. ``dataset`` is a name, or the :class:`veil.catalog.Dataset` the
+        caller has just read from ``catalog``. The session opens its own engine on the source
+        (closed with the session), unless ``engine`` lends it one opened by
+        ``catalog.open_engine`` for this dataset, which the caller keeps and closes (a server's
+        pool: one request at a time per engine). ``source`` is a random source for tests
+        (refused on a persistent ledger).
         """
-        spec = catalog.dataset(dataset)
-        engine = catalog.open_engine(dataset)
+        spec = catalog.dataset(dataset) if isinstance(dataset, str) else dataset
+        owned = engine is None
+        engine = catalog.open_engine(spec.name) if engine is None else engine
         try:
             session = cls(
                 engine,
@@ -244,9 +266,11 @@ class Session:
                 source=source,
             )
         except BaseException:
-            engine.close()
+            if owned:
+                engine.close()
             raise
         session.owner = spec
+        session._owns_engine = owned
         return session
 
     @classmethod
@@ -314,7 +338,8 @@ class Session:
         """Close the session (and an engine it owns); later queries raise SessionStateError."""
         if not self._closed:
             self._closed = True
-            self.engine.close()
+            if self._owns_engine:
+                self.engine.close()
 
     def __enter__(self) -> Session:
         return self
@@ -340,14 +365,30 @@ class Session:
 
         self._open()
         merged = {**self.bounds, **_bounds(bounds)}
-        return parse(
+        schemas = self._schemas()
+        keys = {**self.domains, **(domains or {})}
+        # a plan is a function of the text, the schemas and these settings alone (public
+        # inputs, no data): the same question again reuses it (a server's repeated queries)
+        memo = (
             text,
-            self._schemas(),
-            privacy_unit=self.privacy_unit,
-            bounds=list(merged.values()),
-            contribution=self.contribution,
-            domains={**self.domains, **(domains or {})},
+            tuple(schemas.items()),
+            self.privacy_unit,
+            tuple(sorted(merged.items())),
+            self.contribution,
+            tuple((c, tuple((type(v).__name__, v) for v in vs)) for c, vs in sorted(keys.items())),
         )
+        found = _PLANS.get(memo)
+        if found is None:
+            found = parse(
+                text,
+                schemas,
+                privacy_unit=self.privacy_unit,
+                bounds=list(merged.values()),
+                contribution=self.contribution,
+                domains=keys,
+            )
+            _remember(_PLANS, memo, found)
+        return found
 
     def query(self, table: str) -> Query:
         """A query builder over ``table``; ``.run(epsilon=…)`` / ``.explain(…)`` come back here."""
@@ -539,12 +580,17 @@ class Session:
         # (HAVING, ORDER BY, LIMIT, aliases, consistent=) is answered from the cache, free
         fp = measurement_fingerprint(agg)
         sql_dialect = dialect_of(self.engine.dialect)
-        # lowered once before reserving: every constant it writes is checked here, free
-        probe = lower(agg, sql_dialect, salt=0)
-        # type and name errors are refused here, free and unhidden (the contract: ``check``
-        # reads no data row)
-        for tree in (probe.main, *(t for _, t in probe.quantiles)):
-            self.engine.check(tree)
+        # lowered once before reserving: every constant it writes is checked here, free; and
+        # type and name errors are refused, free and unhidden (``check`` reads no data row).
+        # Both depend only on the measurement and the table's schema: a pair that passed
+        # once passes again, and is not re-checked.
+        table = _table(agg)
+        checked = (self.engine.dialect, table, self.engine.schema(table), fp)
+        if checked not in _CHECKED:
+            probe = lower(agg, sql_dialect, salt=0)
+            for tree in (probe.main, *(t for _, t in probe.quantiles)):
+                self.engine.check(tree)
+            _remember(_CHECKED, checked, True)
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss

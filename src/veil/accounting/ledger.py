@@ -35,6 +35,7 @@ from veil.accounting.records import Alert, Record
 from veil.accounting.reservation import Reservation, check_reserved
 from veil.accounting.spending import Spent
 from veil.accounting.store import (
+    READ_ONLY,
     alerts,
     answers,
     budgets,
@@ -153,22 +154,31 @@ class Ledger:
         return f"Ledger({self.url!r})"
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
+    def _tx(self, *, read: bool = False) -> Iterator[Connection]:
+        """A transaction. A write one takes SQLite's write lock at its start (``BEGIN
+        IMMEDIATE``) and locks the rows it reads in PostgreSQL (``FOR UPDATE``), so that a
+        check-and-spend cannot interleave; a ``read`` one takes neither (a consistent snapshot:
+        readers never wait for each other, and never for a writer in SQLite's WAL mode)."""
         with self._lock:
             try:
-                with self._engine.begin() as conn:
-                    yield conn
+                with self._engine.connect() as conn:
+                    conn.info[READ_ONLY] = read
+                    try:
+                        with conn.begin():
+                            yield conn
+                    finally:
+                        conn.info.pop(READ_ONLY, None)
             except SQLAlchemyError as exc:
                 raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
 
     @staticmethod
     def _find_budget(conn: Connection, analyst: str, dataset: str) -> Row[Any] | None:
-        """The budget row of (``analyst``, ``dataset``), locked for this transaction."""
-        return conn.execute(
-            select(budgets)
-            .where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
-            .with_for_update()
-        ).one_or_none()
+        """The budget row of (``analyst``, ``dataset``), locked for this transaction unless it
+        is a read."""
+        query = select(budgets).where(budgets.c.analyst == analyst, budgets.c.dataset == dataset)
+        if not conn.info.get(READ_ONLY):
+            query = query.with_for_update()
+        return conn.execute(query).one_or_none()
 
     def _budget_row(self, conn: Connection, analyst: str, dataset: str) -> Row[Any]:
         row = self._find_budget(conn, analyst, dataset)
@@ -292,7 +302,7 @@ class Ledger:
 
     def grants(self) -> list[tuple[str, str]]:
         """Every (analyst, dataset) that holds a budget, sorted."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             rows = conn.execute(
                 select(budgets.c.analyst, budgets.c.dataset).order_by(
                     budgets.c.analyst, budgets.c.dataset
@@ -302,7 +312,7 @@ class Ledger:
 
     def has_grant(self, analyst: str, dataset: str) -> bool:
         """Whether ``analyst`` holds a budget on ``dataset``."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             found = conn.execute(
                 select(budgets.c.id).where(
                     budgets.c.analyst == analyst, budgets.c.dataset == dataset
@@ -312,24 +322,24 @@ class Ledger:
 
     def granted(self, analyst: str, dataset: str) -> Budget:
         """The total granted to ``analyst`` on ``dataset``."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             return self._granted(self._budget_row(conn, analyst, dataset))
 
     def spent(self, analyst: str, dataset: str) -> Spent:
         """The exact running sums of reserved and committed charges."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             return self._spent(self._budget_row(conn, analyst, dataset))
 
     def remaining(self, analyst: str, dataset: str) -> Budget:
         """What ``analyst`` may still spend on ``dataset`` (see ``veil.accounting.spending``)."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             row = self._budget_row(conn, analyst, dataset)
             return spending.remaining(self._granted(row), self._spent(row))
 
     def used_share(self, analyst: str, dataset: str) -> Fraction:
         """The share of the grant spent — the largest over its parts (ε, δ, ρ), as the alerts
         count it: 1 means exhausted. The one definition of "spent" everywhere veil shows it."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             row = self._budget_row(conn, analyst, dataset)
             return spending.used_fraction(self._granted(row), self._spent(row))
 
@@ -337,7 +347,7 @@ class Ledger:
         """Whether ``loss`` would fit what ``analyst`` has left on ``dataset`` now (a read:
         nothing is reserved, and a concurrent charge may change the answer)."""
         _loss(loss)
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             row = self._budget_row(conn, analyst, dataset)
             total = self._granted(row)
             try:
@@ -350,10 +360,12 @@ class Ledger:
 
     @staticmethod
     def _find_cap(conn: Connection, dataset: str) -> Row[Any] | None:
-        """The cap row of ``dataset``, locked for this transaction (None: no cap)."""
-        return conn.execute(
-            select(dataset_caps).where(dataset_caps.c.dataset == dataset).with_for_update()
-        ).one_or_none()
+        """The cap row of ``dataset``, locked for this transaction unless it is a read (None:
+        no cap)."""
+        query = select(dataset_caps).where(dataset_caps.c.dataset == dataset)
+        if not conn.info.get(READ_ONLY):
+            query = query.with_for_update()
+        return conn.execute(query).one_or_none()
 
     @staticmethod
     def _set_cap_spent(conn: Connection, dataset: str, spent: Spent, now: str) -> None:
@@ -426,7 +438,7 @@ class Ledger:
 
     def dataset_cap(self, dataset: str) -> tuple[Budget, Budget] | None:
         """(the cap, what is left of it) for ``dataset``, or None when it has no cap."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             row = self._find_cap(conn, dataset)
             if row is None:
                 return None
@@ -462,7 +474,7 @@ class Ledger:
 
     def get_dataset(self, name: str) -> str | None:
         """The catalog entry ``name`` (JSON), or None."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             found: str | None = conn.execute(
                 select(datasets.c.spec).where(datasets.c.name == name)
             ).scalar_one_or_none()
@@ -470,7 +482,7 @@ class Ledger:
 
     def list_datasets(self) -> list[tuple[str, str]]:
         """Every catalog entry as (name, JSON), by name."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             rows = conn.execute(select(datasets.c.name, datasets.c.spec).order_by(datasets.c.name))
             return [(r.name, r.spec) for r in rows]
 
@@ -660,7 +672,7 @@ class Ledger:
         _name(dataset, "dataset")
         _name(fingerprint, "fingerprint")
         _loss(loss)
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:  # the lookup takes no lock
             row = self._budget_row(conn, analyst, dataset)
             hit = conn.execute(
                 select(answers.c.id, answers.c.answer)
@@ -673,13 +685,13 @@ class Ledger:
                 .order_by(answers.c.id)
                 .limit(1)
             ).one_or_none()
-            if hit is None:
-                return None
-            now = records.now()
+        if hit is None:
+            return None
+        with self._tx() as conn:  # the hit, recorded in the history before the answer is out
             conn.execute(
                 insert(events).values(
                     budget_id=row.id,
-                    at=now,
+                    at=records.now(),
                     event="cache_hit",
                     fingerprint=fingerprint,
                     data_version=data_version,
@@ -688,8 +700,8 @@ class Ledger:
                     **records.loss_columns(loss),
                 )
             )
-            result: dict[str, Any] = json.loads(hit.answer)
-            return result
+        result: dict[str, Any] = json.loads(hit.answer)
+        return result
 
     # -- alerts ---------------------------------------------------------------------------
 
@@ -774,7 +786,7 @@ class Ledger:
     def history(self, analyst: str, dataset: str) -> list[Record]:
         """Every grant, charge, cache hit and alert of ``analyst`` on ``dataset``, oldest
         first."""
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             row = self._budget_row(conn, analyst, dataset)
             rows = conn.execute(
                 select(events).where(events.c.budget_id == row.id).order_by(events.c.id)
@@ -782,7 +794,7 @@ class Ledger:
         return [records.record(r, analyst, dataset) for r in rows]
 
     def _dump(self) -> dict[str, Any]:
-        with self._tx() as conn:
+        with self._tx(read=True) as conn:
             return records.dump(conn)
 
     def export_json(self, path: str | os.PathLike[str] | None = None) -> str:

@@ -37,6 +37,7 @@ from veil.errors import LedgerError, MissingDependencyError
 
 __all__ = [
     "MIGRATIONS",
+    "READ_ONLY",
     "SCHEMA_VERSION",
     "metadata",
     "open_engine",
@@ -222,9 +223,14 @@ def _on_sqlite_file_connect(dbapi_connection: Any, record: Any) -> None:
     cursor.close()
 
 
+READ_ONLY = "veil_read_only"
+"""Set to True in ``Connection.info`` for a read-only transaction (no write lock taken)."""
+
+
 def _begin_immediate(conn: Connection) -> None:
-    # Take the write lock at the start: the check-and-spend that follows cannot interleave.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    # A write transaction takes the write lock at its start: the check-and-spend that follows
+    # cannot interleave. A read is a plain deferred BEGIN: a snapshot, no lock (WAL mode).
+    conn.exec_driver_sql("BEGIN" if conn.info.get(READ_ONLY) else "BEGIN IMMEDIATE")
 
 
 def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:

@@ -169,6 +169,8 @@ class DuckDBEngine:
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
+        # the schemas of file tables, with the file version they were read at
+        self._file_schemas: dict[str, tuple[str, pa.Schema]] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
         self._private = f"__veil_{os.getpid()}_{next(_REGISTRATIONS)}_"
         for name, source in tables.items():
@@ -435,6 +437,14 @@ class DuckDBEngine:
             return cached
         if table not in self._versions and self._versions:
             self._known(table)
+        if table in self._files:  # a file's schema changes only with the file (its version)
+            version = self.data_version(table)
+            seen = self._file_schemas.get(table)
+            if seen is not None and seen[0] == version:
+                return seen[1]
+            schema = self._read_schema(table)
+            self._file_schemas[table] = (version, schema)
+            return schema
         return self._read_schema(table)
 
     def _read_schema(self, table: str) -> pa.Schema:

@@ -60,12 +60,9 @@ async def _pad_until(deadline: float) -> None:
 
 def _columns(state: ServiceState, ds: Dataset) -> list[dict[str, str]]:
     """The dataset's columns and types as the engine declares them (no row is read)."""
-    engine = state.catalog.open_engine(ds.name)
-    try:
+    with state.engines.borrow(ds) as engine:
         schema = engine.schema(ds.name)
         return [{"name": f.name, "type": str(f.type)} for f in schema]
-    finally:
-        engine.close()
 
 
 def _public(state: ServiceState, ds: Dataset) -> dict[str, Any]:
@@ -113,7 +110,10 @@ def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequ
     """Answer ``body`` (never raises: a refusal is its problem document)."""
     try:
         _refuse_widening(body, ds)
-        with Session.from_catalog(state.catalog, ds.name, analyst=who.name) as session:
+        with (
+            state.engines.borrow(ds) as engine,
+            Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
+        ):
             result = session.sql(
                 body.sql,
                 epsilon=body.epsilon,
@@ -163,7 +163,10 @@ def _explanation(e: Explanation) -> dict[str, Any]:
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
     try:
         _refuse_widening(body, ds)
-        with Session.from_catalog(state.catalog, ds.name, analyst=who.name) as session:
+        with (
+            state.engines.borrow(ds) as engine,
+            Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
+        ):
             explanation = session.explain(
                 body.sql,
                 epsilon=body.epsilon,

@@ -4,9 +4,12 @@ metrics, the rate limiter and the thread pool queries run in; and the request's 
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -14,6 +17,7 @@ from fastapi import Request
 
 from veil.accounting.ledger import Ledger
 from veil.catalog import Catalog, Dataset
+from veil.engines.base import Engine
 from veil.errors import UnknownDatasetError
 from veil.service.config import ServiceConfig
 from veil.service.jobs import JobStore
@@ -27,6 +31,56 @@ __all__ = ["ServiceState", "admin", "caller", "state_of"]
 T = TypeVar("T")
 
 QUERY_THREADS = 16
+IDLE_ENGINES = 4  # per dataset: engines kept open between requests
+
+
+class EnginePool:
+    """Engines on the catalog's sources, lent to one request at a time (a request never shares
+    its engine's connection with another); returned engines are kept for the next request of
+    the same dataset, as long as its catalog entry is unchanged (a changed entry opens new
+    ones). Opening a DuckDB engine costs more than answering a cached query, so a server
+    without this pool spends most of its time opening engines."""
+
+    def __init__(self, catalog: Catalog, idle: int = IDLE_ENGINES) -> None:
+        self._catalog = catalog
+        self._idle: dict[str, list[tuple[str, Engine]]] = {}
+        self._keep = idle
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def borrow(self, ds: Dataset) -> Iterator[Engine]:
+        """An engine on ``ds`` for the caller alone until the block ends."""
+        spec = json.dumps(ds.to_json(), sort_keys=True)
+        engine: Engine | None = None
+        with self._lock:
+            idle = self._idle.get(ds.name, [])
+            while idle and engine is None:
+                kept_spec, kept = idle.pop()
+                if kept_spec == spec:
+                    engine = kept
+                else:
+                    kept.close()
+        if engine is None:
+            engine = self._catalog.open_engine(ds.name)
+        healthy = False
+        try:
+            yield engine
+            healthy = True
+        finally:
+            with self._lock:
+                idle = self._idle.setdefault(ds.name, [])
+                if healthy and len(idle) < self._keep:
+                    idle.append((spec, engine))
+                    engine = None
+            if engine is not None:
+                engine.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for engines in idle.values():
+            for _, engine in engines:
+                engine.close()
 
 
 @dataclass
@@ -40,6 +94,10 @@ class ServiceState:
     pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="veil-query")
     )
+    engines: EnginePool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.engines = EnginePool(self.catalog)
 
     @property
     def ledger(self) -> Ledger:
@@ -47,6 +105,7 @@ class ServiceState:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.engines.close()
         self.principals.close()
         self.catalog.ledger.close()
 
