@@ -1,0 +1,48 @@
+"""What a session reuses between identical questions: only what depends on public inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from veil import Budget, Catalog, Session
+from veil.catalog import Source
+from veil.plan.tree import aggregate_of
+
+
+def test_domains_that_compare_equal_but_differ_in_type_get_their_own_plans() -> None:
+    table = pa.table({"k": [1, 1, 0], "x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10)) as s:
+        sql = "SELECT k, COUNT(*) AS n FROM t GROUP BY k"
+        as_ints = s.plan(sql, domains={"k": [1, 0]})
+        as_bools = s.plan(sql, domains={"k": [True, False]})
+        assert aggregate_of(as_ints).keys[0].domain == (1, 0)
+        assert aggregate_of(as_bools).keys[0].domain == (True, False)
+        assert s.plan(sql, domains={"k": [1, 0]}) is as_ints  # the same inputs: reused
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"x": [1.0, 2.0]}), path)
+    with Session.local({"t": str(path)}, budget=Budget(epsilon=10)) as s:
+        assert [f.name for f in s.engine.schema("t")] == ["x"]
+        pq.write_table(pa.table({"x": [1.0], "y": [2.0]}), path)
+        assert [f.name for f in s.engine.schema("t")] == ["x", "y"]
+        e = s.explain("SELECT SUM(y) AS s FROM t", epsilon=1, bounds={"y": (0, 5)})
+        assert "y" in e.sql
+
+
+def test_a_lent_engine_outlives_its_session(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"uid": [1, 2, 3], "x": [1.0, 2.0, 3.0]}), path)
+    catalog = Catalog(f"sqlite:///{tmp_path / 'ledger.db'}")
+    catalog.add_dataset("t", source=Source("file", path=str(path)), privacy_unit="uid")
+    catalog.ledger.grant("alice", "t", Budget(epsilon=2))
+    engine = catalog.open_engine("t")
+    for _ in range(2):
+        with Session.from_catalog(catalog, "t", analyst="alice", engine=engine) as s:
+            assert s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1).rows
+    assert engine.schema("t").names == ["uid", "x"]  # still open
+    engine.close()
