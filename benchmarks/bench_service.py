@@ -1,0 +1,220 @@
+"""Requests/s and latency of the HTTP service under N concurrent clients on loopback.
+
+Starts a real server (``veil serve --workers W`` on 127.0.0.1, a generated table, a SQLite
+ledger in a temporary directory; see ``tests/service/server.py``), then drives it from this
+process — a separate one — with ``--clients`` concurrent httpx clients (asyncio, one connection
+each, kept alive) for ``--seconds`` per phase:
+
+- ``healthz``  ``GET /healthz``: the baseline (routing, auth-free, no ledger);
+- ``cached``   ``POST /v1/query`` with the same SQL each time: answered from the ledger's cache
+               at no cost (the authenticated path, a session, the cache lookup);
+- ``uncached`` ``POST /v1/query`` with a new SQL each time (a filter constant no request
+               shared): a charge, a DuckDB scan of a 1000-row Parquet file, noise, a commit.
+
+The phases run in turn for ``--rounds`` rounds, so the load of a shared machine hits them
+alike; each phase's numbers are the medians over the rounds. Printed: req/s, p50, p99 per phase,
+the ratios to ``/healthz`` and the targets (on 2 cores: cached ≥ 500 req/s with p99 < 50 ms, and
+≥ 0.5× the ``/healthz`` rate), and the load average. ``--profile`` also profiles the cached
+path in this process (the app over ASGI, cProfile) and prints where its time goes.
+
+    python benchmarks/bench_service.py [--clients 32] [--workers 2] [--seconds 5] [--rounds 3]
+        [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from service.server import Deployment, Server, serve
+
+CACHED_SQL = "SELECT state, COUNT(*) AS n, AVG(income) AS a FROM people GROUP BY state"
+ANALYST = "bench"
+
+Request = Callable[[httpx.AsyncClient, int], Any]
+
+
+def _healthz(client: httpx.AsyncClient, _i: int) -> Any:
+    return client.get("/healthz")
+
+
+def _cached(client: httpx.AsyncClient, _i: int) -> Any:
+    return client.post("/v1/query", json={"dataset": "people", "sql": CACHED_SQL, "epsilon": "1"})
+
+
+_fresh = itertools.count()
+
+
+def _uncached(client: httpx.AsyncClient, _i: int) -> Any:
+    k = next(_fresh)
+    sql = f"SELECT COUNT(*) AS n FROM people WHERE income >= {k}"
+    return client.post("/v1/query", json={"dataset": "people", "sql": sql, "epsilon": "0.001"})
+
+
+PHASES: dict[str, Request] = {"healthz": _healthz, "cached": _cached, "uncached": _uncached}
+
+
+async def _drive(
+    server: Server, key: str, request: Request, clients: int, seconds: float
+) -> dict[str, float]:
+    """``clients`` loops sending ``request`` for ``seconds``; latencies of 200s only."""
+    latencies: list[float] = []
+    errors = 0
+    stop = time.perf_counter() + seconds
+    headers = {"Authorization": f"Bearer {key}"}
+
+    async def loop(i: int) -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(
+            base_url=server.base_url, headers=headers, timeout=60
+        ) as client:
+            while time.perf_counter() < stop:
+                t0 = time.perf_counter()
+                r = await request(client, i)
+                if r.status_code == 200:
+                    latencies.append(time.perf_counter() - t0)
+                else:
+                    errors += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(i) for i in range(clients)))
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "rps": n / elapsed,
+        "p50": latencies[n // 2] * 1000 if n else float("nan"),
+        "p99": latencies[min(n - 1, int(n * 0.99))] * 1000 if n else float("nan"),
+        "n": n,
+        "errors": errors,
+    }
+
+
+def _deployment(root: Path) -> Deployment:
+    d = Deployment(root)
+    d.service = {"rate_limit": 10_000_000, "query_timeout_s": 120}
+    d.add_table("people", 1000, seed=5)
+    d.write()
+    d.add_key(ANALYST)
+    d.grant(ANALYST, "people", 1_000_000)
+    return d
+
+
+def _profile(d: Deployment, key: str, seconds: float) -> None:
+    """Where one cached query's time goes, in this process: the work a worker does for it
+    outside HTTP (authenticate the key, check the grant, open a session and its engine, look
+    the answer up in the ledger's cache, the remaining budget), timed alone and profiled."""
+    import cProfile
+    import pstats
+
+    from veil.service import analyst
+    from veil.service.app import create_app
+    from veil.service.config import ServiceConfig
+    from veil.service.models import QueryRequest
+
+    state = create_app(ServiceConfig.load(d.config)).state.veil
+    body = QueryRequest(dataset="people", sql=CACHED_SQL, epsilon="1")
+
+    def one() -> None:
+        who = state.principals.authenticate(key)
+        assert who is not None
+        ds = state.granted_dataset(who, "people")
+        status, payload = analyst._run_query(state, who, ds, body)
+        assert status == 200, payload
+        assert payload["cached"], payload
+
+    parts: dict[str, Callable[[], object]] = {
+        "authenticate": lambda: state.principals.authenticate(key),
+        "grant + catalog": lambda: state.granted_dataset(who, "people"),
+        "whole cached query": one,
+    }
+    who = state.principals.authenticate(key)
+    one()
+    print("\nin-process cost of one cached query's parts (median of 50 calls):")
+    for name, fn in parts.items():
+        times = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        print(f"  {name:<20} {statistics.median(times) * 1000:7.2f} ms")
+    profiler = cProfile.Profile()
+    n = 0
+    stop = time.perf_counter() + seconds
+    profiler.enable()
+    while time.perf_counter() < stop:
+        one()
+        n += 1
+    profiler.disable()
+    print(f"\nprofile of {n} cached queries (the worker's side, outside HTTP):")
+    pstats.Stats(profiler).strip_dirs().sort_stats("cumulative").print_stats(35)
+    state.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="veil-bench-service-") as tmp:
+        d = _deployment(Path(tmp))
+        key = d.keys[ANALYST]
+        load0 = os.getloadavg()
+        results: dict[str, list[dict[str, float]]] = {p: [] for p in PHASES}
+        with serve(d.config, workers=args.workers) as server:
+            # prime the cache and each worker's imports
+            asyncio.run(_drive(server, key, _cached, 4, 1.0))
+            asyncio.run(_drive(server, key, _uncached, 4, 1.0))
+            for _ in range(args.rounds):
+                for name, request in PHASES.items():
+                    r = asyncio.run(_drive(server, key, request, args.clients, args.seconds))
+                    results[name].append(r)
+        load1 = os.getloadavg()
+
+        print(f"veil service: {args.workers} workers, {args.clients} concurrent clients on "
+              f"loopback, {args.rounds} rounds × {args.seconds:g} s per phase, {os.cpu_count()} "
+              "CPUs (client and server share them)")  # fmt: skip
+        print(f"{'phase':<10} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'ok':>8} {'errors':>7}"
+              "   (medians over rounds; req/s per round)")  # fmt: skip
+        med: dict[str, dict[str, float]] = {}
+        for name, rounds in results.items():
+            med[name] = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+            m = med[name]
+            per = ", ".join(f"{r['rps']:.0f}" for r in rounds)
+            print(f"{name:<10} {m['rps']:>8.0f} {m['p50']:>8.1f} {m['p99']:>8.1f} "
+                  f"{sum(r['n'] for r in rounds):>8.0f} {sum(r['errors'] for r in rounds):>7.0f}"
+                  f"   [{per}]")  # fmt: skip
+        base = med["healthz"]["rps"]
+        cached, uncached = med["cached"], med["uncached"]
+        print(f"ratios: cached / healthz = {cached['rps'] / base:.2f}, "
+              f"uncached / healthz = {uncached['rps'] / base:.2f}")  # fmt: skip
+        ok = [
+            (f"cached ≥ 500 req/s ({cached['rps']:.0f})", cached["rps"] >= 500),
+            (f"cached p99 < 50 ms ({cached['p99']:.1f})", cached["p99"] < 50),
+            (f"cached ≥ 0.5 × healthz ({cached['rps'] / base:.2f})", cached["rps"] >= 0.5 * base),
+        ]
+        print("targets: " + "; ".join(f"{what}: {'met' if hit else 'MISSED'}" for what, hit in ok))
+        print(f"load average (1 min) before {load0[0]:.2f}, after {load1[0]:.2f}")
+        if args.profile:
+            _profile(d, key, args.seconds)
+
+
+if __name__ == "__main__":
+    main()
