@@ -203,11 +203,6 @@ def test_values_that_are_not_finite_numbers_are_refused_before_any_noise(
     assert source.bytes_drawn == 0
 
 
-@pytest.mark.xfail(
-    raises=ValueError,
-    reason="bug in noise/mechanisms.py _values: np.ndim(values) runs before the guarded "
-    "np.asarray, so a ragged list raises numpy's ValueError instead of InvalidArgumentError",
-)
 def test_a_ragged_list_is_refused_as_not_an_array() -> None:
     with pytest.raises(InvalidArgumentError, match=r"values must be numbers or an array"):
         mech.laplace([[1.0, 2.0], [3.0]], sensitivity=1, epsilon=1, source=SeededSource(4))

@@ -201,7 +201,7 @@ class SparkEngine:
                     f"table {name!r} is a DataFrame of another Spark session; pass the session "
                     "that created it, or a path or table name this session can read"
                 )
-            return self._typed(name, source, declared, "the DataFrame")  # type: ignore[arg-type]
+            return self._typed(name, source, declared, "the DataFrame")  # type: ignore[arg-type, unused-ignore]
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if isinstance(source, str):
@@ -471,7 +471,7 @@ class SparkEngine:
             with watching(functools.partial(_tasks_done, context, group), progress):
                 return self._run(text)
         finally:
-            context.setLocalProperty(key, previous)  # type: ignore[arg-type] # None unsets it
+            context.setLocalProperty(key, previous)  # type: ignore[arg-type, unused-ignore] # None unsets it
 
     def _context(self) -> SparkContext | None:
         """The SparkContext, or None on Spark Connect (which has none)."""

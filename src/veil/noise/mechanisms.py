@@ -157,7 +157,6 @@ def _delta(delta: Number) -> Fraction:
 
 def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
     """The input as a flat numpy array, its shape, and whether it was a scalar."""
-    scalar = np.ndim(values) == 0
     if isinstance(values, bool | np.bool_):
         raise InvalidArgumentError(f"values must be numbers, got the boolean {values!r}")
     if isinstance(values, Fraction | Decimal):
@@ -169,6 +168,7 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
             raise InvalidArgumentError(
                 f"values must be numbers or an array, got {values!r}"
             ) from exc
+    scalar = isinstance(values, Fraction | Decimal) or arr.ndim == 0
     shape = arr.shape
     flat = arr.reshape(-1)
     kind = flat.dtype.kind
