@@ -85,3 +85,30 @@ def test_load_registers_a_toml_files_datasets_idempotently(tmp_path: Path, peopl
         assert json.loads(out) == {"loaded": ["people"]}
     ds = Catalog(f"sqlite:///{tmp_path / 'ledger.db'}").dataset("people")
     assert ds.source.path == str(tmp_path / "people.parquet")
+
+
+@pytest.mark.parametrize(
+    "ledger_line", ['ledger = "sqlite:///ledger.db"', '[ledger]\nurl = "sqlite:///ledger.db"']
+)
+def test_load_reads_either_form_of_the_ledger_line(
+    tmp_path: Path, people: Path, ledger_line: str
+) -> None:
+    config = tmp_path / "veil.toml"
+    config.write_text(
+        f'{ledger_line}\n\n[[datasets]]\nname = "people"\n'
+        'source = { kind = "file", path = "people.parquet" }\n',
+        encoding="utf-8",
+    )
+    code, out, err = invoke("catalog", "load", str(config), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out) == {"loaded": ["people"]}
+    assert (tmp_path / "ledger.db").exists()  # relative to the file, not the working directory
+
+
+def test_the_service_reads_the_same_config_file(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from veil.service.config import ServiceConfig
+
+    config = tmp_path / "veil.toml"
+    config.write_text('[ledger]\nurl = "sqlite:///ledger.db"\n', encoding="utf-8")
+    assert ServiceConfig.load(config).ledger == f"sqlite:///{(tmp_path / 'ledger.db').resolve()}"

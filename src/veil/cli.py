@@ -1077,7 +1077,7 @@ def catalog_load(
         import tomllib
         from pathlib import Path
 
-        from veil.catalog import Catalog
+        from veil.catalog import Catalog, config_ledger_url
 
         file = Path(config)
         url = ledger
@@ -1086,13 +1086,12 @@ def catalog_load(
                 doc = tomllib.loads(file.read_text(encoding="utf-8"))
             except (OSError, tomllib.TOMLDecodeError) as exc:
                 raise InvalidArgumentError(f"cannot read {config!r}: {exc}") from None
-            url = (doc.get("ledger") or {}).get("url")
-            if not isinstance(url, str):
+            url = config_ledger_url(doc, file.parent)
+            if url is None:
                 raise InvalidArgumentError(
-                    f"{config!r} has no [ledger] url; add one or pass --ledger URL"
+                    f'{config!r} names no ledger; add ledger = "sqlite:///veil-ledger.db" or '
+                    "pass --ledger URL"
                 )
-            if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-                url = "sqlite:///" + str(file.parent / url.removeprefix("sqlite:///"))
         with _open_ledger(url, create=True) as led:
             loaded = Catalog(led).load_toml(file)
         if fmt is OutputFormat.json:

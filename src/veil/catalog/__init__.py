@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger
     from veil.engines.base import Engine
 
-__all__ = ["Catalog", "Dataset", "Source", "SourceKind"]
+__all__ = ["Catalog", "Dataset", "Source", "SourceKind", "config_ledger_url"]
 
 SourceKind = Literal["file", "duckdb", "postgres", "spark"]
 KeyValue = str | int | float | bool | None
@@ -378,6 +378,27 @@ class Catalog:
         """A new engine over dataset ``name``'s source, its one table called ``name`` (one per
         caller: engines are not shared between requests)."""
         return _engine(self.dataset(name))
+
+
+def config_ledger_url(doc: Mapping[str, Any], base: Path) -> str | None:
+    """The ledger URL a ``veil.toml`` names — ``ledger = "URL"`` or a ``[ledger]`` table with
+    ``url = "URL"`` — with a relative SQLite path made relative to ``base`` (the file's
+    directory); None when it names none. Anything else is an ``InvalidArgumentError``."""
+    value = doc.get("ledger")
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        value = value.get("url")
+    if not isinstance(value, str) or "://" not in value:
+        raise InvalidArgumentError(
+            'the ledger must be a URL: ledger = "sqlite:///veil-ledger.db" (or a [ledger] table '
+            'with url = "…"), or "postgresql://user@host:5432/veil"'
+        )
+    prefix = "sqlite:///"
+    rest = value[len(prefix) :]
+    if value.startswith(prefix) and rest and not Path(rest).is_absolute():
+        return prefix + str((base / rest).resolve())
+    return value
 
 
 _TOML_KEYS = {

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from veil.catalog import config_ledger_url
 from veil.errors import InvalidArgumentError
 
 __all__ = ["CONFIG_ENV", "ServiceConfig", "ServiceLimits"]
@@ -89,24 +90,17 @@ class ServiceConfig:
                 f"{str(file)!r}: unknown key(s) {sorted(unknown)}; known: ledger, [service], "
                 "[[datasets]]"
             )
-        url = doc.get("ledger")
-        if not isinstance(url, str) or "://" not in url:
+        try:
+            url = config_ledger_url(doc, file.parent)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{str(file)!r}: {exc}") from None
+        if url is None:
             raise InvalidArgumentError(
                 f'{str(file)!r} must name the ledger: ledger = "sqlite:///veil-ledger.db" or '
                 '"postgresql://user@host:5432/veil"'
             )
         return ServiceConfig(
-            ledger=_relative_sqlite(url, file.parent),
+            ledger=url,
             limits=ServiceLimits.from_toml(doc.get("service", {})),
             path=file,
         )
-
-
-def _relative_sqlite(url: str, base: Path) -> str:
-    """A ``sqlite:///relative.db`` URL made relative to ``base`` (the config's directory)."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not url.startswith(prefix + "/"):
-        rest = url[len(prefix) :]
-        if rest and not Path(rest).is_absolute():
-            return prefix + str((base / rest).resolve())
-    return url

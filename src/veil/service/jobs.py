@@ -14,7 +14,6 @@ A worker killed while a job runs leaves it ``running``; after ``job_ttl_s`` it i
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from sqlalchemy import (
 )
 
 from veil.accounting.records import now
+from veil.random import token_hex
 
 __all__ = ["Job", "JobStore"]
 
@@ -88,7 +88,7 @@ class JobStore:
         _metadata.create_all(engine, checkfirst=True)
 
     def create(self, owner: str, dataset: str) -> str:
-        job_id = secrets.token_hex(16)
+        job_id = token_hex(16)
         with self._engine.begin() as conn:
             conn.execute(
                 insert(jobs).values(

@@ -1,6 +1,6 @@
 """The service's identities: admins and analysts, each with one API key.
 
-A key is a random 256-bit token (``secrets.token_urlsafe(32)``, from the operating system's
+A key is a random 256-bit token (``veil.random.token(32)``, from the operating system's
 CSPRNG), shown once when it is created or rotated and stored only as its SHA-256 in the ledger
 database (table ``veil_principals``), so a copy of the database yields no usable key. A request
 is authenticated by hashing the bearer token and looking the hash up; the stored hash is then
@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -30,6 +29,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from veil.accounting.records import now
 from veil.accounting.store import open_engine, prepare_schema, principals
 from veil.errors import InvalidArgumentError, LedgerError
+from veil.random import token
 
 __all__ = ["ROLES", "Principal", "Principals", "Role", "hash_key"]
 
@@ -113,7 +113,7 @@ class Principals:
         """Create ``name`` with ``role``; return its key (shown once, never stored)."""
         _check_name(name)
         role = _check_role(role)
-        key = secrets.token_urlsafe(32)
+        key = token(32)
         try:
             with self.engine.begin() as conn:
                 live = conn.execute(
@@ -145,7 +145,7 @@ class Principals:
     def rotate(self, name: str) -> str:
         """Revoke ``name``'s live key and return a new one (shown once)."""
         _check_name(name)
-        key = secrets.token_urlsafe(32)
+        key = token(32)
         with self.engine.begin() as conn:
             row = conn.execute(
                 select(principals.c.role)
