@@ -1,0 +1,279 @@
+"""The release stage's invariants: each broken one is an ``InternalError`` (a bug, nothing of the
+data in its message); and the small decisions of keys, post-processing, quantiles and draws."""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from fractions import Fraction
+
+import pyarrow as pa
+import pytest
+import sqlglot
+
+from support import SeededSource
+from veil.accounting import Budget
+from veil.compile import Context, apply_rules
+from veil.errors import InternalError, SchemaError
+from veil.plan import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Field,
+    GroupKey,
+    Scan,
+    aggregate_of,
+)
+from veil.plan.nodes import Having, Limit, Project, Sort, SortKey
+from veil.release.consistency import consistent_counts
+from veil.release.draw import Measured, measure
+from veil.release.estimators import check_models, column_models
+from veil.release.exact import bucket_counts, exact_stats, may_wrap
+from veil.release.keys import decode_key, group_keys, released_key
+from veil.release.post import post_process
+from veil.release.quantiles import choose_quantile
+
+PEOPLE = Scan(
+    "people",
+    (
+        Field("user_id", "integer"),
+        Field("state", "string"),
+        Field("age", "integer"),
+        Field("income", "real"),
+        Field("born", "temporal"),
+    ),
+)
+DELTA = Fraction(1, 10**6)
+STATES = (GroupKey("state", domain=("CA", "NY")),)
+
+
+def compiled(
+    aggregates: tuple[AggregateCall, ...] = (
+        AggregateCall("n", "count"),
+        AggregateCall("m", "avg", "income"),
+    ),
+    keys: tuple[GroupKey, ...] = STATES,
+) -> Aggregate:
+    plan = Aggregate(
+        PEOPLE, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("income", 0, 100),)
+    )
+    ctx = Context(budget=Budget(epsilon=1, delta=DELTA), privacy_unit="user_id")
+    return aggregate_of(apply_rules(plan, ctx))
+
+
+AGG = compiled()
+SUM = next(m for m in AGG.measurements if m.statistic == "sum")
+COLUMNS = {"count": "__n", SUM.name: "__m1"}
+
+
+def engine_table(states: list[object], n: list[int], sums: list[object]) -> pa.Table:
+    return pa.table(
+        {"__k0": pa.array(states), "__n": pa.array(n, pa.int64()), "__m1": pa.array(sums)}
+    )
+
+
+# ── exact statistics ────────────────────────────────────────────────────────────────────────
+
+
+def test_exact_statistics_are_keyed_by_the_public_key_index() -> None:
+    table = engine_table(["NY", "CA"], [3, 0], [5, None])
+    stats = exact_stats(AGG, table, COLUMNS, ["__k0"])
+    # an empty group's SUM over no rows is NULL: 0
+    assert stats == {(1,): {"count": 3, SUM.name: 5}, (0,): {"count": 0, SUM.name: 0}}
+
+
+def test_a_group_returned_twice_is_an_internal_error() -> None:
+    table = engine_table(["CA", "CA"], [1, 1], [0, 0])
+    with pytest.raises(InternalError, match="returned one group twice"):
+        exact_stats(AGG, table, COLUMNS, ["__k0"])
+
+
+def test_a_null_statistic_in_a_non_empty_group_is_an_internal_error() -> None:
+    table = engine_table(["CA"], [2], pa.array([None], pa.int64()))
+    with pytest.raises(InternalError, match="non-empty group came back NULL"):
+        exact_stats(AGG, table, COLUMNS, ["__k0"])
+
+
+def test_a_sum_outside_rows_times_limit_is_an_internal_error() -> None:
+    table = engine_table(["CA"], [2], [2 * SUM.limit + 1])
+    with pytest.raises(InternalError, match=r"outside ±rows·limit: an integer overflow"):
+        exact_stats(AGG, table, COLUMNS, ["__k0"])
+    # on the bound itself it is fine
+    edge = engine_table(["CA"], [2], [-2 * SUM.limit])
+    assert exact_stats(AGG, edge, COLUMNS, ["__k0"])[(0,)][SUM.name] == -2 * SUM.limit
+
+
+def test_an_exact_decimal_sum_is_read_as_an_integer() -> None:
+    table = engine_table(["CA"], [1], pa.array([Decimal(7)], pa.decimal128(38, 0)))
+    assert exact_stats(AGG, table, COLUMNS, ["__k0"])[(0,)][SUM.name] == 7
+
+
+def test_a_non_integral_decimal_statistic_is_an_internal_error() -> None:
+    table = engine_table(["CA"], [1], pa.array([Decimal("7.5")], pa.decimal128(38, 1)))
+    with pytest.raises(InternalError, match=r"came back as 7\.5"):
+        exact_stats(AGG, table, COLUMNS, ["__k0"])
+
+
+def test_a_float_statistic_is_an_internal_error() -> None:
+    table = engine_table(["CA"], [1], [7.0])
+    with pytest.raises(InternalError, match=r"came back as 7\.0"):
+        exact_stats(AGG, table, COLUMNS, ["__k0"])
+
+
+def test_sums_may_wrap_only_once_rows_times_limit_reaches_2_to_63() -> None:
+    limit = SUM.limit
+    below = engine_table(["CA"], [(1 << 63) // limit], [0])
+    above = engine_table(["CA"], [(1 << 63) // limit + 1], [0])
+    assert not may_wrap(AGG, below)
+    assert may_wrap(AGG, above)
+    assert not may_wrap(AGG, engine_table([], [], pa.array([], pa.int64())))
+    counts_only = compiled((AggregateCall("n", "count"),))
+    assert not may_wrap(counts_only, above)
+
+
+def test_bucket_counts_are_grouped_by_key_then_bucket() -> None:
+    table = pa.table({"__k0": ["CA", "CA", "NY"], "__b": [0, 3, 1], "__c": [4, 2, 9]})
+    assert bucket_counts(AGG, table, ["__k0"]) == {(0,): {0: 4, 3: 2}, (1,): {1: 9}}
+
+
+# ── keys ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_public_key_outside_its_domain_is_an_internal_error() -> None:
+    table = pa.table({"__k0": ["TX"]})
+    with pytest.raises(InternalError, match="not in its domain"):
+        group_keys(AGG, table, ["__k0"])
+
+
+def test_a_public_key_index_that_is_not_an_integer_is_an_internal_error() -> None:
+    with pytest.raises(InternalError, match="the index of a public key arrived as 'CA'"):
+        released_key(AGG, ["CA"])
+    with pytest.raises(InternalError, match="arrived as True"):
+        released_key(AGG, [True])
+    assert released_key(AGG, [1]) == ("NY",)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("1e+16", 1e16), ("-0.0", -0.0), ("Infinity", float("inf"))]
+)
+def test_a_real_key_is_decoded_from_the_engines_text(text: str, value: float) -> None:
+    assert decode_key("real", text) == value
+
+
+def test_a_real_key_that_is_not_a_number_is_an_internal_error() -> None:
+    with pytest.raises(InternalError, match="text that is not a number"):
+        decode_key("real", "twelve")
+
+
+def test_a_text_key_that_is_not_text_is_an_internal_error() -> None:
+    with pytest.raises(InternalError, match="a temporal group key arrived as int, not text"):
+        decode_key("temporal", 20240131)
+
+
+def test_native_and_null_keys_are_released_as_they_are() -> None:
+    assert decode_key("integer", 7) == 7
+    assert decode_key("temporal", None) is None
+    assert decode_key("temporal", "2024-01-31") == "2024-01-31"
+
+
+# ── models ───────────────────────────────────────────────────────────────────────────────────
+
+
+def test_a_model_missing_a_measured_role_is_an_internal_error() -> None:
+    models = column_models(AGG)
+    assert check_models(AGG, models) is None
+    broken = tuple(dataclasses.replace(m, sum=None) if m.alias == "m" else m for m in models)
+    with pytest.raises(InternalError, match="'m' reads sum, which is not measured"):
+        check_models(AGG, broken)
+
+
+def test_a_bounded_aggregate_without_bounds_after_compiling_is_an_internal_error() -> None:
+    unbounded = dataclasses.replace(AGG, bounds=())
+    with pytest.raises(InternalError, match="no bounds for 'income' after compiling"):
+        column_models(unbounded)
+
+
+# ── post-processing ──────────────────────────────────────────────────────────────────────────
+
+
+ROWS = [(0, ("CA", 5, 1.0)), (1, ("NY", 9, None)), (2, ("TX", 7, 3.0))]
+NAMES = ["state", "n", "m"]
+
+
+def test_having_on_no_released_rows_releases_none() -> None:
+    plan = Having(AGG, sqlglot.parse_one("n > 3"))
+    assert post_process(plan, NAMES, []) == (NAMES, [])
+
+
+def test_having_keeps_the_rows_its_condition_holds_for_in_order() -> None:
+    plan = Having(AGG, sqlglot.parse_one("n > 6"))
+    assert post_process(plan, NAMES, ROWS)[1] == [ROWS[1], ROWS[2]]
+
+
+def test_a_having_condition_duckdb_cannot_evaluate_is_a_schema_error() -> None:
+    plan = Having(AGG, sqlglot.parse_one("state > 3"))
+    with pytest.raises(SchemaError, match="cannot evaluate HAVING state > 3"):
+        post_process(plan, NAMES, ROWS)
+
+
+def test_sorting_puts_nulls_last_in_either_direction() -> None:
+    for descending, order in ((False, [0, 2, 1]), (True, [2, 0, 1])):
+        plan = Sort(AGG, (SortKey("m", descending=descending),))
+        assert [i for i, _ in post_process(plan, NAMES, ROWS)[1]] == order
+
+
+def test_limit_offset_then_project() -> None:
+    plan = Project(Limit(AGG, count=1, offset=1), ("n", "state"))
+    assert post_process(plan, NAMES, ROWS) == (["n", "state"], [(1, (9, "NY"))])
+
+
+# ── quantiles, draws, consistent counts ────────────────────────────────────────────────────
+
+
+MED = next(
+    m for m in compiled((AggregateCall("med", "quantile", "income", Fraction(1, 2)),)).measurements
+)
+
+
+def test_choose_quantile_needs_one_count_per_bucket() -> None:
+    with pytest.raises(InternalError, match="one count per bucket"):
+        choose_quantile(MED, [1, 2, 3], source=SeededSource(1))
+    with pytest.raises(InternalError, match="needs a quantile measurement"):
+        choose_quantile(dataclasses.replace(MED, quantile=None), [0] * MED.limit)
+
+
+def test_a_zero_sensitivity_quantile_releases_the_first_candidate_without_drawing() -> None:
+    source = SeededSource(1)
+    m = dataclasses.replace(MED, sensitivity=Fraction(0))
+    assert choose_quantile(m, [5] * m.limit, source=source) == 0
+    assert source.bytes_drawn == 0
+
+
+def test_a_cached_measurement_of_another_format_is_not_served() -> None:
+    assert Measured.from_json({"groups": []}) is None
+    assert Measured.from_json({"veil_measured": 0, "groups": []}) is None
+    m = Measured((((0,), {"count": 3}),), private=False)
+    assert Measured.from_json(m.to_json()) == m
+
+
+def test_partition_selection_without_a_noisy_count_is_an_internal_error() -> None:
+    unknown = compiled(keys=(GroupKey("state"),))
+    assert unknown.selection is not None
+    sums = tuple(m for m in unknown.measurements if m.statistic == "sum")
+    broken = dataclasses.replace(unknown, measurements=sums)
+    exact = {("CA",): {sums[0].name: 0}}
+    with pytest.raises(InternalError, match="partition selection without a noisy count"):
+        measure(broken, exact, {}, SeededSource(1))
+
+
+def test_consistent_counts_sum_to_the_clamped_noisy_total() -> None:
+    assert consistent_counts([]) == []
+    assert consistent_counts([-3, 1]) == [0, 0]
+    out = consistent_counts([10, -2, 3, 0])
+    assert sum(out) == 11
+    assert min(out) >= 0
+    assert out == [9, 0, 2, 0]
+    # a fractional shift is rounded by largest remainders
+    split = consistent_counts([5, 5, -1])
+    assert sum(split) == 9
+    assert sorted(split) == [0, 4, 5]
