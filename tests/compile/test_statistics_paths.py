@@ -12,6 +12,7 @@ from veil.accounting import Budget
 from veil.compile import Context, apply_rules, dialect, lower, to_sql
 from veil.compile.statistics import (
     bucket_sql,
+    check_measurement,
     effective_groups,
     per_group_bound,
     rows_per_group,
@@ -211,3 +212,34 @@ def test_units_are_rows_when_each_unit_keeps_one_row() -> None:
     assert [m.statistic for m in agg.measurements] == ["count"]
     sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
     assert '"__rn" = 1 THEN' not in sql
+
+
+def test_counts_are_counts_of_rows_when_asked_directly() -> None:
+    assert statistic_sql(measurement("count"), Terms()).sql() == "COUNT(*)"
+    assert statistic_sql(measurement("count_units"), Terms()).sql() == "COUNT(*)"
+
+
+def test_a_sum_of_squares_sums_twice_the_rounded_square_minus_the_limit() -> None:
+    sql = statistic_sql(measurement("sum_squares"), Terms()).sql()
+    assert sql == "SUM(2 * POWER(x, 2) / 8 - 8)"
+
+
+def test_a_statistic_outside_the_closed_set_fails_loudly() -> None:
+    unknown = "median"
+    with pytest.raises(AssertionError, match="Expected code to be unreachable"):
+        per_group_bound(plan(), unknown, 1)  # type: ignore[arg-type]
+    m = dataclasses.replace(measurement("sum"), statistic=unknown)
+    with pytest.raises(AssertionError, match="Expected code to be unreachable"):
+        statistic_sql(m, Terms())
+
+
+def test_check_measurement_recomputes_each_compiled_sensitivity() -> None:
+    agg = compiled(
+        (AggregateCall("n", "count"), AggregateCall("v", "variance", "income")),
+        Contribution(3, 2),
+    )
+    for m in agg.measurements:
+        assert check_measurement(agg, m) == m.sensitivity
+    loosened = dataclasses.replace(agg, contribution=Contribution(3, 4))
+    count = next(m for m in agg.measurements if m.statistic == "count")
+    assert check_measurement(loosened, count) == 2 * count.sensitivity
