@@ -14,7 +14,7 @@ COVERAGE := build/coverage
 # scripts/check_coverage.py). The target is 95 for all four; compile (93.5 % at dc58fb1) and
 # release (90.2 %) are held a point below their level while issue 10 refactors them: raise both
 # to 95 with the tests of that refactor.
-COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.compile=92 veil.release=89
+COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.compile=95 veil.release=95
 
 .PHONY: demo test lint typecheck pytest java bench clean
 
