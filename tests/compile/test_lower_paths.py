@@ -140,12 +140,6 @@ def test_exact_sums_accumulate_in_the_dialects_exact_type() -> None:
     assert "AS DECIMAL(38, 0)))" in spark
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnsupportedQueryError,
-    reason="bug: a quantile's bucket step span/buckets is not dyadic for bounds like (0, 0.1), "
-    "so PostgreSQL's half-step guard refuses it as 'too narrow' although it is not",
-)
 def test_postgres_lowers_a_quantile_of_a_column_bounded_to_a_tenth() -> None:
     agg = compiled(
         aggregates=(AggregateCall("med", "quantile", "income", Fraction(1, 2)),),

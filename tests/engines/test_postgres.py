@@ -214,3 +214,16 @@ def test_the_cli_queries_postgresql(sql: Any) -> None:
     )
     assert missing.exit_code == 2
     assert "--engine postgres needs --connection" in missing.stderr
+
+
+def test_a_median_over_non_dyadic_bounds_is_released(sql: Any) -> None:
+    """A quantile's bucket step span/1024 need not be a double (bounds (0, 0.1)): the
+    underflow guard's threshold is the double just below half a step, not a refusal."""
+    sql.execute("DROP TABLE IF EXISTS tenths")
+    sql.execute("CREATE TABLE tenths (uid integer, x double precision)")
+    sql.execute("INSERT INTO tenths SELECT i, (i % 100) / 1000.0 FROM generate_series(1, 500) i")
+    session = _session(_name("tenths"))
+    r = session.sql("SELECT MEDIAN(x) AS m FROM t", epsilon=1, bounds={"x": (0, 0.1)})
+    ((m,),) = r.rows
+    assert 0.02 <= m <= 0.08  # the true median is about 0.05
+    session.close()

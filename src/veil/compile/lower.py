@@ -35,6 +35,7 @@ per (group, bucket) over the same bounded rows (same salt, same order, hence the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -510,12 +511,20 @@ class _Lowering:
         scaled: exp.Expr = exp.Mul(this=exp.paren(centred), expression=literal(1 / m.step))
         if not self.d.float_underflow_raises:
             return scaled
+        # the threshold: the largest double ≤ step/2 (exactly step/2 for a sum's power-of-two
+        # step; a quantile's step span/buckets need not be a double). Below it a value rounds
+        # (sums) or floors (buckets, whose offsets are ≥ 0) to 0 as the product would; at or
+        # above it, the product is ≥ threshold/step, far from underflow.
         half = m.step / 2
-        if Fraction(float(half)) != half or half == 0:
+        threshold = float(half)
+        if Fraction(threshold) > half:
+            threshold = math.nextafter(threshold, 0.0)
+        if threshold == 0 or not math.isfinite(threshold):
             raise UnsupportedQueryError(
-                f"the bounds of {m.column!r} are too narrow for {self.d.name}'s doubles; widen them"
+                f"the bounds of {m.column!r} are too narrow for {self.d.name}'s doubles "
+                f"(a grid step of {float(m.step):g}); widen them"
             )
-        small = exp.LT(this=exp.func("ABS", centred.copy()), expression=literal(half))
+        small = exp.LT(this=exp.func("ABS", centred.copy()), expression=literal(threshold))
         return exp.paren(exp.Case().when(small, exp.Literal.number(0)).else_(scaled))
 
     @property
