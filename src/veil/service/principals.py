@@ -27,7 +27,7 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting.records import now
-from veil.accounting.store import open_engine, prepare_schema, principals
+from veil.accounting.store import READ_ONLY, open_engine, prepare_schema, principals
 from veil.errors import InvalidArgumentError, LedgerError
 from veil.random import token
 
@@ -209,9 +209,14 @@ class Principals:
             return None
         digest = hash_key(key)
         with self.engine.connect() as conn:
-            r = conn.execute(
-                select(principals).where(principals.c.key_hash == digest).limit(1)
-            ).first()
+            conn.info[READ_ONLY] = True  # a lock-free snapshot read (no BEGIN IMMEDIATE)
+            try:
+                r = conn.execute(
+                    select(principals).where(principals.c.key_hash == digest).limit(1)
+                ).first()
+                conn.rollback()
+            finally:
+                conn.info.pop(READ_ONLY, None)
         if r is None or not hmac.compare_digest(str(r.key_hash), digest):
             return None
         if r.revoked_at is not None:
