@@ -113,6 +113,8 @@ class Ledger:
         self._memory = memory
         self.url = self._engine.url.render_as_string(hide_password=True)
         self._postgres = self._engine.dialect.name == "postgresql"
+        self._sqlite = self._engine.dialect.name == "sqlite"
+        self._writers = threading.RLock()
         # one shared in-memory connection: serialise transactions across threads here
         self._lock: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._callbacks: list[Callable[[Alert], object]] = []
@@ -159,7 +161,12 @@ class Ledger:
         IMMEDIATE``) and locks the rows it reads in PostgreSQL (``FOR UPDATE``), so that a
         check-and-spend cannot interleave; a ``read`` one takes neither (a consistent snapshot:
         readers never wait for each other, and never for a writer in SQLite's WAL mode)."""
-        with self._lock:
+        # SQLite: this process's writers queue on a Python lock before BEGIN IMMEDIATE, so
+        # that they wait their turn instead of polling SQLite's lock with its sleeping busy
+        # handler (which, with many threads, turns waits of a millisecond into seconds);
+        # writers of other processes still meet at SQLite's lock
+        queue = self._writers if (self._sqlite and not read) else nullcontext()
+        with self._lock, queue:
             try:
                 with self._engine.connect() as conn:
                     conn.info[READ_ONLY] = read
