@@ -14,7 +14,6 @@ import io
 import json
 import logging
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from veil.cli_errors import USER_ERROR_EXIT, _report
+from veil.cli_errors import run as _run
+from veil.cli_errors import stderr as _stderr
 from veil.cli_options import (
     OutputFormat,
     budget_json,
@@ -37,11 +39,7 @@ from veil.cli_options import (
 )
 from veil.errors import (
     BudgetExhaustedError,
-    InternalError,
     InvalidArgumentError,
-    UserError,
-    VeilError,
-    VeilWarning,
 )
 from veil.service.commands import admin_app, serve
 
@@ -55,8 +53,6 @@ __all__ = ["app", "main"]
 
 T = TypeVar("T")
 
-USER_ERROR_EXIT = 2
-INTERNAL_ERROR_EXIT = 1
 
 app = typer.Typer(
     name="veil",
@@ -88,66 +84,6 @@ def _print_alert(alert: Alert) -> None:
 
 
 # ----------------------------------------------------------------------------- errors
-
-
-def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@contextmanager
-def _reported_errors(fmt: OutputFormat = OutputFormat.table) -> Iterator[None]:
-    """Turn veil errors into one clean line on stderr and an exit code; never a traceback.
-    With ``--format json`` the line is a JSON object ``{"error": {type, message, position,
-    user_error}}`` so that programs can read the position of a refused construct. A user
-    error prints its message in the CLI's syntax (``UserError.for_cli``); a ``VeilWarning``
-    raised meanwhile prints as one ``warning: …`` line (``{"warning": …}`` in JSON)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", VeilWarning)
-        try:
-            yield
-        except typer.Exit:
-            raise
-        except KeyboardInterrupt:
-            _stderr().print("interrupted")
-            raise typer.Exit(130) from None
-        except UserError as err:
-            _report(err, "error", fmt, user_error=True)
-            raise typer.Exit(USER_ERROR_EXIT) from None
-        except VeilError as err:  # InternalError, RandomnessError
-            _report(err, "error", fmt, user_error=False)
-            raise typer.Exit(INTERNAL_ERROR_EXIT) from None
-        except Exception as err:
-            bug = InternalError(f"unexpected {type(err).__name__}: {err}")
-            _report(bug, "internal error", fmt, user_error=False)
-            raise typer.Exit(INTERNAL_ERROR_EXIT) from None
-        finally:
-            for w in caught:
-                if issubclass(w.category, VeilWarning):
-                    _warn(str(w.message), fmt)
-
-
-def _warn(message: str, fmt: OutputFormat) -> None:
-    if fmt is OutputFormat.json:
-        sys.stderr.write(json.dumps({"warning": message}, ensure_ascii=False) + "\n")
-    else:
-        _stderr().print(f"warning: {message}", markup=False, style="yellow")
-
-
-def _report(err: VeilError, label: str, fmt: OutputFormat, *, user_error: bool) -> None:
-    message = err.for_cli() if isinstance(err, UserError) else str(err)
-    if fmt is not OutputFormat.json:
-        _stderr().print(f"{label}: {message}", markup=False)
-        return
-    position = getattr(err, "position", None)
-    payload = {
-        "error": {
-            "type": type(err).__name__,
-            "message": message,
-            "position": list(position) if position else None,
-            "user_error": user_error,
-        }
-    }
-    sys.stderr.write(json.dumps(payload, ensure_ascii=False) + "\n")
 
 
 @contextmanager
@@ -190,11 +126,6 @@ def scanning(message: str) -> Iterator[Progress | None]:
 
     with display:
         yield report
-
-
-def _run(fn: Callable[[], T], fmt: OutputFormat = OutputFormat.table) -> T:
-    with _reported_errors(fmt):
-        return fn()
 
 
 # ----------------------------------------------------------------------------- commands

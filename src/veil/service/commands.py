@@ -66,7 +66,7 @@ def _principals(ledger: str | None, config: str | None) -> Principals:
 
 
 def _run(fn: Callable[[], None], fmt: OutputFormat = OutputFormat.table) -> None:
-    from veil.cli import _run as run  # the CLI's error reporting (one line, exit code 2)
+    from veil.cli_errors import run  # the CLI's error reporting (one line, exit code 2)
 
     run(fn, fmt)
 
