@@ -3,9 +3,10 @@
 Every operation of ``/openapi.json`` is called with generated requests — valid ones and ones
 the schema forbids (bodies, parameters, paths) — with an analyst's key and with an
 administrator's:
-no answer is a 5xx, none violates the response schema, and every refusal is a problem document
-(``application/problem+json`` whose ``status`` is the response's). Deterministic
-(``derandomize``) and bounded (``max_examples`` per operation).
+no answer is a 5xx; every answer's status, content type, declared headers and body are ones the
+document declares for the operation (a refusal's body is the ``Problem`` schema); and every
+refusal is a problem document (``application/problem+json`` whose ``status`` is the
+response's). Deterministic (``derandomize``) and bounded (``max_examples`` per operation).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import response_schema_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from service.server import Deployment, Server, serve
 
@@ -117,7 +123,14 @@ def _steer(case: Any, how: str, sql: str) -> Any:
 
 STEER = ("clean", "named", "clean", "raw")
 
-CHECKS = [not_a_server_error, response_schema_conformance, problem_document]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    problem_document,
+]
 
 
 def _cases() -> list[tuple[str, str, GenerationMode]]:

@@ -16,11 +16,14 @@ from veil.cli_options import budget_json
 from veil.errors import InvalidArgumentError
 from veil.service.models import AnalystCreate, DatasetCreate, GrantRequest
 from veil.service.principals import Principal
+from veil.service.problems import responses
 from veil.service.state import admin, state_of
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+# every endpoint: a key (401, 429), an administrator's (403), failures (500, 503)
+router = APIRouter(prefix="/v1/admin", tags=["admin"], responses=responses(401, 403, 429, 500, 503))
+_BODY = (400, 413, 422)  # and those with a body: out of domain, too large, not the schema
 
 Admin = Annotated[Principal, Depends(admin)]
 
@@ -46,7 +49,8 @@ async def datasets(request: Request, _who: Admin) -> dict[str, Any]:
     return await state.run(lambda: {"datasets": [ds.to_json() for ds in state.catalog.datasets()]})
 
 
-@router.post("/datasets", status_code=201, summary="Register a dataset in the catalog")
+@router.post("/datasets", status_code=201, summary="Register a dataset in the catalog",
+             responses=responses(*_BODY))  # fmt: skip
 async def add_dataset(request: Request, body: DatasetCreate, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
@@ -59,13 +63,14 @@ async def add_dataset(request: Request, body: DatasetCreate, _who: Admin) -> dic
     return await state.run(go)
 
 
-@router.get("/datasets/{name}", summary="One dataset of the catalog")
+@router.get("/datasets/{name}", summary="One dataset of the catalog", responses=responses(404))
 async def show_dataset(request: Request, name: str, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: state.catalog.dataset(name).to_json())
 
 
-@router.delete("/datasets/{name}", status_code=204, summary="Remove a dataset from the catalog")
+@router.delete("/datasets/{name}", status_code=204, summary="Remove a dataset from the catalog",
+               responses=responses(404))  # fmt: skip
 async def remove_dataset(request: Request, name: str, _who: Admin) -> None:
     state = state_of(request)
     await state.run(lambda: state.catalog.remove(name))
@@ -90,7 +95,8 @@ async def principals(request: Request, _who: Admin) -> dict[str, Any]:
     return await state.run(lambda: {"principals": [_principal(p) for p in state.principals.list()]})
 
 
-@router.post("/principals", status_code=201, summary="Add an analyst or administrator")
+@router.post("/principals", status_code=201, summary="Add an analyst or administrator",
+             responses=responses(*_BODY))  # fmt: skip
 async def add_principal(request: Request, body: AnalystCreate, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     role: Literal["admin", "analyst"] = "admin" if body.role == "admin" else "analyst"
@@ -98,14 +104,16 @@ async def add_principal(request: Request, body: AnalystCreate, _who: Admin) -> d
     return {"name": body.name, "role": role, "key": key, "note": "the key is shown only once"}
 
 
-@router.post("/principals/{name}/rotate", summary="Replace a principal's key (shown once)")
+@router.post("/principals/{name}/rotate", summary="Replace a principal's key (shown once)",
+             responses=responses(400))  # fmt: skip
 async def rotate_key(request: Request, name: str, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     key = await state.run(lambda: state.principals.rotate(name))
     return {"name": name, "key": key, "note": "the key is shown only once; the old one is revoked"}
 
 
-@router.delete("/principals/{name}", status_code=204, summary="Revoke a principal's key")
+@router.delete("/principals/{name}", status_code=204, summary="Revoke a principal's key",
+               responses=responses(400))  # fmt: skip
 async def revoke_key(request: Request, name: str, _who: Admin) -> None:
     state = state_of(request)
     await state.run(lambda: state.principals.revoke(name))
@@ -136,7 +144,8 @@ async def grants(request: Request, _who: Admin) -> dict[str, Any]:
     return await state.run(go)
 
 
-@router.post("/grants", status_code=201, summary="Grant budget to an analyst on a dataset")
+@router.post("/grants", status_code=201, summary="Grant budget to an analyst on a dataset",
+             responses=responses(*_BODY, 404))  # fmt: skip
 async def grant(request: Request, body: GrantRequest, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
@@ -163,6 +172,13 @@ async def grant(request: Request, body: GrantRequest, _who: Admin) -> dict[str, 
     "/audit",
     summary="The ledger for an audit: JSON (everything) or CSV (every event)",
     response_model=None,
+    responses={
+        200: {
+            "description": "The ledger: JSON (`format=json`) or CSV (`format=csv`)",
+            "content": {"application/json": {}, "text/csv": {"schema": {"type": "string"}}},
+        },
+        **responses(422),
+    },
 )
 async def audit(
     request: Request,

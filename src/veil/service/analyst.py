@@ -33,7 +33,7 @@ from veil.release.explain import Explanation
 from veil.release.result import Usage
 from veil.service.models import ExplainRequest, QueryRequest
 from veil.service.principals import Principal
-from veil.service.problems import MEDIA_TYPE, Problem, from_error
+from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
 from veil.service.state import ServiceState, arrival, caller, state_of
 from veil.session import Session
 
@@ -42,6 +42,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["analyst"])
 
 Caller = Annotated[Principal, Depends(caller)]
+_AUTH = (401, 429, 500, 503)  # what every endpoint here may answer: no key, rate, failures
 Answer = tuple[int, dict[str, Any]]
 
 
@@ -71,7 +72,8 @@ def _public(state: ServiceState, ds: Dataset) -> dict[str, Any]:
     return out
 
 
-@router.get("/datasets", summary="The datasets granted to the caller, with their public metadata")
+@router.get("/datasets", summary="The datasets granted to the caller, with their public metadata",
+            responses=responses(*_AUTH))  # fmt: skip
 async def list_datasets(request: Request, who: Caller) -> dict[str, Any]:
     state = state_of(request)
 
@@ -83,7 +85,8 @@ async def list_datasets(request: Request, who: Caller) -> dict[str, Any]:
     return await state.run(go)
 
 
-@router.get("/datasets/{name}", summary="One granted dataset's public metadata and schema")
+@router.get("/datasets/{name}", summary="One granted dataset's public metadata and schema",
+            responses=responses(*_AUTH, 404))  # fmt: skip
 async def show_dataset(request: Request, name: str, who: Caller) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: _public(state, state.granted_dataset(who, name)))
@@ -218,12 +221,32 @@ def _finish_later(
 
 _ASYNC = Query(alias="async", description="run as a job: answer 202 with a URL to poll")
 
+_EXPLAIN_RESPONSES = responses(*_AUTH, 400, 403, 404, 413, 422)
 _QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
-    202: {"description": "Running as a job: poll the URL in `Location`"},
-    400: {"description": "Refused before anything was charged (problem+json)"},
-    403: {"description": "Budget exhausted (problem+json)"},
-    404: {"description": "No such dataset (or not granted)"},
-    413: {"description": "SQL or body too large"},
+    202: {
+        "description": "Running as a job: poll the URL in `Location`",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "job": {"type": "string"},
+                        "url": {"type": "string"},
+                        "state": {"type": "string", "enum": ["running"]},
+                    },
+                    "required": ["job", "url", "state"],
+                }
+            }
+        },
+        "headers": {
+            "Location": {
+                "description": "the job's URL",
+                "required": True,
+                "schema": {"type": "string"},
+            }
+        },
+    },
+    **_EXPLAIN_RESPONSES,
 }
 
 
@@ -259,7 +282,7 @@ async def query(
 
 
 @router.post("/explain", summary="What a query would cost and its expected error (reads no data)",
-             responses=_QUERY_RESPONSES)  # fmt: skip
+             responses=_EXPLAIN_RESPONSES)  # fmt: skip
 async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONResponse:
     state = state_of(request)
     _check_sql(state, body.sql)
@@ -269,7 +292,10 @@ async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONRe
 
 
 @router.get(
-    "/jobs/{job_id}", name="get_job", summary="A query job's state and, when done, its answer"
+    "/jobs/{job_id}",
+    name="get_job",
+    summary="A query job's state and, when done, its answer",
+    responses=responses(*_AUTH, 404),
 )
 async def get_job(request: Request, job_id: str, who: Caller) -> dict[str, Any]:
     state = state_of(request)
@@ -282,7 +308,8 @@ async def get_job(request: Request, job_id: str, who: Caller) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ budget
 
 
-@router.get("/budget", summary="The caller's budgets: granted, spent share and remaining")
+@router.get("/budget", summary="The caller's budgets: granted, spent share and remaining",
+            responses=responses(*_AUTH))  # fmt: skip
 async def budget(request: Request, who: Caller) -> dict[str, Any]:
     state = state_of(request)
 
@@ -305,7 +332,8 @@ async def budget(request: Request, who: Caller) -> dict[str, Any]:
     return await state.run(go)
 
 
-@router.get("/history", summary="The caller's grants, charges, cache hits and alerts on a dataset")
+@router.get("/history", summary="The caller's grants, charges, cache hits and alerts on a dataset",
+            responses=responses(*_AUTH, 404, 422))  # fmt: skip
 async def history(
     request: Request, who: Caller, dataset: Annotated[str, Query(max_length=200)]
 ) -> dict[str, Any]:

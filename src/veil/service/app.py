@@ -27,8 +27,9 @@ from veil.errors import InvalidArgumentError, VeilError
 from veil.service import admin, analyst, mechanism_api
 from veil.service.config import CONFIG_ENV, ServiceConfig
 from veil.service.jobs import JobStore
+from veil.service.models import Problem as ProblemModel
 from veil.service.principals import Principals
-from veil.service.problems import PROBLEMS, Problem, from_error, problem_response
+from veil.service.problems import PROBLEMS, Problem, from_error, problem_response, responses
 from veil.service.ratelimit import RateLimiter
 from veil.service.state import ServiceState
 
@@ -154,6 +155,34 @@ def _install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, on_problem)
 
 
+def _declare_problem_schema(app: FastAPI) -> None:
+    """Add the ``Problem`` schema (and what it refers to) to the app's OpenAPI components: the
+    routes' error responses refer to it under ``application/problem+json``, a media type
+    FastAPI's ``model=`` cannot give."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = generate()
+            schema = ProblemModel.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(schema.pop("$defs", {}))
+            schemas["Problem"] = schema
+            # FastAPI's own 422 (on routes with parameters) says application/json and its
+            # HTTPValidationError: the service answers it as every refusal, a problem document
+            invalid = responses(422)[422]
+            for operation in (op for ops in doc.get("paths", {}).values() for op in ops.values()):
+                answer = operation.get("responses", {}).get("422", {})
+                if "application/json" in answer.get("content", {}):
+                    operation["responses"]["422"] = invalid
+            if "HTTPValidationError" not in json.dumps(doc["paths"]):
+                schemas.pop("HTTPValidationError", None)
+                schemas.pop("ValidationError", None)
+        return app.openapi_schema or {}
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(config: ServiceConfig) -> FastAPI:
     """The service over ``config``'s ledger; the config file's ``[[datasets]]`` are loaded into
     the catalog first (idempotently: every worker may do it)."""
@@ -180,14 +209,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
-        responses={
-            401: {"description": "Missing or invalid API key (problem+json)"},
-            422: {"description": "Invalid request (problem+json)"},
-            429: {"description": "Rate limited; see Retry-After (problem+json)"},
-        },
     )
     app.state.veil = state
     _install_handlers(app)
+    _declare_problem_schema(app)
 
     @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the process serves")
     async def healthz() -> dict[str, str]:
@@ -198,6 +223,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         tags=["service"],
         summary="Prometheus text exposition",
         response_class=PlainTextResponse,
+        responses=responses(500, 503),
     )
     async def metrics() -> PlainTextResponse:
         dump = json.loads(await state.run(state.ledger.export_json))

@@ -26,12 +26,18 @@ from veil.service.models import (
     RandomizedResponseRequest,
 )
 from veil.service.principals import Principal
-from veil.service.problems import Problem
+from veil.service.problems import Problem, responses
 from veil.service.state import ServiceState, caller, state_of
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/mechanisms", tags=["mechanisms"])
+# every endpoint: a body (413, 422), a key (401, 429), a grant to charge (404, 403 when
+# exhausted), arguments out of their domain (400), failures (500, 503)
+router = APIRouter(
+    prefix="/v1/mechanisms",
+    tags=["mechanisms"],
+    responses=responses(400, 401, 403, 404, 413, 422, 429, 500, 503),
+)
 
 Caller = Annotated[Principal, Depends(caller)]
 

@@ -19,6 +19,7 @@ __all__ = [
     "GaussianRequest",
     "GrantRequest",
     "LaplaceRequest",
+    "Problem",
     "QueryRequest",
     "RandomizedResponseRequest",
 ]
@@ -36,6 +37,42 @@ MAX_VALUES = 100_000
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class FieldError(BaseModel):
+    """Where a request does not match the schema (a member of ``errors``)."""
+
+    loc: list[str]
+    msg: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document (``application/problem+json``), the body of every error
+    response; ``type`` is one of ``GET /problems``. Members beyond RFC 9457's are the
+    extensions of some types; others may be added (they are allowed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="the problem type's URN, `urn:veil:problem:<slug>`")
+    title: str = Field(description="the problem type's title")
+    status: int = Field(ge=400, le=599, description="the response's HTTP status")
+    detail: str = Field(description="what went wrong, in words")
+    instance: str | None = Field(default=None, description="the request's path")
+    requested: dict[str, Any] | None = Field(
+        default=None, description="budget-exhausted: what the query would cost"
+    )
+    remaining: dict[str, Any] | None = Field(
+        default=None, description="budget-exhausted: what remains of the grant"
+    )
+    line: int | None = Field(
+        default=None, description="unsupported-query: the offending construct's line"
+    )
+    column: int | None = Field(
+        default=None, description="unsupported-query: the offending construct's column"
+    )
+    errors: list[FieldError] | None = Field(
+        default=None, description="invalid-request: where the request does not match"
+    )
 
 
 class ExplainRequest(_Body):

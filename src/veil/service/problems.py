@@ -40,7 +40,14 @@ from veil.errors import (
     VeilError,
 )
 
-__all__ = ["PROBLEMS", "Problem", "ProblemType", "from_error", "problem_response"]
+__all__ = [
+    "PROBLEMS",
+    "Problem",
+    "ProblemType",
+    "from_error",
+    "problem_response",
+    "responses",
+]
 
 logger = logging.getLogger("veil.service")
 
@@ -145,6 +152,45 @@ class Problem(Exception):
             out["instance"] = instance
         out.update(self.extensions or {})
         return out
+
+
+PROBLEM_SCHEMA_REF = "#/components/schemas/Problem"
+
+_HEADERS: Mapping[int, Mapping[str, Any]] = {
+    401: {
+        "WWW-Authenticate": {
+            "description": "the scheme to authenticate with",
+            "required": True,
+            "schema": {"type": "string"},
+        }
+    },
+    429: {
+        "Retry-After": {
+            "description": "whole seconds until a request may be answered",
+            "required": True,
+            "schema": {"type": "string", "pattern": "^[0-9]+$"},
+        }
+    },
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of error ``statuses`` (for a route decorator's
+    ``responses=``): each a problem document (the ``Problem`` schema the app's document
+    declares), described by the problem types answered with that status."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(set(statuses)):
+        titles = [t.title for t in _TYPES if t.status == status]
+        if not titles:
+            raise InternalError(f"no problem type answers with {status}")
+        entry: dict[str, Any] = {
+            "description": f"{' or '.join(titles)} (problem document)",
+            "content": {MEDIA_TYPE: {"schema": {"$ref": PROBLEM_SCHEMA_REF}}},
+        }
+        if status in _HEADERS:
+            entry["headers"] = dict(_HEADERS[status])
+        out[status] = entry
+    return out
 
 
 def problem_response(problem: Problem, instance: str | None = None) -> JSONResponse:
