@@ -273,3 +273,37 @@ def test_a_seeded_source_is_refused_on_the_catalogs_persistent_ledger(
     c = catalog(tmp_path, people)
     with pytest.raises(veil.VeilError, match=r"(?i)seed|replay|source"):
         Session.from_catalog(c, "people", analyst="alice", source=SeededSource(1))
+
+
+def test_a_zcdp_cost_is_held_to_the_owners_epsilon_cap(tmp_path: Path, people: Path) -> None:
+    query = "SELECT COUNT(*) AS n FROM people"
+    c = catalog(tmp_path, people)  # ε ≤ 1 per query, no δ allowed
+    with open_session(c) as s:
+        before = s.remaining()
+        with pytest.raises(InvalidArgumentError, match="no pure-ε bound"):
+            s.sql(query, epsilon=Budget(rho=100))
+        assert s.remaining() == before
+    c.add_dataset(
+        "people",
+        source=Source("file", path=str(people)),
+        privacy_unit="user_id",
+        max_rows_per_group=2,
+        bounds={"income": (0, 100_000)},
+        domains={"state": ["CA", "NY", "TX"]},
+        max_epsilon=1,
+        max_delta=1e-6,
+        replace=True,
+    )
+    c.ledger.grant("carol", "people", Budget(rho=10))
+    with Session.from_catalog(c, "people", analyst="carol") as s:
+        with pytest.raises(InvalidArgumentError, match=r"above the largest cost"):
+            s.sql(query, epsilon=Budget(rho=1))  # ≈ ε 8.4 at δ = 1e-6
+        assert s.remaining() == Budget(rho=10)
+        s.sql(query, epsilon=Budget(rho="0.005"))  # ≈ ε 0.53 at δ = 1e-6: within the cap
+
+
+def test_a_refused_change_leaves_the_cap_alone(tmp_path: Path, people: Path) -> None:
+    c = catalog(tmp_path, people, total=Budget(epsilon=3))
+    with pytest.raises(LedgerError, match="replace=True"):
+        c.add_dataset("people", source=Source("file", path=str(people)), total=Budget(epsilon=100))
+    assert c.ledger.dataset_cap("people") == (Budget(epsilon=3), Budget(epsilon=3))

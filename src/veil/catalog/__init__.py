@@ -195,8 +195,27 @@ class Dataset:
                 )
 
     def check_cost(self, cost: Budget) -> None:
-        """Refuse one query costing more than the owner's largest ε (or δ)."""
-        if self.max_epsilon is not None and cost.kind != "zcdp" and cost.eps > self.max_epsilon:
+        """Refuse one query costing more than the owner's largest ε (or δ). A ρ-zCDP cost is
+        held to the cap as its (ε, δ) conversion at the owner's largest δ; with no δ allowed it
+        cannot meet an ε cap (zCDP gives no pure guarantee) and is refused."""
+        if self.max_epsilon is not None and cost.kind == "zcdp":
+            if not self.max_delta:
+                raise InvalidArgumentError(
+                    f"a zCDP cost ({cost}) has no pure-ε bound to hold to the largest cost of "
+                    f"one query on dataset {self.name!r} (ε ≤ {float(self.max_epsilon):g}, no "
+                    "δ allowed); pass epsilon= (and delta=) instead"
+                )
+            from veil.accounting.conversions import zcdp_to_approx
+
+            eps = zcdp_to_approx(cost.rho_value, self.max_delta).eps
+            if eps > self.max_epsilon:
+                raise InvalidArgumentError(
+                    f"{cost} is ε={float(eps):g} at δ={float(self.max_delta):g}, above the "
+                    f"largest cost of one query on dataset {self.name!r}, "
+                    f"{float(self.max_epsilon):g}; ask a cheaper query"
+                )
+            return
+        if self.max_epsilon is not None and cost.eps > self.max_epsilon:
             raise InvalidArgumentError(
                 f"epsilon={float(cost.eps):g} is above the largest cost of one query on dataset "
                 f"{self.name!r}, {float(self.max_epsilon):g}; ask a cheaper query"
@@ -333,7 +352,13 @@ class Catalog:
                 f"this source is already registered as dataset {clash!r}: one source is one "
                 f"unit of accounting; remove {clash!r} first or use its name"
             )
-        if ds.total is not None:
+        registered = self.ledger.get_dataset(ds.name)
+        if registered is not None and registered != spec and not replace:
+            raise LedgerError(  # refused before the cap below is touched
+                f"dataset {ds.name!r} is already in the catalog with other metadata; pass "
+                "replace=True (veil catalog add --replace) to change it"
+            )
+        if ds.total is not None:  # the cap first: a dataset is never registered without it
             self.ledger.cap_dataset(ds.name, ds.total)
         self.ledger.put_dataset(ds.name, spec, replace=replace)
         return ds
