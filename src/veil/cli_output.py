@@ -175,20 +175,26 @@ def print_result(
         out.print(f"note: {note}", style="dim", markup=False)
 
 
+def explanation_payload(explanation: Explanation) -> dict[str, Any]:
+    """An explanation as one JSON object (the CLI's ``--format json`` and the service's)."""
+    return {
+        "plan": explanation.canonical,
+        "sql": explanation.sql,
+        "quantile_sql": list(explanation.quantile_sql),
+        "cost": budget_json(explanation.cost),
+        "contribution": explanation.contribution,
+        "usage": [_usage_json(u) for u in explanation.usage],
+        "expected_error_bars": dict(explanation.errors),
+        "remaining": budget_json(explanation.remaining),
+        "covered": explanation.covered,
+        "notes": list(explanation.notes),
+    }
+
+
 def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
     """Print what a query would do and cost (nothing read, nothing charged)."""
     if fmt is not OutputFormat.table:
-        payload = {
-            "plan": explanation.canonical,
-            "sql": explanation.sql,
-            "quantile_sql": list(explanation.quantile_sql),
-            "cost": budget_json(explanation.cost),
-            "contribution": explanation.contribution,
-            "usage": [_usage_json(u) for u in explanation.usage],
-            "expected_error_bars": dict(explanation.errors),
-            "remaining": budget_json(explanation.remaining),
-            "covered": explanation.covered,
-        }
+        payload = explanation_payload(explanation)
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
     console = Console(highlight=False)

@@ -27,10 +27,8 @@ from fastapi.responses import JSONResponse
 
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
-from veil.cli_output import result_payload
+from veil.cli_output import explanation_payload, result_payload
 from veil.errors import InvalidArgumentError
-from veil.release.explain import Explanation
-from veil.release.result import Usage
 from veil.service.models import ExplainRequest, QueryRequest
 from veil.service.principals import Principal
 from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
@@ -109,26 +107,22 @@ def _bounds(body: ExplainRequest) -> dict[str, tuple[Any, Any]] | None:
     return None if body.bounds is None else {c: (lo, hi) for c, (lo, hi) in body.bounds.items()}
 
 
-def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
-    """Answer ``body`` (never raises: a refusal is its problem document)."""
+def _answered(
+    state: ServiceState,
+    who: Principal,
+    ds: Dataset,
+    body: ExplainRequest,
+    ask: Callable[[Session], dict[str, Any]],
+) -> Answer:
+    """``ask`` a session on ``ds`` with a lent engine (never raises: a refusal is its problem
+    document, counted in the metrics)."""
     try:
         _refuse_widening(body, ds)
         with (
             state.engines.borrow(ds) as engine,
             Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
         ):
-            result = session.sql(
-                body.sql,
-                epsilon=body.epsilon,
-                delta=body.delta,
-                bounds=_bounds(body),
-                max_groups=body.max_groups,
-                max_rows_per_group=body.max_rows_per_group,
-                consistent=body.consistent,
-            )
-            remaining = session.remaining()
-        state.metrics.query(ds.name, cached=result.cached)
-        payload = result_payload(result, remaining=remaining)
+            payload = ask(session)
         payload["dataset"] = ds.name
         return 200, payload
     except Exception as exc:
@@ -137,54 +131,33 @@ def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequ
         return problem.type.status, problem.body()
 
 
-def _usage(u: Usage) -> dict[str, Any]:
+def _options(body: ExplainRequest) -> dict[str, Any]:
     return {
-        "measurement": u.measurement,
-        "mechanism": u.mechanism,
-        "loss": budget_json(u.loss),
-        "sensitivity": u.sensitivity,
-        "noise": u.noise,
-        "used_by": list(u.used_by),
+        "epsilon": body.epsilon,
+        "delta": body.delta,
+        "bounds": _bounds(body),
+        "max_groups": body.max_groups,
+        "max_rows_per_group": body.max_rows_per_group,
     }
 
 
-def _explanation(e: Explanation) -> dict[str, Any]:
-    return {
-        "plan": e.canonical,
-        "sql": e.sql,
-        "quantile_sql": list(e.quantile_sql),
-        "cost": budget_json(e.cost),
-        "contribution": e.contribution,
-        "usage": [_usage(u) for u in e.usage],
-        "expected_error_bars": dict(e.errors),
-        "remaining": budget_json(e.remaining),
-        "covered": e.covered,
-        "notes": list(e.notes),
-    }
+def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
+    """Answer ``body``: released values, error bars, cost and what is left."""
+
+    def ask(session: Session) -> dict[str, Any]:
+        result = session.sql(body.sql, consistent=body.consistent, **_options(body))
+        remaining = session.remaining()
+        state.metrics.query(ds.name, cached=result.cached)
+        return result_payload(result, remaining=remaining)
+
+    return _answered(state, who, ds, body, ask)
 
 
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
-    try:
-        _refuse_widening(body, ds)
-        with (
-            state.engines.borrow(ds) as engine,
-            Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
-        ):
-            explanation = session.explain(
-                body.sql,
-                epsilon=body.epsilon,
-                delta=body.delta,
-                bounds=_bounds(body),
-                max_groups=body.max_groups,
-                max_rows_per_group=body.max_rows_per_group,
-            )
-        payload = _explanation(explanation)
-        payload["dataset"] = ds.name
-        return 200, payload
-    except Exception as exc:
-        problem = from_error(exc)
-        state.metrics.refusal(ds.name, problem.slug)
-        return problem.type.status, problem.body()
+    """What ``body`` would cost and its expected error (nothing read, nothing charged)."""
+    return _answered(
+        state, who, ds, body, lambda s: explanation_payload(s.explain(body.sql, **_options(body)))
+    )
 
 
 def _check_sql(state: ServiceState, sql: str) -> None:
