@@ -8,46 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from estimator_fixtures import NOISE, STEP, K, model, stats_for
 from veil.noise.errorbars import combination_halfwidth, laplace_halfwidth
-from veil.release.estimators import ColumnModel, NoiseModel, estimate, halfwidth
-
-K = 1 << 30
-W = Fraction(500)  # bounds [0, 1000], centre 500
-STEP = W / K
-NOISE = {
-    "count": NoiseModel(
-        "count", "count", "discrete_laplace", Fraction(2), Fraction(0), Fraction(1), 1
-    ),
-    "sum(x)": NoiseModel(
-        "sum(x)", "sum", "discrete_laplace", Fraction(K) * 2, Fraction(500), STEP, K
-    ),
-    "sum_squares(x)": NoiseModel(
-        "sum_squares(x)", "sum_squares", "discrete_laplace", Fraction(K) * 2, Fraction(500), STEP, K
-    ),
-}
-LO, HI = Fraction(0), Fraction(1000)
-
-
-def model(function: str) -> ColumnModel:
-    return ColumnModel(
-        "c",
-        function,
-        LO,
-        HI,
-        count="count",
-        sum="sum(x)",
-        squares="sum_squares(x)" if function in ("variance", "stddev") else None,
-    )
-
-
-def stats_for(values: list[float]) -> dict[str, int]:
-    v = [round((x - 500) / float(STEP)) for x in values]
-    w = [round(((x - 500) / 500) ** 2 * K) for x in values]
-    return {
-        "count": len(values),
-        "sum(x)": sum(v),
-        "sum_squares(x)": sum(2 * wi - K for wi in w),
-    }
+from veil.release.estimators import ColumnModel, estimate, halfwidth
 
 
 def test_noise_free_statistics_give_back_the_exact_aggregates() -> None:
