@@ -61,6 +61,7 @@ from veil.plan.nodes import (
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
 from veil.release.draw import Measured, finish, measure
+from veil.release.estimators import check_models, column_models
 from veil.release.exact import bucket_counts, exact_stats, may_wrap
 from veil.release.explain import Explanation, describe_usage, expected_errors
 from veil.release.result import Result
@@ -471,6 +472,9 @@ class Session:
             quantile_buckets=self.quantile_buckets,
         )
         compiled = apply_rules(plan, ctx)
+        # every role each aggregate reads was measured: a kind whose reads and budget split
+        # disagree fails here, before anything is charged, not after the engine ran
+        check_models(aggregate_of(compiled), column_models(aggregate_of(compiled)))
         _warn_unwise(
             budget, set(_bounds(bounds)) - {b.column for b in aggregate_of(compiled).bounds}
         )

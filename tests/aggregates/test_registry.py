@@ -3,6 +3,7 @@ before anything is charged."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fractions import Fraction
 
 import pandas as pd
@@ -102,3 +103,45 @@ def test_the_exponential_family_is_not_additive_noise() -> None:
         exp_family.halfwidth(Fraction(1), 0.95)
     with pytest.raises(InternalError):
         exp_family.threshold(Fraction(1), groups=1, rows=1, delta=Fraction(1, 10**6))
+
+
+class _Inconsistent(AggregateKind):
+    """Reads a sum of squares that its budget split never asks the compiler to measure."""
+
+    name = "inconsistent_spread"
+    sql = ("INCONSISTENT_SPREAD",)
+
+    def reads(self, call: Call) -> tuple[Read, ...]:
+        return (Read("squares", "sum_squares"), Read("sum", "sum"), Read("count", "count"))
+
+    def split(self, call: Call, weight: float, moments: object) -> dict[str, float]:  # type: ignore[override]
+        return {"sum": weight, "count": weight}
+
+    def estimate(self, g: Group) -> float:
+        return float(g.value("squares"))
+
+    def halfwidth(self, g: Group, value: float, level: float) -> None:
+        return None
+
+    def expected(self, e: Expected, level: float) -> str:
+        return ""
+
+
+@pytest.fixture
+def inconsistent() -> Iterator[None]:
+    registry.register(_Inconsistent)
+    try:
+        yield
+    finally:
+        registry._KINDS.pop(_Inconsistent.name)
+
+
+@pytest.mark.usefixtures("inconsistent")
+def test_a_kind_reading_an_unmeasured_statistic_fails_before_the_charge() -> None:
+    df = pd.DataFrame({"x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": df}, bounds={"x": (0, 5)}, budget=Budget(epsilon=1)) as s:
+        with pytest.raises(InternalError, match="reads sum_squares, which is not measured"):
+            s.query("t").agg("inconsistent_spread", "x").run(epsilon=0.5)
+        with pytest.raises(InternalError, match="not measured"):
+            s.query("t").agg("inconsistent_spread", "x").explain(epsilon=0.5)
+        assert s.remaining() == Budget(epsilon=1)

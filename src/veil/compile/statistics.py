@@ -126,11 +126,6 @@ def thresholded(measurements: Sequence[Measurement]) -> Measurement | None:
     return None
 
 
-def check_measurement(agg: Aggregate, m: Measurement) -> Fraction:
-    """The sensitivity ``m`` must carry, recomputed from the plan (used by the invariant)."""
-    return sensitivity(agg, m.statistic, m.mechanism, m.limit, m.quantile)
-
-
 # ── the statistics' SQL ────────────────────────────────────────────────────────────────────
 
 
