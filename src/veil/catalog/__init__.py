@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -343,6 +344,7 @@ class Catalog:
             total=total,
             min_response_ms=min_response_ms,
         )
+        _check_schema(ds, "python")
         spec = json.dumps(ds.to_json(), sort_keys=True)
         identity = source.identity
         others = [d for d in self.datasets() if d.name != ds.name]
@@ -394,10 +396,10 @@ class Catalog:
         entries = doc.get("datasets", [])
         if not isinstance(entries, list):
             raise InvalidArgumentError(f"{str(file)!r}: 'datasets' must be [[datasets]] tables")
-        out = []
-        for entry in entries:
-            out.append(self.add_dataset(**_toml_entry(entry, file.parent), replace=True))
-        return out
+        parsed = [_toml_entry(entry, file.parent) for entry in entries]
+        for fields in parsed:  # every entry checked before any is registered
+            _check_schema(_dataset(**fields), "toml")  # the fix in the file's syntax
+        return [self.add_dataset(**fields, replace=True) for fields in parsed]
 
     def open_engine(self, name: str) -> Engine:
         """A new engine over dataset ``name``'s source, its one table called ``name`` (one per
@@ -444,6 +446,69 @@ _TOML_KEYS = {
 }
 
 
+Syntax = Literal["python", "cli", "toml"]
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _declaration(column: str, type_name: str, syntax: Syntax) -> str:
+    """``column: type_name`` declared in ``syntax``: ``schema={'c': 'T'}``, ``--column c:T``
+    or ``schema = { c = "T" }`` (a veil.toml entry)."""
+    if syntax == "cli":
+        return f"--column {column}:{type_name}"
+    if syntax == "toml":
+        key = column if _BARE_KEY.fullmatch(column) else json.dumps(column)
+        return f"schema = {{ {key} = {json.dumps(type_name)} }}"
+    return f"schema={{{column!r}: {type_name!r}}}"
+
+
+def _check_schema(ds: Dataset, syntax: Syntax) -> None:
+    """Refuse, when a dataset is added, a declared schema its engine would refuse later: a type
+    veil does not read, a column declared twice (names are case-insensitive), or any
+    declaration on a PostgreSQL source (its tables carry their own types). Each message says
+    the fix in ``syntax``; from Python, its ``cli`` form in the ``veil`` command's."""
+    if not ds.schema:
+        return
+    from veil.engines.declared import parse_type  # sqlglot: only when something is declared
+
+    def refuse(says: Callable[[Syntax], str]) -> InvalidArgumentError:
+        return InvalidArgumentError(says(syntax), cli=says("cli") if syntax == "python" else None)
+
+    def on_postgres(s: Syntax) -> str:
+        key = {"python": "schema=", "cli": "--column", "toml": "the schema key"}[s]
+        return (
+            f"dataset {ds.name!r}: a PostgreSQL table carries its own column types, so {key} "
+            f"is not accepted on a postgres source (it declares "
+            f"{', '.join(repr(c) for c in ds.schema)}); register the dataset without it, and "
+            "to change a column's type cast it in a view (CREATE VIEW … AS SELECT CAST(…)) "
+            "and register the view"
+        )
+
+    if ds.source.kind == "postgres":
+        raise refuse(on_postgres)
+    seen: dict[str, str] = {}
+    for column, type_name in ds.schema.items():
+
+        def bad_type(s: Syntax, c: str = column, t: str = type_name) -> str:
+            try:
+                parse_type(ds.name, c, t, example=_declaration(c, "DOUBLE", s))
+            except InvalidArgumentError as exc:
+                return str(exc)
+            return ""
+
+        def twice(s: Syntax, c: str = column, first: str = seen.get(column.lower(), "")) -> str:
+            return (
+                f"dataset {ds.name!r}: column {c!r} is declared twice ({first!r} and {c!r}; "
+                f"names are case-insensitive); declare it once, e.g. "
+                f"{_declaration(first, ds.schema[first], s)}"
+            )
+
+        if bad_type(syntax):
+            raise refuse(bad_type)
+        if column.lower() in seen:
+            raise refuse(twice)
+        seen[column.lower()] = column
+
+
 def _toml_entry(entry: object, base: Path) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise InvalidArgumentError(f"each [[datasets]] entry must be a table, got {entry!r}")
@@ -485,7 +550,9 @@ def _engine(ds: Dataset) -> Engine:
     if src.kind == "postgres":
         from veil.engines.postgres import PostgresEngine
 
-        return PostgresEngine(src.url or "", {ds.name: src.table or ""})
+        # a schema is refused when a postgres dataset is added; one stored before that rule
+        # is refused here, by the engine, rather than silently dropped
+        return PostgresEngine(src.url or "", {ds.name: src.table or ""}, schema=schema)
     from pyspark.sql import SparkSession
 
     from veil.engines.spark import SparkEngine

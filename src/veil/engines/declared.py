@@ -80,14 +80,20 @@ _PLAIN = frozenset(
 _MAX_PRECISION = 38
 
 
-def parse_type(table: str, column: str, name: object) -> exp.DataType:
+def parse_type(
+    table: str, column: str, name: object, *, example: str | None = None
+) -> exp.DataType:
     """The sqlglot type of ``name`` declared for ``table.column``; refuses unaccepted names.
 
     Raises :class:`InvalidArgumentError` naming the table, the column, the value and the
-    accepted names. Text types come back as ``TEXT``, timestamps as ``TIMESTAMPNTZ``.
+    accepted names, with ``example`` as the fix (a declaration in the caller's syntax;
+    default ``{'column': 'DOUBLE'}``). Text types come back as ``TEXT``, timestamps as
+    ``TIMESTAMPNTZ``.
     """
     where = f"table {table!r}, column {column!r}"
-    fix = f"; declare one of {ACCEPTED}, e.g. {{{column!r}: 'DOUBLE'}}"
+    if example is None:
+        example = f"{{{column!r}: 'DOUBLE'}}"
+    fix = f"; declare one of {ACCEPTED}, e.g. {example}"
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgumentError(f"{where}: a type must be a type name, got {name!r}{fix}")
     try:
