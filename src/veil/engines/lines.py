@@ -13,8 +13,10 @@ is NULL rather than a unit of its own). Empty lines are
 skipped; a line that is not valid UTF-8 is skipped; a line longer than :data:`MAX_LINE_BYTES`
 (2 MiB) is skipped. The first line is the header and is schema, not a person's data: it names
 the columns (and the engines skip every line identical to it, e.g. the headers of the other
-files of a glob; on DuckDB every file of a glob must start with the same header). It is read
-with Python's standard library (DuckDB) or as the first line of the text (Spark).
+files of a glob). Every file of a glob or directory must start with the same header, or the
+table is refused. Each file's first line is read on its own, before any query — with Python's
+standard library (DuckDB) or Hadoop's file system and line reader (Spark) — so neither a data
+row nor the files' sizes decide it.
 
 **Cells (CSV/TSV).** The delimiter is ``,`` (tab for ``.tsv``), the quote ``"`` and a quote
 inside a quoted cell is doubled (``""``). A line is read cell by cell from the left:
@@ -67,6 +69,7 @@ __all__ = [
     "TextFormat",
     "cell",
     "cells",
+    "decode_first_line",
     "header_names",
     "line_cells",
     "read_first_line",
@@ -152,16 +155,23 @@ def read_first_line(path: str, fmt: TextFormat) -> str:
             head = _first_line(_blocks(raw.read, fmt.gzip))
     except (OSError, zlib.error) as exc:  # unreadable, or not a gzip stream at all
         raise SchemaError(f"cannot read the first line of {path!r}: {exc}") from None
+    return decode_first_line(head, repr(path))
+
+
+def decode_first_line(head: bytes, where: str) -> str:
+    """``head``, the bytes of the first line of ``where``, as text: UTF-8 with a byte-order
+    mark dropped. Longer than :data:`MAX_LINE_BYTES` or not UTF-8 is a :class:`SchemaError`
+    (which quotes none of it)."""
     if len(head) > MAX_LINE_BYTES:
         raise SchemaError(
-            f"the first line of {path!r} is longer than {MAX_LINE_BYTES} bytes; the header "
+            f"the first line of {where} is longer than {MAX_LINE_BYTES} bytes; the header "
             "must be one line naming the columns"
         )
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SchemaError(
-            f"the first line of {path!r} is not UTF-8 ({exc.reason} at byte {exc.start}); "
+            f"the first line of {where} is not UTF-8 ({exc.reason} at byte {exc.start}); "
             "save the file as UTF-8"
         ) from None
     return text.removeprefix(_BOM)

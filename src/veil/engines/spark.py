@@ -19,8 +19,11 @@ JSON sources (``inferSchema`` reads every row; and even with ``multiLine=false``
 Hadoop's ``mapreduce.input.linerecordreader.line.maxlength``; empty lines, lines identical to
 the header and — on Spark ≥ 4 — lines that are not valid UTF-8 are dropped), and cut into cells
 by the rules and regular expressions of :mod:`veil.engines.lines`, the same as DuckDB's: the
-same file gives the same rows on both engines. The header is the first line of the text (never
-a data row's types). JSON lines are parsed with ``from_json`` into the declared keys only.
+same file gives the same rows on both engines. The header is each file's own first line, read
+through Hadoop's file system and line reader before any query (not the first row of Spark's
+scan, which orders files by size); a directory or glob whose files' first lines differ is
+refused, as on DuckDB. Without a declaration every column is text. JSON lines are parsed with
+``from_json`` into the declared keys only.
 
 ``schema={"people": {"income": "DOUBLE"}}`` declares column types for any source (see
 :mod:`veil.engines.declared`): a declared column is read through ``TRY_CAST`` — NULL for a
@@ -58,6 +61,7 @@ from veil.engines.lines import (
     MAX_LINE_BYTES,
     TextFormat,
     cell,
+    decode_first_line,
     header_names,
     line_cells,
     require_declared_json,
@@ -252,7 +256,14 @@ class SparkEngine:
         columns (CSV/TSV) or the declared keys (JSON lines) by :mod:`veil.engines.lines`."""
         functions = importlib.import_module("pyspark.sql.functions")
         value = functions.col("value")
-        lines = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES)).text(path)
+        errors = importlib.import_module("pyspark.errors")
+        try:  # lists the files (metadata), reads none
+            lines = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES)).text(path)
+        except errors.AnalysisException as exc:
+            raise SchemaError(
+                f"table {name!r}: Spark cannot list {path!r} ({_condition(exc) or exc}); pass an "
+                "existing CSV path, directory or glob"
+            ) from None
         keep = value != functions.lit("")
         if int(self._spark.version.split(".")[0]) >= 4:
             keep = keep & functions.expr("is_valid_utf8(value)")
@@ -272,11 +283,11 @@ class SparkEngine:
                 "file reads as no rows)",
             )
         else:
-            header = self._header(name, path)
-            columns = header_names(name, header.removeprefix(_BOM), fmt, repr(path))
+            header = self._header(name, path, lines)
+            columns = header_names(name, header, fmt, repr(path))
             casts = match_columns(name, declared, columns, f"the header of {path!r}")
             keep = keep & (value != functions.lit(header))
-            keep = keep & (value != functions.lit(header.removeprefix(_BOM)))
+            keep = keep & (value != functions.lit(_BOM + header))
             split = line_cells(_column("value"), fmt.delimiter, "spark")
             listed = _column("__veil_cells")
             typed = [
@@ -300,22 +311,61 @@ class SparkEngine:
             items.append(_spark_sql(exp.alias_(value, exp.to_identifier(column, quoted=True))))
         return self._analysed(name, inner.selectExpr(*items), casts)
 
-    def _header(self, name: str, path: str) -> str:
-        """The first line of the text: the first row of the first split, which starts a file
-        (Spark orders splits by size, a file's first split first). No data row is read."""
-        first = self._spark.read.text(path).limit(1).collect()
-        if not first or first[0][0] is None:
+    def _header(self, name: str, path: str, lines: DataFrame) -> str:
+        """The header line every file of ``lines`` (the text of ``path``) starts with: each
+        file's own first line, read apart from Spark's scan (which orders files by size, so
+        a query's first row comes from the largest file), so no data row and no file size
+        decides it. Files whose first lines differ are refused (a headerless file, another
+        file's columns), without quoting them."""
+        files = sorted(lines.inputFiles())  # listed from the file system's metadata
+        if not files:
             raise SchemaError(
-                f"table {name!r}: {path!r} has no first line; a CSV must start with the header "
-                "naming the columns"
+                f"table {name!r}: no file at {path!r}; pass an existing CSV path, directory or glob"
             )
-        header: str = first[0][0]
-        if len(header.encode("utf-8", "surrogatepass")) > MAX_LINE_BYTES:
-            raise SchemaError(
-                f"table {name!r}: the first line of {path!r} is longer than {MAX_LINE_BYTES} "
-                "bytes; the header must be one line naming the columns"
-            )
+        header = self._first_line(name, files[0])
+        for other in files[1:]:
+            if self._first_line(name, other) != header:
+                raise SchemaError(
+                    f"table {name!r}: {other!r} does not start with the header of "
+                    f"{files[0]!r}; the files of one table must have the same first line"
+                )
         return header
+
+    def _first_line(self, name: str, file: str) -> str:
+        """The first line of one input file, as :func:`veil.engines.lines.read_first_line`
+        reads a local one: through Hadoop's file system, decompression codecs and line reader
+        (the line breaks of Spark's text source), no further than :data:`MAX_LINE_BYTES`."""
+        jvm: Any = getattr(self._spark, "_jvm", None)
+        if jvm is None:  # pragma: no cover - Spark Connect: the one file's first line
+            rows = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES)).text(file).limit(1)
+            first = rows.collect()
+            text = "" if not first or first[0][0] is None else str(first[0][0])
+            return decode_first_line(text.encode("utf-8", "surrogatepass"), repr(file))
+        hadoop = jvm.org.apache.hadoop
+        conf = self._spark.sparkContext._jsc.hadoopConfiguration()
+        py4j = importlib.import_module("py4j.protocol")
+        stream = None
+        try:
+            jpath = hadoop.fs.Path(file)
+            stream = jpath.getFileSystem(conf).open(jpath)
+            codec = hadoop.io.compress.CompressionCodecFactory(conf).getCodec(jpath)
+            if codec is not None:
+                stream = codec.createInputStream(stream)
+            line = hadoop.io.Text()
+            # at most one byte past the limit is kept, and about that many read
+            hadoop.util.LineReader(stream, conf).readLine(
+                line, MAX_LINE_BYTES + 1, MAX_LINE_BYTES + 2
+            )
+            head = bytes(line.copyBytes())
+        except py4j.Py4JJavaError as exc:  # unreadable, or not in the codec its suffix names
+            detail = exc.java_exception.toString()
+            raise SchemaError(
+                f"table {name!r}: cannot read the first line of {file!r}: {detail}"
+            ) from None
+        finally:
+            if stream is not None:
+                stream.close()
+        return decode_first_line(head, repr(file))
 
     # -- the Engine protocol -----------------------------------------------------------------
 
