@@ -59,7 +59,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from veil import noise
-from veil.accounting.budget import Budget, exact
+from veil.accounting.budget import Budget, exact, show
+from veil.accounting.limits import MIN_EPSILON
 from veil.engines.spark import is_spark_dataframe, require_pyspark
 from veil.errors import (
     BoundsError,
@@ -172,7 +173,7 @@ class Perturbation:
 def perturb(
     data: Any,
     *,
-    epsilon: Number,
+    epsilon: Number | Budget,
     bounds: Mapping[str, tuple[Number, Number]] | None = None,
     categories: Mapping[str, Sequence[Any]] | None = None,
     ledger: Ledger | ScratchLedger | None = None,
@@ -194,7 +195,9 @@ def perturb(
 
     Contract:
 
-    - Preconditions: ``epsilon > 0`` finite; every numeric column has finite bounds
+    - Preconditions: ``epsilon`` (a number or a pure :class:`veil.Budget`) in [1e-12, 1e4],
+      the range one release may spend (``veil.accounting.limits``), and so is each column's
+      share; every numeric column has finite bounds
       ``lower < upper``; every categorical column at least two distinct categories (values
       outside them are read as the first); ``source`` only on the Arrow/DuckDB path (on Spark each
       executor uses its own CSPRNG).
@@ -213,8 +216,11 @@ def perturb(
       and chains nothing; the engine's error is logged for the operator on the
       ``veil.withheld`` logger (:func:`veil.errors.log_withheld`).
     """
-    specs = _column_specs(epsilon, bounds or {}, categories or {})
-    loss = Budget(epsilon=exact(epsilon, "epsilon"))
+    if not isinstance(epsilon, Budget) and exact(epsilon, "epsilon") <= 0:
+        raise InvalidArgumentError(f"epsilon must be positive, got {epsilon!r}")
+    eps = mechanisms.pure_epsilon(epsilon, "perturb", gaussian=False)
+    specs = _column_specs(eps, bounds or {}, categories or {})
+    loss = Budget(epsilon=eps)
     if session is not None:
         if ledger is not None:
             raise InvalidArgumentError("pass either session= or ledger=, not both")
@@ -301,13 +307,13 @@ def perturb(
 
 
 def _column_specs(
-    epsilon: Number,
+    eps: Fraction,
     bounds: Mapping[str, tuple[Number, Number]],
     categories: Mapping[str, Sequence[Any]],
 ) -> tuple[ColumnPerturbation, ...]:
-    eps = exact(epsilon, "epsilon")
-    if eps <= 0:
-        raise InvalidArgumentError(f"epsilon must be positive, got {epsilon!r}")
+    """Each column's mechanism and share of ``eps``; everything the kernel could not draw (a
+    share below the smallest ε, a scale or grid beyond the samplers') is refused here, before
+    anything is charged."""
     both = sorted(set(bounds) & set(categories))
     if both:
         raise InvalidArgumentError(
@@ -320,6 +326,12 @@ def _column_specs(
             "categories={'state': ['CA', 'TX', ...]} for categorical ones"
         )
     share = eps / len(names)
+    if share < MIN_EPSILON:
+        raise InvalidArgumentError(
+            f"epsilon={show(eps)} split over {len(names)} columns leaves each "
+            f"{show(share)}, below 1e-12, the smallest ε one release may spend (below it the "
+            "noise is too large to sample exactly); raise epsilon or perturb fewer columns"
+        )
     specs: list[ColumnPerturbation] = []
     for name, pair in bounds.items():
         try:
@@ -334,6 +346,8 @@ def _column_specs(
                 f"bounds for {name!r} must satisfy lower < upper, got {pair!r}; "
                 f"pass bounds={{{name!r}: (lower, upper)}}"
             )
+        k, scale = laplace_calibration(hi - lo, share)
+        mechanisms.check_representable(f"perturbing {name!r}", scale, k)
         specs.append(ColumnPerturbation(name, "laplace", share, lower=lo, upper=hi))
     for name, cats in categories.items():
         values = tuple(cats)

@@ -14,10 +14,10 @@ import datetime
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from veil.accounting.budget import Budget
-from veil.compile.constants import check_bounds, check_edges, show
+from veil.accounting.limits import check_spend
+from veil.compile.constants import check_bounds, check_edges
 from veil.compile.measure import build
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
@@ -164,38 +164,10 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
     return replace_aggregate(plan, dataclasses.replace(agg, bounds=bounds))
 
 
-MIN_EPSILON = Fraction(1, 10**12)
-MAX_EPSILON = Fraction(10**4)
-MAX_DELTA = Fraction(1, 2)
-
-
 def check_query_budget(budget: Budget) -> None:
-    """The privacy parameters one query may ask for: ε in [1e-12, 1e4] (ρ in the matching
-    [5e-25, 5e7]), δ below 1/2. Outside, the noise cannot be sampled exactly (a scale past
-    2^48) or the guarantee is void (δ ≥ 1/2 allows releasing a person's row outright)."""
-    if budget.kind == "zcdp":
-        rho = budget.rho or Fraction(0)
-        if not MIN_EPSILON**2 / 2 <= rho <= MAX_EPSILON**2 / 2:
-            raise InvalidArgumentError(
-                f"rho={show(rho)} is outside the range one query may spend, [5e-25, 5e7]; "
-                "pass e.g. rho=0.05"
-            )
-        return
-    eps = budget.eps
-    if eps <= 0:
-        raise InvalidArgumentError(
-            f"a query needs epsilon > 0, got {budget}; pass epsilon=0.1 (for example)"
-        )
-    if not MIN_EPSILON <= eps <= MAX_EPSILON:
-        raise InvalidArgumentError(
-            f"epsilon={show(eps)} is outside the range one query may spend, [1e-12, 1e4] "
-            "(below it the noise is too large to sample exactly); pass e.g. epsilon=0.1"
-        )
-    if budget.delta >= MAX_DELTA:
-        raise InvalidArgumentError(
-            f"delta={show(budget.delta)} protects nothing (δ ≥ 1/2 allows releasing a person's "
-            "row outright); pass a delta far below 1/n, e.g. delta=1e-6"
-        )
+    """The privacy parameters one query may ask for (``veil.accounting.limits``): ε in
+    [1e-12, 1e4] (ρ in the matching [5e-25, 5e7]), δ below 1/2."""
+    check_spend(budget, what="one query")
 
 
 def check_numbers(plan: Plan, ctx: Context) -> Plan:

@@ -20,9 +20,12 @@ from numpy.typing import NDArray
 
 from veil.errors import InvalidArgumentError
 
-__all__ = ["from_grid", "grid_exponent", "to_grid"]
+__all__ = ["MAX_EXPONENT", "from_grid", "grid_exponent", "to_grid"]
 
 _LIMIT = 1 << 61  # grid integers stay below this, so value + noise cannot overflow int64
+MAX_EXPONENT = 1023 - 62
+"""The coarsest grid whose every output is a finite double: a value plus its noise is below
+2^62 grid units (each below 2^61), at most 2^62 as a double, and ``2^62 · 2^961 = 2^1023``."""
 
 
 def grid_exponent(scale: Fraction | int, dimension: int = 1) -> int:

@@ -4,6 +4,11 @@ Every additive mechanism returns a :class:`Release`: the noisy value(s) in the i
 the distribution, its scale, the sensitivity it was calibrated to and the exact privacy loss
 (a :class:`veil.Budget`). Parameters are read exactly (``epsilon=0.1`` is 1/10, see
 :func:`veil.accounting.budget.exact`) and the loss reported is exactly the one the noise gives.
+``epsilon=`` also takes a :class:`veil.Budget` (what ``even_split`` returns): a pure one for the
+pure mechanisms, an (ε, δ) or zCDP one for the Gaussian. The loss lies in the range one query
+may spend (:mod:`veil.accounting.limits`: ε in [1e-12, 1e4], ρ in [5e-25, 5e7], δ below 1/2),
+and noise the exact samplers cannot draw, or whose outputs a double cannot hold, is refused —
+all before anything is charged.
 
 Every mechanism can be charged to a ledger, as :func:`veil.perturb` is: pass ``ledger=``,
 ``analyst=`` and ``dataset=`` and the loss is reserved for that analyst's grant before any noise
@@ -32,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from veil.accounting.budget import Budget, exact
+from veil.accounting.limits import check_spend
 from veil.errors import InternalError, InvalidArgumentError
 from veil.noise import samplers
 from veil.noise._exact import (
@@ -45,7 +51,7 @@ from veil.noise._exact import (
 )
 from veil.noise.calibrate import sigma2_for_approx_dp
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
-from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.noise.grid import MAX_EXPONENT, from_grid, grid_exponent, to_grid
 from veil.random import RandomSource, is_private, refuse_replayable
 from veil.sensitivity import ObservedSensitivity
 
@@ -58,11 +64,13 @@ __all__ = [
     "GaussianMechanism",
     "LaplaceMechanism",
     "Release",
+    "check_representable",
     "discrete_gaussian",
     "discrete_laplace",
     "exponential",
     "gaussian",
     "laplace",
+    "pure_epsilon",
     "randomized_response",
     "report_noisy_max",
 ]
@@ -114,14 +122,36 @@ class Release:
 # ------------------------------------------------------------------------------ validation
 
 
-def _epsilon(epsilon: Number) -> Fraction:
-    if isinstance(epsilon, float) and math.isnan(epsilon):
-        raise InvalidArgumentError("epsilon must be a positive finite number, got nan")
-    e = exact(epsilon, "epsilon")
+def pure_epsilon(
+    epsilon: Number | Budget, mechanism: str = "this mechanism", *, gaussian: bool = True
+) -> Fraction:
+    """ε of a pure mechanism — a number, or a pure :class:`Budget` (what ``even_split``
+    returns) — within the range one release may spend (``veil.accounting.limits``).
+    ``gaussian``: whether the refusal of an (ε, δ) or zCDP budget suggests the Gaussian
+    mechanism instead."""
+    if isinstance(epsilon, Budget):
+        if epsilon.kind == "approx":
+            raise InvalidArgumentError(
+                f"{mechanism} is pure ε-DP and spends no δ, but epsilon={epsilon!r} is an "
+                "(ε, δ) budget; pass its ε alone (epsilon=budget.eps: δ stays unspent)"
+                + (" or use gaussian, which spends δ" if gaussian else "")
+            )
+        if epsilon.kind == "zcdp":
+            raise InvalidArgumentError(
+                f"{mechanism} is pure ε-DP, but epsilon={epsilon!r} is a zCDP budget; pass a "
+                "pure Budget(epsilon=…) or a number"
+                + (", or use gaussian, which spends ρ" if gaussian else "")
+            )
+        e = epsilon.eps
+    else:
+        if isinstance(epsilon, float) and math.isnan(epsilon):
+            raise InvalidArgumentError("epsilon must be a positive finite number, got nan")
+        e = exact(epsilon, "epsilon")
     if e <= 0:
         raise InvalidArgumentError(
             f"epsilon must be > 0, got {epsilon!r}; pass e.g. epsilon=0.5 (smaller = more private)"
         )
+    check_spend(Budget(epsilon=e), what="one release")
     return e
 
 
@@ -247,6 +277,31 @@ def _add_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[n
     return values + noise
 
 
+def check_representable(
+    mechanism: str, scale: Fraction, k: int | None = None, *, variance: bool = False
+) -> None:
+    """Refuse, before anything is charged, noise the exact samplers cannot draw — a scale
+    (a Laplace scale, or σ² when ``variance``) above ``MAX_SCALE`` grid units (its square for
+    σ²) — or, on the grid ``2^k``, outputs a double cannot hold: every grid integer is below
+    2^62, so ``k ≤ MAX_EXPONENT`` keeps every output finite. ``mechanism`` names the caller in
+    the message."""
+    limit = samplers.MAX_SCALE**2 if variance else samplers.MAX_SCALE
+    if scale > limit:
+        what = "σ²" if variance else "scale"
+        raise InvalidArgumentError(
+            f"{mechanism}: noise of {what} {float(scale):.3g} grid steps is beyond the "
+            f"{float(limit):.3g} the exact sampler draws; spend more (a larger epsilon or "
+            "rho), lower the sensitivity, or release fewer values at once"
+        )
+    if k is not None and k > MAX_EXPONENT:
+        raise InvalidArgumentError(
+            f"{mechanism}: this sensitivity and loss need the output grid 2^{k}, on which a "
+            "noisy value can exceed the largest double (≈1.8e308) and come out as ±inf (the "
+            f"coarsest grid is 2^{MAX_EXPONENT}); rescale the values (e.g. divide them by "
+            "1e100) so that the sensitivity is smaller"
+        )
+
+
 # ------------------------------------------------------------------------------- charging
 
 
@@ -320,7 +375,7 @@ def laplace(
     values: Any,
     *,
     sensitivity: Number,
-    epsilon: Number,
+    epsilon: Number | Budget,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
@@ -335,13 +390,14 @@ def laplace(
     grid units, so the release is ε-DP (geometric mechanism, Ghosh et al. 2009; CKS 2020).
     ``k`` is :func:`veil.noise.grid.grid_exponent` of ``min(Δ, Δ/ε)`` and ``d``.
     """
-    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    eps, sens = pure_epsilon(epsilon, "laplace"), _sensitivity(sensitivity)
     flat, shape, scalar = _values(values)
     d = flat.size
     k = grid_exponent(min(sens, sens / eps), d)
     step = Fraction(2) ** k
-    units = to_grid(flat, k)
     scale_units = (sens / step + d) / eps
+    check_representable("laplace", scale_units, k)
+    units = to_grid(flat, k)
     held = _reserve(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="laplace",
         sensitivity=sens, size=d, source=source,
@@ -364,7 +420,7 @@ def discrete_laplace(
     values: Any,
     *,
     sensitivity: Number,
-    epsilon: Number,
+    epsilon: Number | Budget,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
@@ -376,10 +432,11 @@ def discrete_laplace(
     Postcondition: ``x + N`` with ``N`` exact discrete Laplace of scale ``Δ/ε``: ε-DP
     (Ghosh, Roughgarden, Sundararajan 2009; Canonne, Kamath, Steinke 2020).
     """
-    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    eps, sens = pure_epsilon(epsilon, "discrete_laplace"), _sensitivity(sensitivity)
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_laplace")
     scale = sens / eps
+    check_representable("discrete_laplace", scale)
     held = _reserve(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="discrete_laplace",
         sensitivity=sens, size=ints.size, source=source,
@@ -400,10 +457,32 @@ def discrete_laplace(
 # ------------------------------------------------------------------------------ Gaussian
 
 
+GaussianParams = tuple[Fraction, None, None] | tuple[None, Fraction, Fraction]
+
+
 def _gaussian_params(
-    rho: Number | None, epsilon: Number | None, delta: Number | None
-) -> tuple[Fraction, None, None] | tuple[None, Fraction, Fraction]:
-    """Validated ``(ρ, None, None)`` or ``(None, ε, δ)``."""
+    rho: Number | None, epsilon: Number | Budget | None, delta: Number | None
+) -> GaussianParams:
+    """Validated ``(ρ, None, None)`` or ``(None, ε, δ)``; ``epsilon`` may be an (ε, δ) or a
+    zCDP :class:`Budget` (what ``even_split`` returns), within the range one release may
+    spend."""
+    if isinstance(epsilon, Budget):
+        if rho is not None or delta is not None:
+            raise InvalidArgumentError(
+                f"epsilon={epsilon!r} is a Budget, which carries its own delta (or rho); pass "
+                "either epsilon=Budget(...) or rho= / epsilon= and delta= as numbers"
+            )
+        if epsilon.kind == "pure":
+            raise InvalidArgumentError(
+                f"the Gaussian mechanism cannot satisfy pure ε-DP, but epsilon={epsilon!r} is "
+                "a pure budget; pass Budget(epsilon=…, delta=…) or Budget(rho=…), or use "
+                "laplace for pure ε"
+            )
+        budget = epsilon
+        if budget.kind == "zcdp":
+            rho, epsilon = budget.rho, None
+        else:
+            epsilon, delta = budget.eps, budget.delta
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise InvalidArgumentError(
@@ -415,24 +494,23 @@ def _gaussian_params(
         r = exact(rho, "rho")
         if r <= 0:
             raise InvalidArgumentError(f"rho must be > 0, got {rho!r}; e.g. rho=0.125")
+        check_spend(Budget(rho=r), what="one release")
         return r, None, None
     if epsilon is None or delta is None:
         raise InvalidArgumentError(
             "the Gaussian mechanism needs rho=… (zCDP) or both epsilon=… and delta=…, "
             f"got epsilon={epsilon!r}, delta={delta!r}"
         )
-    return None, _epsilon(epsilon), _delta(delta)
+    e, d = pure_epsilon(epsilon, "gaussian"), _delta(delta)
+    check_spend(Budget(epsilon=e, delta=d), what="one release")
+    return None, e, d
 
 
 def _gaussian_loss(
-    sens_units: Fraction,
-    dimension: int,
-    rho: Number | None,
-    epsilon: Number | None,
-    delta: Number | None,
+    sens_units: Fraction, dimension: int, params: GaussianParams
 ) -> tuple[Fraction, Budget]:
     """σ² in the units of ``sens_units`` and the exact loss it satisfies."""
-    r, eps, dlt = _gaussian_params(rho, epsilon, delta)
+    r, eps, dlt = params
     if r is not None:
         return sens_units**2 / (2 * r), Budget(rho=r)
     if eps is None or dlt is None:
@@ -440,9 +518,9 @@ def _gaussian_loss(
     return sigma2_for_approx_dp(sens_units, eps, dlt, dimension), Budget(epsilon=eps, delta=dlt)
 
 
-def _nominal_sigma(sens: Fraction, rho: Number | None, epsilon: Number | None) -> Fraction:
+def _nominal_sigma(sens: Fraction, params: GaussianParams) -> Fraction:
     """A rational stand-in for σ, used only to choose the grid (``Δ/√(2ρ) ≥ Δ/(2ρ + 1)``)."""
-    r, eps, _ = _gaussian_params(rho, epsilon, Fraction(1, 2) if rho is None else None)
+    r, eps, _ = params
     if r is not None:
         return sens / (2 * r + 1)
     return sens / ((eps or Fraction(0)) + 1)
@@ -453,7 +531,7 @@ def gaussian(
     *,
     sensitivity: Number,
     rho: Number | None = None,
-    epsilon: Number | None = None,
+    epsilon: Number | Budget | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
@@ -471,12 +549,14 @@ def gaussian(
     (CKS Cor 13) for a vector — never the classic ``sqrt(2 ln(1.25/δ))/ε`` bound — rounded up.
     """
     sens = _sensitivity(sensitivity)
+    params = _gaussian_params(rho, epsilon, delta)
     flat, shape, scalar = _values(values)
     d = flat.size
-    k = grid_exponent(min(sens, _nominal_sigma(sens, rho, epsilon)), d)
+    k = grid_exponent(min(sens, _nominal_sigma(sens, params)), d)
     step = Fraction(2) ** k
     sens_units = sens / step + _ceil_sqrt(d)
-    sigma2, loss = _gaussian_loss(sens_units, d, rho, epsilon, delta)
+    sigma2, loss = _gaussian_loss(sens_units, d, params)
+    check_representable("gaussian", sigma2, k, variance=True)
     units = to_grid(flat, k)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
@@ -501,7 +581,7 @@ def discrete_gaussian(
     *,
     sensitivity: Number,
     rho: Number | None = None,
-    epsilon: Number | None = None,
+    epsilon: Number | Budget | None = None,
     delta: Number | None = None,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
@@ -514,9 +594,11 @@ def discrete_gaussian(
     Thm 14); from (ε, δ) as in :func:`gaussian`.
     """
     sens = _sensitivity(sensitivity)
+    params = _gaussian_params(rho, epsilon, delta)
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_gaussian")
-    sigma2, loss = _gaussian_loss(sens, ints.size, rho, epsilon, delta)
+    sigma2, loss = _gaussian_loss(sens, ints.size, params)
+    check_representable("discrete_gaussian", sigma2, variance=True)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="discrete_gaussian", sensitivity=sens,
         size=ints.size, source=source,
@@ -601,7 +683,7 @@ def exponential(
     scores: Any,
     *,
     sensitivity: Number,
-    epsilon: Number,
+    epsilon: Number | Budget,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
@@ -617,7 +699,7 @@ def exponential(
     gets the largest weight (the PHP seed's ``exp(ε(max − score)/2Δ)`` is inverted).
     Trials run in batches; the first accepted trial of the sequence is returned.
     """
-    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    eps, sens = pure_epsilon(epsilon, "exponential"), _sensitivity(sensitivity)
     keys, sc = _scores(scores)
     gammas, lo, hi = _acceptance(sc, sens, eps)
     src = resolve_source(source)
@@ -652,7 +734,7 @@ def report_noisy_max(
     scores: Any,
     *,
     sensitivity: Number,
-    epsilon: Number,
+    epsilon: Number | Budget,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
@@ -666,7 +748,7 @@ def report_noisy_max(
     2020); its output distribution equals report-noisy-max with Exponential(2Δ/ε) noise (Ding
     et al. 2021) and it is never worse than the exponential mechanism in expected score.
     """
-    eps, sens = _epsilon(epsilon), _sensitivity(sensitivity)
+    eps, sens = pure_epsilon(epsilon, "report_noisy_max"), _sensitivity(sensitivity)
     keys, sc = _scores(scores)
     gammas, lo, hi = _acceptance(sc, sens, eps)
     src = resolve_source(source)
@@ -692,7 +774,7 @@ def randomized_response(
     values: Any,
     *,
     categories: Sequence[Hashable],
-    epsilon: Number,
+    epsilon: Number | Budget,
     source: RandomSource | None = None,
     ledger: Ledger | ScratchLedger | None = None,
     analyst: str | None = None,
@@ -705,7 +787,7 @@ def randomized_response(
     true one, else with probability ``e^{-ε}``. Postcondition: each report is ε-DP for its
     value (local DP; Warner 1965, Kairouz et al. 2016). ``value`` has the input's shape.
     """
-    eps = _epsilon(epsilon)
+    eps = pure_epsilon(epsilon, "randomized_response")
     cats = list(categories)
     if len(cats) < 2 or len(set(cats)) != len(cats):
         raise InvalidArgumentError(
@@ -767,11 +849,11 @@ class LaplaceMechanism:
     :func:`veil.sensitivity.probe` for why an observed one cannot be used).
     """
 
-    epsilon: Number
+    epsilon: Number | Budget
     sensitivity: Number
 
     def __post_init__(self) -> None:
-        _epsilon(self.epsilon)
+        pure_epsilon(self.epsilon, "LaplaceMechanism")
         _sensitivity(self.sensitivity)
 
     def release(
@@ -815,7 +897,7 @@ class GaussianMechanism:
 
     sensitivity: Number
     rho: Number | None = None
-    epsilon: Number | None = None
+    epsilon: Number | Budget | None = None
     delta: Number | None = None
 
     def __post_init__(self) -> None:
