@@ -129,3 +129,29 @@ def test_columns_name_their_table_when_there_are_several() -> None:
         parse_columns(["income:DOUBLE"], ["people", "visits"])
     merged = merge_schemas({"people": {"income": "DOUBLE"}}, {"people": {"born": "DATE"}})
     assert merged == {"people": {"income": "DOUBLE", "born": "DATE"}}
+
+
+def test_explain_prints_its_notes_in_the_table_output_too(people: Path) -> None:
+    code, out, err = ask(people, "--column", "income:DOUBLE", command="explain", fmt="table")
+    assert code == 0, err
+    text = " ".join(out.split())  # the console wraps long lines
+    assert "note: table 'people' is a CSV: the undeclared columns 'uid', 'born' are text" in text
+    assert "--column uid:DOUBLE (CLI)" in text
+    code, out, err = ask(people, "--column", "income:DOUBLE", command="explain")
+    notes = json.loads(out)["notes"]
+    assert notes
+    for note in notes:
+        assert f"note: {' '.join(note.split())}" in text
+
+
+def test_a_where_on_an_undeclared_column_says_how_to_declare_it_in_the_clis_syntax(
+    people: Path,
+) -> None:
+    code, _, err = invoke(
+        "query", "SELECT COUNT(*) AS n FROM people WHERE income > 15", "--table",
+        f"people={people}", "--epsilon", "1", "--privacy-unit", "uid",
+    )  # fmt: skip
+    assert code == 2
+    line = " ".join(err.split())
+    assert "an explicit cast is required; 'income' is text" in line
+    assert "--column income:DOUBLE in the CLI" in line

@@ -226,6 +226,8 @@ def print_explanation(explanation: Explanation, fmt: OutputFormat) -> None:
     console.print("[bold]SQL sent to the engine[/bold]")
     for text in (explanation.sql, *explanation.quantile_sql):
         console.print(Syntax(text, "sql", word_wrap=True))
+    for note in explanation.notes:
+        console.print(f"note: {note}", style="dim", markup=False)
 
 
 def _csv(payload: Mapping[str, Any]) -> str:

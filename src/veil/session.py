@@ -37,7 +37,7 @@ from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
-from veil.engines.base import Engine, Progress, ProgressReporting, SchemaNotes
+from veil.engines.base import DeclaredTypes, Engine, Progress, ProgressReporting, SchemaNotes
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -368,10 +368,12 @@ class Session:
         merged = {**self.bounds, **_bounds(bounds)}
         schemas = self._schemas()
         keys = {**self.domains, **(domains or {})}
+        declarable = isinstance(self.engine, DeclaredTypes)
         # a plan is a function of the text, the schemas and these settings alone (public
         # inputs, no data): the same question again reuses it (a server's repeated queries)
         memo = (
             text,
+            declarable,
             tuple(schemas.items()),
             self.privacy_unit,
             tuple(sorted(merged.items())),
@@ -387,6 +389,7 @@ class Session:
                 bounds=list(merged.values()),
                 contribution=self.contribution,
                 domains=keys,
+                declarable=declarable,
             )
             _remember(_PLANS, memo, found)
         return found
@@ -396,7 +399,9 @@ class Session:
         self._open()
         from veil.plan.tree import fields_from_arrow
 
-        return Query.over(table, fields_from_arrow(self.engine.schema(table)), runner=self)
+        fields = fields_from_arrow(self.engine.schema(table))
+        declarable = isinstance(self.engine, DeclaredTypes)
+        return Query.over(table, fields, runner=self, declarable=declarable)
 
     def run_query(self, query: Query, **options: Any) -> Result:
         """``query.run(**options)``: the options of :meth:`run` (and ``domains``)."""

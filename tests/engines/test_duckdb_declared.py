@@ -203,3 +203,34 @@ def test_an_undeclared_csv_column_cannot_be_summed_and_nothing_is_charged(tmp_pa
     )
     declared.sql("SELECT SUM(income) AS s FROM t", epsilon=0.5, bounds={"income": (0, 100)})
     assert declared.remaining() == veil.Budget(epsilon=0.5)
+
+
+def test_a_where_comparing_an_undeclared_text_column_with_a_number_says_how_to_declare_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("uid,income,city\n1,100,a\n2,N/A,b\n", encoding="utf-8")
+    s = veil.Session.local({"people": path}, privacy_unit="uid", budget=veil.Budget(epsilon=1))
+    queries = (
+        "SELECT COUNT(*) AS n FROM people WHERE income > 150",
+        "SELECT COUNT(*) AS n FROM people WHERE city = 'a' AND income + 1 > 150",
+    )
+    for query in queries:
+        with pytest.raises(
+            SchemaError,
+            match=r"(an explicit cast is required|explicit type casts); 'income' is text; if it "
+            r"holds numbers as text .* schema=\{'people': \{'income': 'DOUBLE'\}\} in Python, "
+            r"--column income:DOUBLE in the CLI$",
+        ) as caught:
+            s.sql(query, epsilon=0.5)
+        assert "Candidate functions" not in str(caught.value)
+        assert "'income' is text" in str(caught.value)
+    assert s.remaining() == veil.Budget(epsilon=1)  # refused free
+    declared = veil.Session.local(
+        {"people": path},
+        privacy_unit="uid",
+        budget=veil.Budget(epsilon=1),
+        schema={"people": {"income": "DOUBLE"}},
+    )
+    assert declared.engine.declared("people") == {"income": "DOUBLE"}  # type: ignore[attr-defined]
+    declared.sql(queries[0], epsilon=0.5)  # answered

@@ -227,3 +227,19 @@ def test_a_median_over_non_dyadic_bounds_is_released(sql: Any) -> None:
     ((m,),) = r.rows
     assert 0.02 <= m <= 0.08  # the true median is about 0.05
     session.close()
+
+
+def test_a_text_column_used_as_a_number_gets_no_advice_to_declare_its_type(sql: Any) -> None:
+    """PostgreSQL tables carry their own types (``schema=`` is refused), so the refusal of an
+    aggregate over a text column does not advise declaring one — in SQL or the builder."""
+    sql.execute("CREATE TABLE texts (uid bigint, income text)")
+    s = _session(_name("texts"))
+    for ask in (
+        lambda: s.sql("SELECT AVG(income) AS m FROM t", epsilon=1, bounds={"income": (0, 1)}),
+        lambda: s.query("t").avg("income").run(epsilon=1, bounds={"income": (0, 1)}),
+    ):
+        with pytest.raises(SchemaError, match="needs a numeric column") as caught:
+            ask()
+        assert "declare" not in str(caught.value)
+        assert "schema=" not in str(caught.value)
+        assert "--column" not in str(caught.value)

@@ -7,19 +7,20 @@ of them directly — and ``tests/engines/test_conformance.py`` runs one suite ag
 engine (the fake one, DuckDB, Spark, PostgreSQL).
 
 Optional capabilities are separate runtime-checkable protocols, used only when an engine has
-them: :class:`ProgressReporting` (how far a running query is) and :class:`SchemaNotes` (what
-``explain`` should say about how a table is read).
+them: :class:`ProgressReporting` (how far a running query is), :class:`SchemaNotes` (what
+``explain`` should say about how a table is read) and :class:`DeclaredTypes` (column types
+its owner declares).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 from sqlglot import exp
 
-__all__ = ["Engine", "Progress", "ProgressReporting", "SchemaNotes"]
+__all__ = ["DeclaredTypes", "Engine", "Progress", "ProgressReporting", "SchemaNotes"]
 
 Progress = Callable[[float | None], None]
 """A progress callback: ``None`` while the engine cannot tell, then fractions of the query done
@@ -112,4 +113,17 @@ class SchemaNotes(Protocol):
     def notes(self, table: str) -> tuple[str, ...]:
         """Sentences about ``table``'s schema (empty when there is nothing to say); reads no
         data row."""
+        ...
+
+
+@runtime_checkable
+class DeclaredTypes(Protocol):
+    """An engine that reads columns with the types their owner declares (``schema=``; optional,
+    besides :class:`Engine`): DuckDB and Spark. Errors about a text column used as a number then
+    say how to declare its type; an engine without it (PostgreSQL, whose tables carry their own
+    types and take no declarations) gets no such advice."""
+
+    def declared(self, table: str) -> Mapping[str, str]:
+        """``{column: type}`` declared for ``table`` (the source's column names, the types in
+        the engine's spelling); empty when nothing is. Reads no data row."""
         ...

@@ -56,6 +56,7 @@ from veil.engines.declared import (
     match_columns,
     parse_schema,
     try_cast,
+    type_sql,
 )
 from veil.engines.lines import (
     MAX_LINE_BYTES,
@@ -70,6 +71,7 @@ from veil.engines.lines import (
 )
 from veil.engines.progress import watching
 from veil.errors import InternalError, InvalidArgumentError, SchemaError
+from veil.plan.nodes import declare_hint
 
 __all__ = ["DuckDBEngine", "TableSource"]
 
@@ -137,6 +139,16 @@ def _text_of(value: object, isna: Any, is_scalar: Any) -> str | None:
         return None
 
 
+def _with_non_text(column: exp.Column) -> bool:
+    """Whether ``column`` is an operand of a comparison or arithmetic whose other operand is
+    not a text literal or NULL (``income > 150``, not ``city = 'Paris'``)."""
+    parent = column.parent
+    if not isinstance(parent, exp.Binary):
+        return False
+    other = parent.expression if parent.this is column else parent.this
+    return not (isinstance(other, exp.Null) or (isinstance(other, exp.Literal) and other.is_string))
+
+
 class DuckDBEngine:
     """Runs veil's SQL trees on DuckDB and returns exact aggregates as Arrow.
 
@@ -172,6 +184,7 @@ class DuckDBEngine:
         # the schemas of file tables, with the file version they were read at
         self._file_schemas: dict[str, tuple[str, pa.Schema]] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
+        self._declared: dict[str, dict[str, str]] = {}
         self._private = f"__veil_{os.getpid()}_{next(_REGISTRATIONS)}_"
         for name, source in tables.items():
             self._register(name, source, declared.get(name, {}))
@@ -328,6 +341,7 @@ class DuckDBEngine:
         )
         try:
             self._con.execute(view.sql(dialect=self.dialect))
+            self._declared[name] = {c: type_sql(t, self.dialect) for c, t in casts.items()}
         except duckdb.Error as exc:
             detail = ", ".join(
                 f"{c!r} ({types.get(c, 'text')} → {t.sql(dialect=self.dialect)})"
@@ -462,6 +476,11 @@ class DuckDBEngine:
         self._known(table)
         return self._notes.get(table, ())
 
+    def declared(self, table: str) -> dict[str, str]:
+        """``{column: type}`` declared for ``table`` (DuckDB's spelling); empty when none."""
+        self._known(table)
+        return dict(self._declared.get(table, {}))
+
     def data_version(self, table: str) -> str:
         """For files: a digest of their paths, sizes and modification times; for in-memory
         objects and connection tables: a token of this registration (no cache across sessions)."""
@@ -480,8 +499,39 @@ class DuckDBEngine:
         is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
         try:
             self._con.sql(to_sql(query, self.dialect))
-        except duckdb.Error as exc:  # binding reads no rows: nothing here depends on values
+        except duckdb.BinderException as exc:  # binding reads no rows: nothing here is data
+            # its first line: the rest lists candidate functions or points into veil's own SQL
+            first = str(exc).split("\n", 1)[0].rstrip(".")
+            hint = self._text_hint(query)
+            raise SchemaError(f"the query does not fit the table's columns: {first}{hint}") from exc
+        except duckdb.Error as exc:
             raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
+
+    def _text_hint(self, query: exp.Expression) -> str:
+        """How to declare the type of an undeclared text column that a WHERE of ``query``
+        reads (DuckDB's binder refuses ``income > 150`` on text, "an explicit cast is
+        required", without saying that a CSV's columns are text unless declared); empty when
+        no WHERE reads one. Decided from the tree and the schemas alone."""
+        for table in dict.fromkeys(t.name for t in query.find_all(exp.Table)):
+            if table not in self._versions:
+                continue
+            declared = {c.lower() for c in self._declared.get(table, {})}
+            text = {
+                f.name.lower(): f.name
+                for f in self.schema(table)
+                if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                if f.name.lower() not in declared
+            }
+            read = [
+                (text[c.name.lower()], c)
+                for where in query.find_all(exp.Where)
+                for c in where.find_all(exp.Column)
+                if c.name.lower() in text
+            ]
+            if read:  # first a column compared with, or computed with, what is not text
+                name = min(read, key=lambda r: not _with_non_text(r[1]))[0]
+                return f"; {name!r} is text{declare_hint(name, 'string', table)}"
+        return ""
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` and return its result; engine errors become veil errors."""

@@ -184,6 +184,7 @@ class SparkEngine:
         self._frames: dict[str, DataFrame] = {}
         self._views: dict[str, str] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
+        self._declared: dict[str, dict[str, str]] = {}
         for name, source in tables.items():
             key = name.lower()  # Spark resolves identifiers case-insensitively
             if key in self._frames:
@@ -249,6 +250,7 @@ class SparkEngine:
                 f"table {name!r}: the declared types cannot be applied ({detail}): {exc}; "
                 "declare a type the column's values can be cast to"
             ) from exc
+        self._declared[name.lower()] = {c: t.sql(dialect="spark") for c, t in casts.items()}
         return frame
 
     def _read_text(self, name: str, path: str, fmt: TextFormat, declared: Declared) -> DataFrame:
@@ -390,6 +392,11 @@ class SparkEngine:
         nothing to say."""
         self._frame(table)
         return self._notes.get(table.lower(), ())
+
+    def declared(self, table: str) -> dict[str, str]:
+        """``{column: type}`` declared for ``table`` (Spark's spelling); empty when none."""
+        self._frame(table)
+        return dict(self._declared.get(table.lower(), {}))
 
     def schema(self, table: str) -> pa.Schema:
         """The table's Arrow schema, from Spark's analysed plan (no data is read)."""

@@ -125,14 +125,22 @@ class Query:
     limit_count: int | None = None
     limit_offset: int = 0
     selected: tuple[str, ...] | None = None
+    declarable: bool = True
     runner: QueryRunner | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def over(
-        cls, table: str, columns: Iterable[Field], *, runner: QueryRunner | None = None
+        cls,
+        table: str,
+        columns: Iterable[Field],
+        *,
+        runner: QueryRunner | None = None,
+        declarable: bool = True,
     ) -> Query:
-        """A query over ``table`` whose schema is ``columns``."""
-        return cls(table=table, columns=Scan(table, tuple(columns)).columns, runner=runner)
+        """A query over ``table`` whose schema is ``columns``; ``declarable`` says whether its
+        engine takes declared column types (:class:`veil.plan.nodes.Scan`)."""
+        scan = Scan(table, tuple(columns), declarable)
+        return cls(table=table, columns=scan.columns, declarable=declarable, runner=runner)
 
     # rows ------------------------------------------------------------------------------------
 
@@ -298,7 +306,7 @@ class Query:
         grouped column that the WHERE condition restricts to listed values (``col IN ('a',
         'b')`` or ``col = 'a'``, as a top-level AND term) has those values as its public domain.
         """
-        node: Plan = Scan(self.table, self.columns)
+        node: Plan = Scan(self.table, self.columns, self.declarable)
         if self.predicate is not None:
             node = Filter(node, self.predicate)
         unit = None

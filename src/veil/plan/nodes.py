@@ -101,10 +101,13 @@ def as_fraction(value: object, name: str) -> Fraction:
         raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from exc
 
 
-def declare_hint(column: str, kind: ColumnType, table: str = "<table>") -> str:
+def declare_hint(
+    column: str, kind: ColumnType, table: str = "<table>", *, declarable: bool = True
+) -> str:
     """How to declare a text column's type, for errors about a text column used as a number
-    (a CSV file's columns are text unless declared); empty for other types."""
-    if kind != "string":
+    (a CSV file's columns are text unless declared); empty for other types, and when the
+    source takes no declarations (not ``declarable``: PostgreSQL tables carry their own types)."""
+    if kind != "string" or not declarable:
         return ""
     return (
         f"; if it holds numbers as text (a CSV file's columns are text unless declared), "
@@ -467,10 +470,16 @@ def _check_released_child(node: str, child: Plan) -> None:
 
 @dataclass(frozen=True)
 class Scan(Plan):
-    """Read a private table; ``columns`` is its schema (from the engine, read without data)."""
+    """Read a private table; ``columns`` is its schema (from the engine, read without data).
+
+    ``declarable``: whether the engine reads the table with column types its owner declares
+    (``schema=``; not on PostgreSQL). Only the advice of errors depends on it, so it is not
+    part of the canonical form.
+    """
 
     table: str
     columns: tuple[Field, ...]
+    declarable: bool = True
 
     def __post_init__(self) -> None:
         _check_name(self.table, "a table name")
@@ -601,15 +610,24 @@ class Aggregate(Plan):
             return
         f = self.child.field(agg.column)
         if agg.needs_bounds and f.type not in NUMERIC_TYPES:
+            scan = self.scan()
+            hint = declare_hint(agg.column, f.type, scan.table, declarable=scan.declarable)
             raise SchemaError(
                 f"{agg.function.upper()}({agg.column}) needs a numeric column, but "
                 f"{agg.column!r} is {f.type}; aggregate a numeric column or COUNT(*) "
-                f"instead{declare_hint(agg.column, f.type)}"
+                f"instead{hint}"
             )
         if agg.column == self.privacy_unit and agg.needs_bounds:
             raise UnsupportedQueryError(
                 f"{agg.function.upper()} of the privacy unit {agg.column!r} is not supported"
             )
+
+    def scan(self) -> Scan:
+        """The table this aggregation reads (the leaf of its child chain)."""
+        node = self.child
+        while not isinstance(node, Scan):
+            node = node.children[0]
+        return node
 
     def bounds_of(self, column: str) -> ColumnBounds | None:
         for b in self.bounds:

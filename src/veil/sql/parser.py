@@ -103,22 +103,26 @@ def parse(
     bounds: BoundsLike | None = None,
     contribution: Contribution | None = None,
     domains: Mapping[str, Sequence[KeyValue]] | None = None,
+    declarable: bool = True,
 ) -> Plan:
     """Parse ``text`` (veil's SQL subset) into a plan over one of ``tables``.
 
     ``privacy_unit``, ``bounds``, ``contribution`` and ``domains`` are the session's settings
-    (see :meth:`veil.plan.builder.Query.plan`). Raises ``UnsupportedQueryError`` (with the position)
-    for SQL outside the subset and ``SchemaError`` for unknown tables or columns.
+    (see :meth:`veil.plan.builder.Query.plan`); ``declarable`` whether its engine takes declared
+    column types (errors then say how to declare one). Raises ``UnsupportedQueryError`` (with
+    the position) for SQL outside the subset and ``SchemaError`` for unknown tables or columns.
     """
-    query = parse_query(text, tables, privacy_unit=privacy_unit)
+    query = parse_query(text, tables, privacy_unit=privacy_unit, declarable=declarable)
     return query.plan(
         privacy_unit=privacy_unit, bounds=bounds, contribution=contribution, domains=domains
     )
 
 
-def parse_query(text: str, tables: Schemas, *, privacy_unit: str | None = None) -> Query:
+def parse_query(
+    text: str, tables: Schemas, *, privacy_unit: str | None = None, declarable: bool = True
+) -> Query:
     """Parse ``text`` into the equivalent :class:`veil.plan.builder.Query` (not yet a plan)."""
-    return _Reader(text, tables, privacy_unit).read()
+    return _Reader(text, tables, privacy_unit, declarable).read()
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,9 @@ class _Key:
 class _Reader:
     """One pass over one statement; every refusal carries the position of its construct."""
 
-    def __init__(self, text: str, tables: Schemas, privacy_unit: str | None) -> None:
+    def __init__(
+        self, text: str, tables: Schemas, privacy_unit: str | None, declarable: bool
+    ) -> None:
         if not isinstance(text, str) or not text.strip():
             raise UnsupportedQueryError(
                 f"the query is empty ({text!r}); write SELECT … FROM <table> …"
@@ -148,6 +154,7 @@ class _Reader:
         self.text = text
         self.tables = tables
         self.privacy_unit = privacy_unit
+        self.declarable = declarable
         self.at = Locator(text)
         self.table = ""
         self.columns: tuple[Field, ...] = ()
@@ -163,7 +170,7 @@ class _Reader:
         self.check_clauses(select)
         self.check_tree(select)
         self.from_table(select)
-        query = Query.over(self.table, self.columns)
+        query = Query.over(self.table, self.columns, declarable=self.declarable)
         where = select.args.get("where")
         if where is not None:
             query = query.where(self.row_condition(where.this))
@@ -480,7 +487,9 @@ class _Reader:
             raise SchemaError(
                 f"{self.at.name_of(node)}({spec.column}) needs a numeric column, but "
                 f"{spec.column!r} is {ctype}; aggregate a numeric column, or COUNT(*) per "
-                f"{spec.column}{declare_hint(spec.column, ctype, self.table)}{where}"
+                f"{spec.column}"
+                f"{declare_hint(spec.column, ctype, self.table, declarable=self.declarable)}"
+                f"{where}"
             )
 
     def field(self, name: str) -> Field:
