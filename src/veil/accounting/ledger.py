@@ -14,11 +14,13 @@ it and the budget cannot be overspent.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
@@ -94,6 +96,64 @@ def _thresholds(values: Sequence[Number] | None) -> list[Fraction]:
     return out
 
 
+ANSWERS_REMEMBERED = 1024  # cached answers a ledger object remembers (least recently used go)
+HIT_FLUSH_S = 0.05  # how long a deferred cache-hit record waits at most before it is written
+
+
+class _HitLog:
+    """Cache-hit events queued for one write transaction every ``HIT_FLUSH_S`` seconds (a
+    daemon thread, started at the first hit). A forked child starts with an empty queue and
+    no thread: the parent writes what it queued."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = weakref.ref(ledger)
+        self._lock = threading.Lock()
+        self._pending: list[dict[str, Any]] = []
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=self._forget)
+        atexit.register(self.flush)  # a daemon thread dies at exit: what it holds is written
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = []
+        self._wake = threading.Event()
+        self._thread = None
+
+    def add(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.append(event)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="veil-ledger-hits", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._wake.wait(HIT_FLUSH_S) and self._ledger() is not None:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            rows, self._pending = self._pending, []
+        ledger = self._ledger()
+        if not rows or ledger is None:
+            return
+        try:
+            ledger._write_hits(rows)
+        except LedgerError:  # the database is unreachable now: keep them for the next try
+            logger.exception("veil ledger: %d cache-hit records not written yet", len(rows))
+            with self._lock:
+                self._pending[:0] = rows
+
+    def stop(self) -> None:
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self.flush()
+
+
 class Ledger:
     """A durable privacy-budget ledger in SQLite or PostgreSQL.
 
@@ -101,14 +161,25 @@ class Ledger:
     memory, one process), ``Ledger("postgresql://user@host:5432/db")``. A ``pathlib.Path`` is
     read as a SQLite file. With ``create=False`` a ledger that does not exist yet (no SQLite
     file; no veil tables in the PostgreSQL database) is a ``LedgerError`` instead: a mistyped
-    path must not quietly become a new, empty ledger.
+    path must not quietly become a new, empty ledger. With ``defer_cache_hits=True`` a cache
+    hit's history record is written shortly after the answer, batched (see
+    :meth:`cached_answer`): the service's choice, so that a repeated query takes no write lock.
     """
 
     def __init__(
-        self, url: str | os.PathLike[str] = "sqlite:///veil-ledger.db", *, create: bool = True
+        self,
+        url: str | os.PathLike[str] = "sqlite:///veil-ledger.db",
+        *,
+        create: bool = True,
+        defer_cache_hits: bool = False,
     ) -> None:
         if not create:
             require_existing(url)
+        # answers found in the cache, remembered in this process: budgets and answers are
+        # never updated nor deleted, so a found answer is found again, unchanged
+        self._answers: OrderedDict[tuple[str, ...], tuple[int, int, str]] = OrderedDict()
+        self._answers_lock = threading.Lock()
+        self._hits = _HitLog(self) if defer_cache_hits else None
         self._engine, memory = open_engine(url)
         self._memory = memory
         self.url = self._engine.url.render_as_string(hide_password=True)
@@ -143,7 +214,9 @@ class Ledger:
     # -- plumbing -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the database connections."""
+        """Write the cache hits not yet written, and release the database connections."""
+        if self._hits is not None:
+            self._hits.stop()
         self._engine.dispose()
 
     def __enter__(self) -> Ledger:
@@ -674,41 +747,72 @@ class Ledger:
         loss: Budget,
     ) -> dict[str, Any] | None:
         """The answer committed earlier for the same fingerprint, data version and loss, at no
-        cost (recorded in the history as a cache hit), or None."""
+        cost (recorded in the history as a cache hit), or None.
+
+        An answer found once is remembered in this process (at most ``ANSWERS_REMEMBERED``):
+        budgets and answers are never updated nor deleted, so looking it up again would find
+        the same row. The hit is recorded before the answer is returned — or, for a ledger
+        opened with ``defer_cache_hits=True`` (the service's), queued and written within
+        ``HIT_FLUSH_S`` seconds by a background thread, several hits in one transaction: a
+        hit costs nothing, so a process killed in that window loses only the record that
+        an already released answer was shown again, never a charge."""
         _name(analyst, "analyst")
         _name(dataset, "dataset")
         _name(fingerprint, "fingerprint")
         _loss(loss)
-        with self._tx(read=True) as conn:  # the lookup takes no lock
-            row = self._budget_row(conn, analyst, dataset)
-            hit = conn.execute(
-                select(answers.c.id, answers.c.answer)
-                .where(
-                    answers.c.budget_id == row.id,
-                    answers.c.fingerprint == fingerprint,
-                    answers.c.data_version == data_version,
-                    answers.c.loss_key == records.loss_key(loss),
-                )
-                .order_by(answers.c.id)
-                .limit(1)
-            ).one_or_none()
-        if hit is None:
-            return None
-        with self._tx() as conn:  # the hit, recorded in the history before the answer is out
-            conn.execute(
-                insert(events).values(
-                    budget_id=row.id,
-                    at=records.now(),
-                    event="cache_hit",
-                    fingerprint=fingerprint,
-                    data_version=data_version,
-                    answer_id=hit.id,
-                    detail="answered from the cache at no cost",
-                    **records.loss_columns(loss),
-                )
-            )
-        result: dict[str, Any] = json.loads(hit.answer)
+        key = (analyst, dataset, fingerprint, data_version, records.loss_key(loss))
+        with self._answers_lock:
+            known = self._answers.get(key)
+            if known is not None:
+                self._answers.move_to_end(key)
+        if known is None:
+            with self._tx(read=True) as conn:  # the lookup takes no lock
+                row = self._budget_row(conn, analyst, dataset)
+                hit = conn.execute(
+                    select(answers.c.id, answers.c.answer)
+                    .where(
+                        answers.c.budget_id == row.id,
+                        answers.c.fingerprint == fingerprint,
+                        answers.c.data_version == data_version,
+                        answers.c.loss_key == records.loss_key(loss),
+                    )
+                    .order_by(answers.c.id)
+                    .limit(1)
+                ).one_or_none()
+            if hit is None:
+                return None
+            known = (row.id, hit.id, hit.answer)
+            with self._answers_lock:
+                self._answers[key] = known
+                while len(self._answers) > ANSWERS_REMEMBERED:
+                    self._answers.popitem(last=False)
+        budget_id, answer_id, text = known
+        event = {
+            "budget_id": budget_id,
+            "at": records.now(),
+            "event": "cache_hit",
+            "fingerprint": fingerprint,
+            "data_version": data_version,
+            "answer_id": answer_id,
+            "detail": "answered from the cache at no cost",
+            **records.loss_columns(loss),
+        }
+        if self._hits is not None:
+            self._hits.add(event)
+        else:
+            with self._tx() as conn:  # the hit, recorded in the history before the answer is out
+                conn.execute(insert(events).values(**event))
+        result: dict[str, Any] = json.loads(text)
         return result
+
+    def flush_cache_hits(self) -> None:
+        """Write the cache hits queued by this process (``defer_cache_hits=True``) now."""
+        if self._hits is not None:
+            self._hits.flush()
+
+    def _write_hits(self, rows: list[dict[str, Any]]) -> None:
+        with self._tx() as conn:
+            conn.execute(insert(events), rows)
 
     # -- alerts ---------------------------------------------------------------------------
 
@@ -793,6 +897,7 @@ class Ledger:
     def history(self, analyst: str, dataset: str) -> list[Record]:
         """Every grant, charge, cache hit and alert of ``analyst`` on ``dataset``, oldest
         first."""
+        self.flush_cache_hits()
         with self._tx(read=True) as conn:
             row = self._budget_row(conn, analyst, dataset)
             rows = conn.execute(
@@ -801,6 +906,7 @@ class Ledger:
         return [records.record(r, analyst, dataset) for r in rows]
 
     def _dump(self) -> dict[str, Any]:
+        self.flush_cache_hits()
         with self._tx(read=True) as conn:
             return records.dump(conn)
 

@@ -22,15 +22,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from veil.accounting.ledger import Ledger
 from veil.catalog import Catalog
 from veil.errors import InvalidArgumentError, VeilError
 from veil.service import admin, analyst, mechanism_api
+from veil.service import responses as out
 from veil.service.config import CONFIG_ENV, ServiceConfig
 from veil.service.jobs import JobStore
 from veil.service.models import Problem as ProblemModel
 from veil.service.principals import Principals
 from veil.service.problems import PROBLEMS, Problem, from_error, problem_response, responses
 from veil.service.ratelimit import RateLimiter
+from veil.service.responses import ok
 from veil.service.state import ServiceState
 
 __all__ = ["OPENAPI_PATH", "create_app", "create_app_from_env"]
@@ -187,7 +190,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     """The service over ``config``'s ledger; the config file's ``[[datasets]]`` are loaded into
     the catalog first (idempotently: every worker may do it)."""
     principals = Principals(config.ledger)
-    catalog = Catalog(config.ledger)
+    # a repeated query's cache hit is recorded batched, shortly after: no write lock per hit
+    catalog = Catalog(Ledger(config.ledger, defer_cache_hits=True))
     if config.path is not None:
         catalog.load_toml(config.path)
     state = ServiceState(
@@ -214,7 +218,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     _install_handlers(app)
     _declare_problem_schema(app)
 
-    @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the process serves")
+    @app.get("/healthz", tags=["service"], summary="Liveness: 200 while the process serves",
+             response_model=None, responses=ok(out.Health))  # fmt: skip
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
@@ -231,7 +236,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
             state.metrics.render(dump), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
 
-    @app.get("/problems", tags=["service"], summary="Every problem type the service answers with")
+    @app.get("/problems", tags=["service"], summary="Every problem type the service answers with",
+             response_model=None, responses=ok(out.ProblemTypes))  # fmt: skip
     async def problems() -> dict[str, Any]:
         return {
             "problems": [

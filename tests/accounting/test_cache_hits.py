@@ -1,0 +1,97 @@
+"""Cache hits: an answer found once is remembered by the ledger object, and the service's
+ledger (``defer_cache_hits=True``) writes the hits' history records batched, shortly after."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from veil import Budget, Ledger
+from veil.accounting import ledger as ledger_module
+
+LOSS = Budget(epsilon="0.25")
+
+
+def _charged(url: str, **kwargs: bool) -> Ledger:
+    ledger = Ledger(url, **kwargs)
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    ledger.reserve("alice", "people", LOSS, fingerprint="q", data_version="v").commit({"n": 7})
+    return ledger
+
+
+def _hit(ledger: Ledger, fingerprint: str = "q") -> object:
+    return ledger.cached_answer(
+        "alice", "people", fingerprint=fingerprint, data_version="v", loss=LOSS
+    )
+
+
+def _hits(path: Path) -> int:
+    """Cache-hit rows in the file, read with sqlite3 (not through any Ledger object)."""
+    with sqlite3.connect(path) as conn:
+        (n,) = conn.execute("SELECT COUNT(*) FROM veil_events WHERE event = 'cache_hit'").fetchone()
+    return int(n)
+
+
+def test_a_remembered_answer_is_the_stored_one_and_each_hit_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _charged(f"sqlite:///{path}")
+    first = _hit(ledger)
+    assert isinstance(first, dict)
+    first["n"] = -1  # the caller's copy: mutating it changes nothing remembered
+    with sqlite3.connect(path) as conn:  # the stored answer rewritten behind the object's back
+        conn.execute("UPDATE veil_answers SET answer = '{\"n\": 99}'")
+    # the second lookup reads no row: it returns what was stored when it was first found
+    assert _hit(ledger) == {"n": 7}
+    assert _hits(path) == 2
+    assert [h.answer_id for h in ledger.history("alice", "people") if h.event == "cache_hit"] == [
+        1,
+        1,
+    ]
+    # a miss is never remembered: a later answer for that fingerprint is found
+    assert _hit(ledger, "other") is None
+    ledger.reserve("alice", "people", LOSS, fingerprint="other", data_version="v").commit({"m": 1})
+    assert _hit(ledger, "other") == {"m": 1}
+
+
+def test_the_memory_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger_module, "ANSWERS_REMEMBERED", 2)
+    ledger = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
+    ledger.grant("alice", "people", Budget(epsilon=2))
+    for fp in "abc":
+        ledger.reserve("alice", "people", LOSS, fingerprint=fp, data_version="v").commit({fp: 1})
+        assert _hit(ledger, fp) == {fp: 1}
+    assert len(ledger._answers) == 2
+    assert _hit(ledger, "a") == {"a": 1}  # forgotten, found again in the database
+
+
+def test_deferred_hits_are_written_within_the_flush_interval(tmp_path: Path) -> None:
+    path = tmp_path / "l.db"
+    ledger = _charged(f"sqlite:///{path}", defer_cache_hits=True)
+    for _ in range(5):
+        assert _hit(ledger) == {"n": 7}
+    deadline = time.monotonic() + 10 * ledger_module.HIT_FLUSH_S + 5
+    while _hits(path) < 5 and time.monotonic() < deadline:
+        time.sleep(ledger_module.HIT_FLUSH_S / 2)
+    assert _hits(path) == 5  # by the background thread: nothing here asked for them
+    assert ledger.remaining("alice", "people") == Budget(epsilon="0.75")  # hits cost nothing
+    ledger.close()
+
+
+def test_history_export_and_close_write_what_is_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger_module, "HIT_FLUSH_S", 3600.0)  # the thread never wakes
+    path = tmp_path / "l.db"
+    ledger = _charged(f"sqlite:///{path}", defer_cache_hits=True)
+    _hit(ledger)
+    assert _hits(path) == 0
+    assert [r.event for r in ledger.history("alice", "people")][-1] == "cache_hit"
+    _hit(ledger)
+    assert ledger.export_csv().count("cache_hit") == 2
+    _hit(ledger)
+    assert _hits(path) == 2
+    ledger.close()
+    assert _hits(path) == 3
