@@ -31,7 +31,7 @@ __all__ = ["ServiceState", "admin", "caller", "state_of"]
 T = TypeVar("T")
 
 QUERY_THREADS = 16
-IDLE_ENGINES = 4  # per dataset: engines kept open between requests
+IDLE_ENGINES = QUERY_THREADS  # per dataset: engines kept open (a query thread holds one at most)
 
 
 class EnginePool:
