@@ -14,9 +14,11 @@ from veil.accounting.budget import Budget
 from veil.catalog import Source
 from veil.cli_options import budget_json
 from veil.errors import InvalidArgumentError
+from veil.service import responses as out
 from veil.service.models import AnalystCreate, DatasetCreate, GrantRequest
 from veil.service.principals import Principal
 from veil.service.problems import responses
+from veil.service.responses import ok
 from veil.service.state import admin, state_of
 
 __all__ = ["router"]
@@ -43,14 +45,16 @@ def _budget(epsilon: Any, delta: Any, rho: Any, what: str) -> Budget | None:
 # ------------------------------------------------------------------------------ datasets
 
 
-@router.get("/datasets", summary="Every dataset in the catalog, with its source")
+@router.get("/datasets", summary="Every dataset in the catalog, with its source",
+            response_model=None, responses=ok(out.DatasetEntries))  # fmt: skip
 async def datasets(request: Request, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: {"datasets": [ds.to_json() for ds in state.catalog.datasets()]})
 
 
 @router.post("/datasets", status_code=201, summary="Register a dataset in the catalog",
-             responses=responses(*_BODY))  # fmt: skip
+             response_model=None,
+             responses={**ok(out.DatasetEntry, 201), **responses(*_BODY)})  # fmt: skip
 async def add_dataset(request: Request, body: DatasetCreate, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
@@ -63,7 +67,8 @@ async def add_dataset(request: Request, body: DatasetCreate, _who: Admin) -> dic
     return await state.run(go)
 
 
-@router.get("/datasets/{name}", summary="One dataset of the catalog", responses=responses(404))
+@router.get("/datasets/{name}", summary="One dataset of the catalog", response_model=None,
+            responses={**ok(out.DatasetEntry), **responses(404)})  # fmt: skip
 async def show_dataset(request: Request, name: str, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: state.catalog.dataset(name).to_json())
@@ -89,14 +94,16 @@ def _principal(p: Principal) -> dict[str, Any]:
     }
 
 
-@router.get("/principals", summary="Every analyst and administrator (never their keys)")
+@router.get("/principals", summary="Every analyst and administrator (never their keys)",
+            response_model=None, responses=ok(out.Principals))  # fmt: skip
 async def principals(request: Request, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: {"principals": [_principal(p) for p in state.principals.list()]})
 
 
 @router.post("/principals", status_code=201, summary="Add an analyst or administrator",
-             responses=responses(*_BODY))  # fmt: skip
+             response_model=None,
+             responses={**ok(out.NewKey, 201), **responses(*_BODY)})  # fmt: skip
 async def add_principal(request: Request, body: AnalystCreate, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     role: Literal["admin", "analyst"] = "admin" if body.role == "admin" else "analyst"
@@ -105,7 +112,8 @@ async def add_principal(request: Request, body: AnalystCreate, _who: Admin) -> d
 
 
 @router.post("/principals/{name}/rotate", summary="Replace a principal's key (shown once)",
-             responses=responses(400))  # fmt: skip
+             response_model=None,
+             responses={**ok(out.NewKey), **responses(400)})  # fmt: skip
 async def rotate_key(request: Request, name: str, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
     key = await state.run(lambda: state.principals.rotate(name))
@@ -122,7 +130,8 @@ async def revoke_key(request: Request, name: str, _who: Admin) -> None:
 # ------------------------------------------------------------------------------ grants
 
 
-@router.get("/grants", summary="Every grant: granted, remaining and used share")
+@router.get("/grants", summary="Every grant: granted, remaining and used share",
+            response_model=None, responses=ok(out.Grants))  # fmt: skip
 async def grants(request: Request, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
@@ -145,7 +154,8 @@ async def grants(request: Request, _who: Admin) -> dict[str, Any]:
 
 
 @router.post("/grants", status_code=201, summary="Grant budget to an analyst on a dataset",
-             responses=responses(*_BODY, 404))  # fmt: skip
+             response_model=None,
+             responses={**ok(out.Granted, 201), **responses(*_BODY, 404)})  # fmt: skip
 async def grant(request: Request, body: GrantRequest, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
@@ -193,7 +203,8 @@ async def audit(
     return dump
 
 
-@router.get("/alerts", summary="Every budget alert the ledger recorded")
+@router.get("/alerts", summary="Every budget alert the ledger recorded",
+            response_model=None, responses=ok(out.Alerts))  # fmt: skip
 async def alerts(request: Request, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 

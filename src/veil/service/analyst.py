@@ -29,9 +29,11 @@ from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
 from veil.errors import InvalidArgumentError
+from veil.service import responses as out
 from veil.service.models import ExplainRequest, QueryRequest
 from veil.service.principals import Principal
 from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
+from veil.service.responses import ok
 from veil.service.state import ServiceState, arrival, caller, state_of
 from veil.session import Session
 
@@ -71,7 +73,8 @@ def _public(state: ServiceState, ds: Dataset) -> dict[str, Any]:
 
 
 @router.get("/datasets", summary="The datasets granted to the caller, with their public metadata",
-            responses=responses(*_AUTH))  # fmt: skip
+            response_model=None,
+            responses={**ok(out.DatasetList), **responses(*_AUTH)})  # fmt: skip
 async def list_datasets(request: Request, who: Caller) -> dict[str, Any]:
     state = state_of(request)
 
@@ -84,7 +87,8 @@ async def list_datasets(request: Request, who: Caller) -> dict[str, Any]:
 
 
 @router.get("/datasets/{name}", summary="One granted dataset's public metadata and schema",
-            responses=responses(*_AUTH, 404))  # fmt: skip
+            response_model=None,
+            responses={**ok(out.DatasetVisible), **responses(*_AUTH, 404)})  # fmt: skip
 async def show_dataset(request: Request, name: str, who: Caller) -> dict[str, Any]:
     state = state_of(request)
     return await state.run(lambda: _public(state, state.granted_dataset(who, name)))
@@ -194,8 +198,10 @@ def _finish_later(
 
 _ASYNC = Query(alias="async", description="run as a job: answer 202 with a URL to poll")
 
-_EXPLAIN_RESPONSES = responses(*_AUTH, 400, 403, 404, 413, 422)
+_REFUSALS = responses(*_AUTH, 400, 403, 404, 413, 422)
+_EXPLAIN_RESPONSES = {**ok(out.Explanation), **_REFUSALS}
 _QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ok(out.QueryAnswer),
     202: {
         "description": "Running as a job: poll the URL in `Location`",
         "content": {
@@ -219,7 +225,7 @@ _QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
             }
         },
     },
-    **_EXPLAIN_RESPONSES,
+    **_REFUSALS,
 }
 
 
@@ -268,7 +274,8 @@ async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONRe
     "/jobs/{job_id}",
     name="get_job",
     summary="A query job's state and, when done, its answer",
-    responses=responses(*_AUTH, 404),
+    response_model=None,
+    responses={**ok(out.Job), **responses(*_AUTH, 404)},
 )
 async def get_job(request: Request, job_id: str, who: Caller) -> dict[str, Any]:
     state = state_of(request)
@@ -282,7 +289,8 @@ async def get_job(request: Request, job_id: str, who: Caller) -> dict[str, Any]:
 
 
 @router.get("/budget", summary="The caller's budgets: granted, spent share and remaining",
-            responses=responses(*_AUTH))  # fmt: skip
+            response_model=None,
+            responses={**ok(out.BudgetAnswer), **responses(*_AUTH)})  # fmt: skip
 async def budget(request: Request, who: Caller) -> dict[str, Any]:
     state = state_of(request)
 
@@ -306,7 +314,8 @@ async def budget(request: Request, who: Caller) -> dict[str, Any]:
 
 
 @router.get("/history", summary="The caller's grants, charges, cache hits and alerts on a dataset",
-            responses=responses(*_AUTH, 404, 422))  # fmt: skip
+            response_model=None,
+            responses={**ok(out.HistoryAnswer), **responses(*_AUTH, 404, 422)})  # fmt: skip
 async def history(
     request: Request, who: Caller, dataset: Annotated[str, Query(max_length=200)]
 ) -> dict[str, Any]:

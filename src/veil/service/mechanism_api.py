@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from veil.cli_options import budget_json
 from veil.noise import mechanisms
 from veil.noise.mechanisms import Release
+from veil.service import responses as out
 from veil.service.models import (
     ExponentialRequest,
     GaussianRequest,
@@ -27,6 +28,7 @@ from veil.service.models import (
 )
 from veil.service.principals import Principal
 from veil.service.problems import Problem, responses
+from veil.service.responses import ok
 from veil.service.state import ServiceState, caller, state_of
 
 __all__ = ["router"]
@@ -84,7 +86,8 @@ def _release(state: ServiceState, who: Principal, dataset: str, r: Release) -> d
     return out
 
 
-@router.post("/laplace", summary="Laplace noise on your values (ε-DP for your sensitivity)")
+@router.post("/laplace", summary="Laplace noise on your values (ε-DP for your sensitivity)",
+             response_model=None, responses=ok(out.NoisyValues))  # fmt: skip
 async def laplace(request: Request, body: LaplaceRequest, who: Caller) -> dict[str, Any]:
     fn = mechanisms.discrete_laplace if body.integer else mechanisms.laplace
     state, r = await _charged(
@@ -103,7 +106,8 @@ async def laplace(request: Request, body: LaplaceRequest, who: Caller) -> dict[s
     return _release(state, who, body.dataset, r)
 
 
-@router.post("/gaussian", summary="Gaussian noise on your values (ρ-zCDP or (ε, δ)-DP)")
+@router.post("/gaussian", summary="Gaussian noise on your values (ρ-zCDP or (ε, δ)-DP)",
+             response_model=None, responses=ok(out.NoisyValues))  # fmt: skip
 async def gaussian(request: Request, body: GaussianRequest, who: Caller) -> dict[str, Any]:
     state, r = await _charged(
         request,
@@ -123,7 +127,8 @@ async def gaussian(request: Request, body: GaussianRequest, who: Caller) -> dict
     return _release(state, who, body.dataset, r)
 
 
-@router.post("/exponential", summary="Choose a candidate by the exponential mechanism")
+@router.post("/exponential", summary="Choose a candidate by the exponential mechanism",
+             response_model=None, responses=ok(out.Choice))  # fmt: skip
 async def exponential(request: Request, body: ExponentialRequest, who: Caller) -> dict[str, Any]:
     if len(body.candidates) != len(body.scores):
         raise Problem(
@@ -157,7 +162,8 @@ async def exponential(request: Request, body: ExponentialRequest, who: Caller) -
     }
 
 
-@router.post("/randomized-response", summary="k-ary randomized response of your values")
+@router.post("/randomized-response", summary="k-ary randomized response of your values",
+             response_model=None, responses=ok(out.Reported))  # fmt: skip
 async def randomized_response(
     request: Request, body: RandomizedResponseRequest, who: Caller
 ) -> dict[str, Any]:

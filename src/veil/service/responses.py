@@ -1,0 +1,270 @@
+"""The bodies of the service's successful responses, as pydantic models: they are the OpenAPI
+document's schemas (``ok(Model)`` declares one for a route), so that a client can be generated
+from the document and the fuzzing test checks every answer against them.
+
+They describe what the handlers return; they are not used to build or filter it (a route
+declares ``response_model=None``), so a field added to a payload must be added here too — the
+fuzzing test fails on an answer that does not match. Every model allows members it does not
+name (a client must ignore what it does not know).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ok"]
+
+JSONScalar = str | int | float | bool | None
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ExactBudget(_Out):
+    """The exact fractions, as strings (``"1/3"``), for auditing."""
+
+    epsilon: str | None = None
+    delta: str | None = None
+    rho: str | None = None
+
+
+class BudgetOut(_Out):
+    """A privacy loss or budget: floats for reading, the exact fractions in ``exact``."""
+
+    kind: Literal["pure", "approx", "zcdp"]
+    epsilon: float | None = Field(default=None, description="pure and approx kinds")
+    delta: float | None = Field(default=None, description="pure and approx kinds")
+    rho: float | None = Field(default=None, description="the zcdp kind")
+    exact: ExactBudget
+
+
+class Usage(_Out):
+    """What one part of the budget paid for."""
+
+    measurement: str
+    mechanism: str
+    loss: BudgetOut
+    sensitivity: str
+    noise: str
+    used_by: list[str] = Field(description="the output columns this measurement serves")
+
+
+class QueryAnswer(_Out):
+    """Released values with their error bars and what they cost."""
+
+    dataset: str
+    columns: list[str]
+    rows: list[list[JSONScalar]] = Field(description="one list per row, in column order")
+    error_bars: list[list[float | None]] = Field(
+        description="the half-width of each cell at `error_bar_level` (null: a group key "
+        "or a quantile)"
+    )
+    error_bar_level: float
+    cost: BudgetOut = Field(description="what this answer was charged (zero when cached)")
+    cached: bool = Field(description="answered from the ledger's cache at no cost")
+    usage: list[Usage]
+    notes: list[str]
+    fingerprint: str = Field(description="the measurement's cache key")
+    private: bool = Field(description="false only for noise from a caller's seeded source")
+    remaining: BudgetOut | None = None
+
+
+class Explanation(_Out):
+    """What a query would cost and its expected error (nothing read, nothing charged)."""
+
+    dataset: str
+    plan: dict[str, Any] = Field(description="the compiled plan's canonical form")
+    sql: str = Field(description="the SQL veil would send to the engine")
+    quantile_sql: list[str]
+    cost: BudgetOut
+    contribution: str
+    usage: list[Usage]
+    expected_error_bars: dict[str, str]
+    remaining: BudgetOut | None
+    covered: bool | None = Field(description="whether the remaining budget covers the cost")
+    notes: list[str]
+
+
+class Column(_Out):
+    name: str
+    type: str
+
+
+class DatasetPublic(_Out):
+    """A dataset's public metadata as its data owner set it, and its columns."""
+
+    name: str
+    privacy_unit: str | None
+    max_groups: int
+    max_rows_per_group: int
+    bounds: dict[str, list[str]] = Field(description="column → [lower, upper], exact strings")
+    domains: dict[str, list[JSONScalar]]
+    schema_: dict[str, str] = Field(alias="schema")
+    max_epsilon: str | None
+    max_delta: str | None
+    total: dict[str, Any] | None = Field(description="the dataset-wide cap, if any")
+    min_response_ms: int
+
+
+class DatasetVisible(DatasetPublic):
+    columns: list[Column]
+
+
+class DatasetList(_Out):
+    datasets: list[DatasetVisible]
+
+
+class Source(_Out):
+    kind: Literal["file", "duckdb", "postgres", "spark"]
+
+
+class DatasetEntry(DatasetPublic):
+    """A catalog entry as the administrator sees it: with its source."""
+
+    source: Source
+
+
+class DatasetEntries(_Out):
+    datasets: list[DatasetEntry]
+
+
+class BudgetLine(_Out):
+    dataset: str
+    granted: BudgetOut
+    remaining: BudgetOut
+    used: float = Field(description="the share spent: the largest over ε, δ and ρ (1: all)")
+
+
+class BudgetAnswer(_Out):
+    analyst: str
+    budgets: list[BudgetLine]
+
+
+class Event(_Out):
+    id: int
+    at: str
+    event: Literal["grant", "charge", "cache_hit", "alert"] | str
+    status: str | None
+    loss: BudgetOut | None
+    fingerprint: str | None
+    detail: str | None
+    query: str | None = Field(description="the query text recorded with a charge")
+
+
+class HistoryAnswer(_Out):
+    analyst: str
+    dataset: str
+    remaining: BudgetOut
+    history: list[Event]
+
+
+class Job(_Out):
+    """A query job; ``status`` and ``answer`` (a query answer or a problem document) once
+    ``state`` is ``done``."""
+
+    id: str
+    dataset: str
+    state: Literal["running", "done"]
+    created_at: str
+    finished_at: str | None
+    status: int | None = None
+    answer: dict[str, Any] | None = None
+
+
+class _Released(_Out):
+    dataset: str
+    mechanism: str
+    loss: BudgetOut
+    remaining: BudgetOut
+    note: str
+
+
+class NoisyValues(_Released):
+    """Noisy values, in the shape the true ones were sent (one number or a list)."""
+
+    values: float | int | list[float | int]
+    sensitivity: str
+    scale: float | None
+    error_bar: float | None = None
+    error_bar_level: float | None = None
+
+
+class Choice(_Released):
+    index: int = Field(description="the chosen candidate's position")
+    choice: JSONScalar
+
+
+class Reported(_Released):
+    values: list[JSONScalar]
+    sensitivity: str
+    scale: float | None
+
+
+class Health(_Out):
+    status: str
+
+
+class ProblemType(_Out):
+    type: str
+    title: str
+    status: int
+    description: str
+
+
+class ProblemTypes(_Out):
+    problems: list[ProblemType]
+
+
+class Principal(_Out):
+    name: str
+    role: Literal["admin", "analyst"]
+    created_at: str
+    revoked_at: str | None
+    active: bool
+
+
+class Principals(_Out):
+    principals: list[Principal]
+
+
+class NewKey(_Out):
+    name: str
+    key: str = Field(description="the API key, shown only in this answer")
+    note: str
+    role: Literal["admin", "analyst"] | None = None
+
+
+class GrantLine(BudgetLine):
+    analyst: str
+
+
+class Grants(_Out):
+    grants: list[GrantLine]
+
+
+class Granted(_Out):
+    analyst: str
+    dataset: str
+    granted: BudgetOut = Field(description="what this request added")
+    total: BudgetOut = Field(description="the grant's total after it")
+    remaining: BudgetOut
+
+
+class Alert(_Out):
+    analyst: str
+    dataset: str
+    threshold: float
+    used: float
+    at: str
+
+
+class Alerts(_Out):
+    alerts: list[Alert]
+
+
+def ok(model: type[BaseModel], status: int = 200, description: str = "") -> dict[int | str, Any]:
+    """``responses=`` entry declaring ``model`` as the body of a ``status`` answer."""
+    return {status: {"model": model, "description": description or model.__doc__ or "OK"}}
