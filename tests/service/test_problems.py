@@ -175,3 +175,27 @@ def test_the_committed_openapi_document_is_the_served_one(service: Service) -> N
     served = service.client.get("/openapi.json").json()
     committed = json.loads(OPENAPI_PATH.read_text(encoding="utf-8"))
     assert render(served) == render(committed), "run: python -m veil.service.openapi"
+
+
+def test_alerts_reach_the_metrics_and_the_admin_endpoint_from_the_ledger(service: Service) -> None:
+    # alice holds ε = 5 on people: 3 × 1 crosses the 1/2 alert threshold (not 4/5)
+    for bound in (10_000, 9_000, 8_000):
+        r = service.client.post(
+            "/v1/query",
+            headers=service.headers("alice"),
+            json={
+                "dataset": "people",
+                "sql": SQL,
+                "epsilon": "1",
+                "bounds": {"income": [0, bound]},
+            },
+        )
+        assert r.status_code == 200, r.text
+    text = service.client.get("/metrics").text
+    assert 'veil_alerts{dataset="people"} 1' in text
+    assert 'veil_budget_spent_epsilon{dataset="people"} 3.0' in text
+    assert 'veil_budget_spent_rho{dataset="people"} 0.0' in text
+    alerts = service.client.get("/v1/admin/alerts", headers=service.headers("root")).json()
+    assert [(a["analyst"], a["dataset"], a["threshold"], a["used"]) for a in alerts["alerts"]] == [
+        ("alice", "people", 0.5, 0.6)
+    ]

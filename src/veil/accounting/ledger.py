@@ -390,6 +390,39 @@ class Ledger:
             ).all()
         return [(r.analyst, r.dataset) for r in rows]
 
+    def spent_by_dataset(self) -> dict[str, tuple[Fraction, Fraction]]:
+        """(ε, ρ) reserved or committed per dataset, summed over analysts: what the service's
+        ``/metrics`` shows (one read of the budget rows, never of the events)."""
+        with self._tx(read=True) as conn:
+            rows = conn.execute(
+                select(budgets.c.dataset, budgets.c.spent_epsilon, budgets.c.spent_rho)
+            ).all()
+        out: dict[str, tuple[Fraction, Fraction]] = {}
+        for r in rows:
+            eps, rho = out.get(r.dataset, (Fraction(0), Fraction(0)))
+            out[r.dataset] = (eps + Fraction(r.spent_epsilon), rho + Fraction(r.spent_rho))
+        return out
+
+    def alerts(self) -> list[tuple[str, str, Fraction, Fraction, datetime]]:
+        """Every alert recorded, oldest first: (analyst, dataset, threshold, used share, at)."""
+        with self._tx(read=True) as conn:
+            rows = conn.execute(
+                select(
+                    budgets.c.analyst,
+                    budgets.c.dataset,
+                    alerts.c.threshold,
+                    alerts.c.used,
+                    alerts.c.at,
+                )
+                .join(budgets, budgets.c.id == alerts.c.budget_id)
+                .order_by(alerts.c.id)
+            ).all()
+        return [
+            (r.analyst, r.dataset, Fraction(r.threshold), Fraction(r.used),
+             datetime.fromisoformat(r.at))
+            for r in rows
+        ]  # fmt: skip
+
     def has_grant(self, analyst: str, dataset: str) -> bool:
         """Whether ``analyst`` holds a budget on ``dataset``."""
         with self._tx(read=True) as conn:

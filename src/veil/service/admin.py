@@ -4,7 +4,6 @@ grants, the audit export and alerts. Every one needs an administrator's key (403
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -209,18 +208,16 @@ async def alerts(request: Request, _who: Admin) -> dict[str, Any]:
     state = state_of(request)
 
     def go() -> dict[str, Any]:
-        dump = json.loads(state.ledger.export_json())
-        owner = {b["id"]: (b["analyst"], b["dataset"]) for b in dump["budgets"]}
         return {
             "alerts": [
                 {
-                    "analyst": owner.get(a["budget_id"], ("?", "?"))[0],
-                    "dataset": owner.get(a["budget_id"], ("?", "?"))[1],
-                    "threshold": float(Fraction(a["threshold"])),
-                    "used": float(Fraction(a["used"])),
-                    "at": a["at"],
+                    "analyst": analyst,
+                    "dataset": dataset,
+                    "threshold": float(threshold),
+                    "used": float(used),
+                    "at": at.isoformat(),
                 }
-                for a in dump["alerts"]
+                for analyst, dataset, threshold, used, at in state.ledger.alerts()
             ]
         }
 

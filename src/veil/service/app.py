@@ -231,10 +231,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         responses=responses(500, 503),
     )
     async def metrics() -> PlainTextResponse:
-        dump = json.loads(await state.run(state.ledger.export_json))
-        return PlainTextResponse(
-            state.metrics.render(dump), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+        text = await state.run(lambda: state.metrics.render(state.ledger))
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/problems", tags=["service"], summary="Every problem type the service answers with",
              response_model=None, responses=ok(out.ProblemTypes))  # fmt: skip

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from veil.accounting.ledger import Ledger
 
 __all__ = ["BUCKETS", "Metrics"]
 
@@ -71,9 +74,9 @@ class Metrics:
         with self._lock:
             self.alerts += 1
 
-    def render(self, ledger_dump: dict[str, Any] | None) -> str:
-        """The exposition text; ``ledger_dump`` is ``Ledger.export_json()`` parsed (for the
-        series read from the ledger), or None to leave them out."""
+    def render(self, ledger: Ledger | None) -> str:
+        """The exposition text, with the series read from ``ledger`` (two reads of its budget
+        and alert rows, never of its events or answers) unless it is None."""
         pid = ("pid", self._pid)
         out: list[str] = []
 
@@ -109,32 +112,27 @@ class Metrics:
                 )
             out.append(f"veil_request_duration_seconds_sum{_labels([pid])} {self._sum!r}")
             out.append(f"veil_request_duration_seconds_count{_labels([pid])} {running}")
-        if ledger_dump is not None:
-            out.extend(_ledger_series(ledger_dump, family_lines=family))
+        if ledger is not None:
+            alerts = Counter(dataset for _a, dataset, *_ in ledger.alerts())
+            out.extend(_ledger_series(ledger.spent_by_dataset(), alerts))
         return "\n".join(out) + "\n"
 
 
-def _ledger_series(dump: dict[str, Any], *, family_lines: Any) -> list[str]:
+def _ledger_series(
+    spent: Mapping[str, tuple[Fraction, Fraction]], alerts: Mapping[str, int]
+) -> list[str]:
     """Budget spent per dataset and alerts recorded, summed over analysts, from the ledger."""
-    eps: defaultdict[str, Fraction] = defaultdict(Fraction)
-    rho: defaultdict[str, Fraction] = defaultdict(Fraction)
-    for b in dump.get("budgets", []):
-        ds = str(b.get("dataset"))
-        eps[ds] += Fraction(str(b.get("spent_epsilon") or 0))
-        rho[ds] += Fraction(str(b.get("spent_rho") or 0))
-    alerts: defaultdict[str, int] = defaultdict(int)
-    by_id = {b.get("id"): str(b.get("dataset")) for b in dump.get("budgets", [])}
-    for a in dump.get("alerts", []):
-        alerts[by_id.get(a.get("budget_id"), "?")] += 1
     lines: list[str] = []
     lines.append("# HELP veil_budget_spent_epsilon ε spent per dataset, all analysts (ledger)")
     lines.append("# TYPE veil_budget_spent_epsilon gauge")
-    for ds in sorted(eps):
-        lines.append(f"veil_budget_spent_epsilon{_labels([('dataset', ds)])} {float(eps[ds])!r}")
+    for ds in sorted(spent):
+        eps = float(spent[ds][0])
+        lines.append(f"veil_budget_spent_epsilon{_labels([('dataset', ds)])} {eps!r}")
     lines.append("# HELP veil_budget_spent_rho ρ spent per dataset, all analysts (ledger)")
     lines.append("# TYPE veil_budget_spent_rho gauge")
-    for ds in sorted(rho):
-        lines.append(f"veil_budget_spent_rho{_labels([('dataset', ds)])} {float(rho[ds])!r}")
+    for ds in sorted(spent):
+        rho = float(spent[ds][1])
+        lines.append(f"veil_budget_spent_rho{_labels([('dataset', ds)])} {rho!r}")
     lines.append("# HELP veil_alerts budget alerts recorded per dataset (ledger)")
     lines.append("# TYPE veil_alerts gauge")
     for ds in sorted(alerts):
