@@ -20,6 +20,7 @@ from veil.accounting.limits import check_spend
 from veil.compile.constants import check_bounds, check_edges
 from veil.compile.measure import build
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
+from veil.plan.canonical import call_order
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
 from veil.plan.tree import aggregate_of, replace_aggregate
 
@@ -190,7 +191,11 @@ def build_measurements(plan: Plan, ctx: Context) -> Plan:
     check_query_budget(ctx.budget)
     if ctx.quantile_buckets < 1:
         raise InvalidArgumentError("quantile_buckets must be a positive integer")
-    design = build(agg, ctx.budget, buckets=ctx.quantile_buckets)
+    # designed over the aggregates in their canonical order: the split (floating-point
+    # weights, the last share taking the rest) then depends on what is asked, not on the
+    # SELECT order, so a reordered query measures the same and is answered from the cache
+    ordered = dataclasses.replace(agg, aggregates=tuple(sorted(agg.aggregates, key=call_order)))
+    design = build(ordered, ctx.budget, buckets=ctx.quantile_buckets)
     new = dataclasses.replace(
         agg,
         budget=design.charged,

@@ -33,7 +33,7 @@ from veil.plan.nodes import (
 )
 from veil.plan.visitor import PlanVisitor
 
-__all__ = ["canonical", "fingerprint", "measurement_fingerprint"]
+__all__ = ["call_order", "canonical", "fingerprint", "measurement_fingerprint"]
 
 Json = dict[str, Any]
 FORMAT_VERSION = 2
@@ -183,21 +183,36 @@ def fingerprint(plan: Plan) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def call_order(a: AggregateCall) -> tuple[str, str, str, str]:
+    """Where an aggregate goes in the canonical order of what is measured: by what it
+    computes (column, function, quantile, weight; ``COUNT(*)`` first), never by its alias or
+    its place in the SELECT list. The budget split designs the measurements in this order
+    (``veil.compile.rules.build_measurements``), so that it depends on the aggregates alone."""
+    return (a.column or "", a.function, _frac(a.quantile) or "", _frac(a.weight) or "")
+
+
 def measurement_fingerprint(agg: Aggregate) -> str:
-    """SHA-256 (hex) of what an aggregation *measures*: its canonical form with the output
-    names (aggregate and key aliases) replaced by their positions, and without the nodes
-    above it (HAVING, ORDER BY, LIMIT, the SELECT order).
+    """SHA-256 (hex) of what an aggregation *measures*: its canonical form with the aggregates
+    and the measurements in a canonical order (by what they compute, not where the SELECT
+    lists them), the output names (aggregate and key aliases) replaced by their positions,
+    and without the nodes above it (HAVING, ORDER BY, LIMIT, the SELECT order).
 
     Two queries with the same measurement fingerprint, data version and loss draw the same
     noisy statistics; everything that differs between them is post-processing, so the ledger
-    may answer the second from the first's cached measurement at no cost.
+    may answer the second from the first's cached measurement at no cost. The release reads a
+    cached measurement by statistic name (``Measurement.name``), never by position, so
+    ``SELECT AVG(x), COUNT(*)`` and ``SELECT COUNT(*), AVG(x)`` share one measurement and
+    each gets its own columns. Group keys keep their order: a group's identity is the tuple
+    of its key values in that order.
     """
     positional = dataclasses.replace(
         agg,
         keys=tuple(dataclasses.replace(k, alias=f"k{i}") for i, k in enumerate(agg.keys)),
         aggregates=tuple(
-            dataclasses.replace(a, alias=f"a{i}") for i, a in enumerate(agg.aggregates)
+            dataclasses.replace(a, alias=f"a{i}")
+            for i, a in enumerate(sorted(agg.aggregates, key=call_order))
         ),
+        measurements=tuple(sorted(agg.measurements, key=lambda m: m.name)),
     )
     form = {"veil_measurement": FORMAT_VERSION, "root": _Canonical().visit(positional)}
     text = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
