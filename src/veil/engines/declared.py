@@ -23,9 +23,12 @@ accepted names.
 The engines read a declared column with its declared type through a *total* cast
 (``TRY_CAST``): a value that does not convert becomes NULL — never a failure, never a type
 change — so which queries are refused depends on the declaration alone (DESIGN §1, "Failure is
-an output"). Which texts convert is the engine's cast: ISO 8601 dates (``2024-01-31``) and
-timestamps (``2024-01-31 12:00:00``), decimal numbers; DuckDB also reads ``47.0`` as the
-INTEGER 47 (rounding), Spark reads it as NULL — declare ``DOUBLE`` for such columns.
+an output"). Which texts convert: for DATE and TIMESTAMP one fixed rule on both engines, ISO
+8601 only (:data:`ISO_DATE`: ``2024-01-31``; :data:`ISO_TIMESTAMP`: that date alone or with
+``T`` or a space and ``12:00``, ``12:00:00`` or ``12:00:00.123456``; no time zone, no spaces
+around) — ``2024/01/31``, ``2024-1-31``, ``2024`` or ``31.01.2024`` are NULL; for numbers the
+engine's cast: decimal numbers, and DuckDB also reads ``47.0`` as the INTEGER 47 (rounding),
+Spark reads it as NULL — declare ``DOUBLE`` for such columns.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from veil.errors import InvalidArgumentError, SchemaError
 
 __all__ = [
     "ACCEPTED",
+    "ISO_DATE",
+    "ISO_TIMESTAMP",
     "Declared",
     "SchemaArg",
     "match_columns",
@@ -204,7 +209,33 @@ def type_sql(dtype: exp.DataType, dialect: str) -> str:
     return dtype.sql(dialect=dialect)
 
 
-def try_cast(value: exp.Expression, dtype: exp.DataType) -> exp.TryCast:
+ISO_DATE = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
+"""The texts a declared DATE reads: ``YYYY-MM-DD``, nothing around it."""
+
+ISO_TIMESTAMP = (
+    r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ](?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]{1,6})?)?)?\z"
+)
+"""The texts a declared TIMESTAMP reads: ``YYYY-MM-DD``, optionally ``T`` or one space and
+``hh:mm``, ``hh:mm:ss`` or ``hh:mm:ss.f`` (1 to 6 digits); no time zone, nothing around it."""
+
+
+def try_cast(value: exp.Expression, dtype: exp.DataType, *, text: bool = False) -> exp.Expression:
     """A cast that gives NULL, never an error, for a value that does not convert (DuckDB
-    ``TRY_CAST``; Spark ``TRY_CAST``, whatever its ANSI setting)."""
-    return exp.TryCast(this=value, to=dtype.copy(), safe=True)
+    ``TRY_CAST``; Spark ``TRY_CAST``, whatever its ANSI setting).
+
+    ``text``: the value is text. A text becomes a DATE or TIMESTAMP only if it matches
+    :data:`ISO_DATE` / :data:`ISO_TIMESTAMP` (else NULL): the engines' own casts accept
+    different texts (DuckDB reads ``2020/01/05``, Spark ``2020`` and ``2020-01-05 BC``, only
+    DuckDB ``24:00:00``), and within these patterns both give the same value. The patterns
+    are in the syntax RE2 and Java share, anchored at both ends of the text.
+    """
+    cast = exp.TryCast(this=value, to=dtype.copy(), safe=True)
+    if not text or not dtype.is_type(_T.DATE, _T.TIMESTAMPNTZ, _T.TIMESTAMP):
+        return cast
+    pattern = ISO_DATE if dtype.is_type(_T.DATE) else ISO_TIMESTAMP
+    # the text cast is a no-op on text, and keeps the guard well-typed (a view the value
+    # comes from may be replaced by a typed one after registration)
+    as_text = exp.Cast(this=value.copy(), to=exp.DataType.build("TEXT"))
+    iso = exp.RegexpLike(this=as_text, expression=exp.Literal.string(pattern))
+    return exp.Case(ifs=[exp.If(this=iso, true=cast)], default=exp.Null())

@@ -317,11 +317,12 @@ class DuckDBEngine:
         names, types = described.columns, described.types
         casts = match_columns(name, declared, names, what)
         items: list[exp.Expr] = []
-        for column in names:
+        for column, kind in zip(names, types, strict=True):
             ref = exp.column(_ident(column))
             dtype = casts.get(column)
-            cast = exp.alias_(try_cast(ref, dtype), _ident(column), copy=False) if dtype else None
-            items.append(cast or ref)
+            text = kind.id == "varchar"
+            typed = try_cast(ref, dtype, text=text) if dtype else None
+            items.append(exp.alias_(typed, _ident(column), copy=False) if typed else ref)
         query = exp.select(*items, copy=False).from_(raw, copy=False)
         self._create_view(name, query, casts, dict(zip(names, types, strict=True)))
 
@@ -395,7 +396,7 @@ class DuckDBEngine:
         items: list[exp.Expr] = []
         for column, raw in zip(columns, raws, strict=True):
             dtype = casts.get(column) if fmt.kind == "json" else None  # CSV cells are typed
-            typed = try_cast(raw, dtype) if dtype else raw
+            typed = try_cast(raw, dtype, text=True) if dtype else raw  # JSON: text
             items.append(exp.alias_(typed, _ident(column), copy=False))
         query = exp.select(*items, copy=False).from_(lines.subquery(copy=False), copy=False)
         self._create_view(name, query, casts, {})

@@ -62,6 +62,7 @@ from typing import Literal
 
 from sqlglot import exp
 
+from veil.engines.declared import try_cast
 from veil.errors import SchemaError
 
 __all__ = [
@@ -355,8 +356,9 @@ def cell(
 ) -> exp.Expression:
     """Column ``index`` (1-based) from :func:`line_cells`'s list: the cell's text, NULL when it
     is empty, missing, malformed or after a malformed one; with ``dtype``, that text through
-    a total cast (``TRY_CAST``; an empty text casts to NULL on both engines, so a typed
-    column needs no ``NULLIF`` — which Spark would expand into two reads of the cell).
+    a total cast (:func:`veil.engines.declared.try_cast`, ISO 8601 only for dates; an empty
+    text casts to NULL on both engines, so a typed column needs no ``NULLIF`` — which Spark
+    would expand into two reads of the cell).
 
     Contract: for every line, ``cell(line_cells(line), k)`` equals ``cells(line, d, n)[k - 1]``
     (tests check it on both engines). It never fails: an index past the end gives NULL
@@ -365,7 +367,7 @@ def cell(
     get = "list_extract" if dialect == "duckdb" else "try_element_at"
     element = exp.Anonymous(this=get, expressions=[cells_of_line.copy(), exp.Literal.number(index)])
     if dtype is not None and not dtype.is_type(*exp.DataType.TEXT_TYPES):
-        return exp.TryCast(this=element, to=dtype.copy(), safe=True)
+        return try_cast(element, dtype, text=True)
     return exp.Nullif(this=element, expression=exp.Literal.string(""))
 
 

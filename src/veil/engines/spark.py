@@ -228,9 +228,15 @@ class SparkEngine:
             return frame
         columns = list(frame.columns)
         casts = match_columns(name, declared, columns, what)
+        types = importlib.import_module("pyspark.sql.types")
+        text = (types.StringType, types.VarcharType, types.CharType)
+        texts = {f.name for f in frame.schema.fields if isinstance(f.dataType, text)}
         items = [
             _spark_sql(
-                exp.alias_(try_cast(_column(c), casts[c]), exp.to_identifier(c, quoted=True))
+                exp.alias_(
+                    try_cast(_column(c), casts[c], text=c in texts),
+                    exp.to_identifier(c, quoted=True),
+                )
             )
             if c in casts
             else _spark_sql(_column(c))
@@ -309,7 +315,7 @@ class SparkEngine:
         for k, column in enumerate(columns, 1):
             ref: exp.Expression = _column(f"__veil_{k}")
             dtype = casts.get(column)
-            value = try_cast(ref, dtype) if dtype else ref
+            value = try_cast(ref, dtype, text=True) if dtype else ref  # JSON: text
             items.append(_spark_sql(exp.alias_(value, exp.to_identifier(column, quoted=True))))
         return self._analysed(name, inner.selectExpr(*items), casts)
 
