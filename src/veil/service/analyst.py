@@ -29,8 +29,10 @@ from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
 from veil.errors import InvalidArgumentError
+from veil.plan.builder import Query as Builder
+from veil.plan.nodes import GroupKey, SortKey
 from veil.service import responses as out
-from veil.service.models import ExplainRequest, QueryRequest
+from veil.service.models import ExplainRequest, PlanBody, QueryRequest
 from veil.service.principals import Principal
 from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
 from veil.service.responses import ok
@@ -145,11 +147,49 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
     }
 
 
+def _built(session: Session, table: str, plan: PlanBody) -> Builder:
+    """``plan`` as builder calls on ``table`` (each call checks what it is given, as in
+    Python: the same refusals, free)."""
+    q = session.query(table)
+    for predicate in plan.where:
+        q = q.where(predicate)
+    for key in plan.group_by:
+        if isinstance(key, str):
+            q = q.group_by(key)
+        elif key.keys is not None and key.bins is not None:
+            raise InvalidArgumentError(
+                f"group_by {key.column!r}: give keys (a public list) or bins (edges), not both"
+            )
+        elif key.keys is not None:
+            q = q.group_by_keys(key.column, key.keys, alias=key.alias)
+        elif key.bins is not None:
+            q = q.bin(key.column, *key.bins, alias=key.alias)
+        else:
+            q = q.group_by(GroupKey(key.column, alias=key.alias or ""))
+    for a in plan.aggregates:
+        q = q.agg(a.function, a.column, a.alias, quantile=a.quantile)
+    if plan.having is not None:
+        q = q.having(plan.having)
+    for s in plan.order_by:
+        q = q.order_by(SortKey(s) if isinstance(s, str) else SortKey(s.column, s.descending))
+    if plan.limit is not None:
+        q = q.limit(plan.limit, plan.offset)
+    if plan.select is not None:
+        q = q.select(*plan.select)
+    return q
+
+
 def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
     """Answer ``body``: released values, error bars, cost and what is left."""
 
     def ask(session: Session) -> dict[str, Any]:
-        result = session.sql(body.sql, consistent=body.consistent, **_options(body))
+        if body.plan is not None:
+            query = _built(session, ds.name, body.plan)
+            options = _options(body) | {"consistent": body.consistent}
+            result = session.run_query(query, **options)
+        else:
+            assert body.sql is not None  # the model holds exactly one
+            result = session.sql(body.sql, consistent=body.consistent, **_options(body))
         remaining = session.remaining()
         state.metrics.query(ds.name, cached=result.cached)
         return result_payload(result, remaining=remaining)
@@ -159,15 +199,27 @@ def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequ
 
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
     """What ``body`` would cost and its expected error (nothing read, nothing charged)."""
-    return _answered(
-        state, who, ds, body, lambda s: explanation_payload(s.explain(body.sql, **_options(body)))
-    )
+
+    def ask(session: Session) -> dict[str, Any]:
+        if body.plan is not None:
+            return explanation_payload(
+                session.explain_query(_built(session, ds.name, body.plan), **_options(body))
+            )
+        assert body.sql is not None  # the model holds exactly one
+        return explanation_payload(session.explain(body.sql, **_options(body)))
+
+    return _answered(state, who, ds, body, ask)
 
 
-def _check_sql(state: ServiceState, sql: str) -> None:
+def _check_sql(state: ServiceState, body: ExplainRequest) -> None:
     limit = state.config.limits.max_sql_chars
-    if len(sql) > limit:
-        raise Problem("payload-too-large", f"the SQL has {len(sql)} characters; at most {limit}")
+    if body.sql is not None:
+        size, what = len(body.sql), "the SQL has"
+    else:
+        assert body.plan is not None
+        size, what = len(body.plan.model_dump_json()), "the plan's JSON has"
+    if size > limit:
+        raise Problem("payload-too-large", f"{what} {size} characters; at most {limit}")
 
 
 def _accepted(request: Request, job_id: str) -> JSONResponse:
@@ -239,7 +291,7 @@ async def query(
 ) -> JSONResponse:
     state = state_of(request)
     start = arrival(request)
-    _check_sql(state, body.sql)
+    _check_sql(state, body)
     ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
     deadline = start + ds.min_response_ms / 1000
     if run_async:
@@ -264,7 +316,7 @@ async def query(
              responses=_EXPLAIN_RESPONSES)  # fmt: skip
 async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONResponse:
     state = state_of(request)
-    _check_sql(state, body.sql)
+    _check_sql(state, body)
     ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
     status, payload = await state.run(lambda: _run_explain(state, who, ds, body))
     return _answer(status, payload)

@@ -9,19 +9,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 __all__ = [
+    "AggregateSpec",
     "AnalystCreate",
     "DatasetCreate",
     "ExplainRequest",
     "ExponentialRequest",
     "GaussianRequest",
     "GrantRequest",
+    "GroupSpec",
     "LaplaceRequest",
+    "PlanBody",
     "Problem",
     "QueryRequest",
     "RandomizedResponseRequest",
+    "SortSpec",
 ]
 
 ExactText = Annotated[
@@ -75,11 +79,59 @@ class Problem(BaseModel):
     )
 
 
+class AggregateSpec(_Body):
+    """One aggregate of a JSON plan: the builder's ``agg(function, column, alias, quantile=)``."""
+
+    function: Name = Field(description="count, count_distinct, sum, avg, variance, stddev, "
+                           "var_pop, stddev_pop, quantile, median, min, max")  # fmt: skip
+    column: Column | None = Field(default=None, description="none for COUNT(*)")
+    alias: Column | None = None
+    quantile: Num | None = Field(default=None, description="the quantile function's q")
+
+
+class GroupSpec(_Body):
+    """A grouping key of a JSON plan: a column; with ``keys`` its public list of keys (every
+    key released, no δ spent), with ``bins`` histogram bins over the edges."""
+
+    column: Column
+    alias: Column | None = None
+    keys: list[Scalar] | None = Field(default=None, max_length=MAX_VALUES)
+    bins: list[Num] | None = Field(default=None, min_length=2, max_length=10_000)
+
+
+class SortSpec(_Body):
+    column: Column
+    descending: bool = False
+
+
+Predicate = Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+
+
+class PlanBody(_Body):
+    """A query as the Python builder's calls (``Session.query``), in JSON: the same plans,
+    fingerprints and charges as the equivalent SQL. Its table is the dataset."""
+
+    where: list[Predicate] = Field(
+        default_factory=list, max_length=64, description="row conditions, combined with AND"
+    )
+    group_by: list[Column | GroupSpec] = Field(default_factory=list, max_length=16)
+    aggregates: list[AggregateSpec] = Field(min_length=1, max_length=64)
+    having: Predicate | None = None
+    order_by: list[Column | SortSpec] = Field(default_factory=list, max_length=16)
+    limit: int | None = Field(default=None, ge=0, le=1_000_000_000)
+    offset: int = Field(default=0, ge=0, le=1_000_000_000)
+    select: list[Column] | None = Field(default=None, max_length=128)
+
+
 class ExplainRequest(_Body):
-    """A query to explain: its cost and expected error, without reading any data."""
+    """A query to explain: its cost and expected error, without reading any data. The query
+    is ``sql`` or ``plan`` (exactly one)."""
 
     dataset: Name
-    sql: str = Field(description="a query in veil's SQL subset; its one table is the dataset")
+    sql: str | None = Field(
+        default=None, description="a query in veil's SQL subset; its one table is the dataset"
+    )
+    plan: PlanBody | None = Field(default=None, description="the query as builder calls")
     epsilon: Num | None = Field(default=None, description="the query's ε (default for explain: 1)")
     delta: Num | None = None
     bounds: dict[Column, tuple[Num, Num]] | None = Field(
@@ -92,6 +144,12 @@ class ExplainRequest(_Body):
         description="the data owner's privacy unit; any other value is refused (it is not "
         "the analyst's to change)",
     )
+
+    @model_validator(mode="after")
+    def _one_query(self) -> ExplainRequest:
+        if (self.sql is None) == (self.plan is None):
+            raise ValueError("give the query as exactly one of sql (text) or plan (JSON)")
+        return self
 
 
 class QueryRequest(ExplainRequest):
