@@ -46,3 +46,27 @@ def test_a_lent_engine_outlives_its_session(tmp_path: Path) -> None:
             assert s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1).rows
     assert engine.schema("t").names == ["uid", "x"]  # still open
     engine.close()
+
+
+def test_a_compiled_plan_is_reused_only_for_the_same_plan_and_context() -> None:
+    table = pa.table({"uid": [1, 2, 3, 3], "x": [1.0, 2.0, 3.0, 4.0]})
+    sql = "SELECT SUM(x) AS s FROM t"
+    opts = {"budget": Budget(epsilon=10), "privacy_unit": "uid"}
+    with Session.local({"t": table}, bounds={"x": (0, 10)}, **opts) as a:
+        first = a.explain(sql, epsilon=1)
+        again = a.explain(sql, epsilon=1)
+        assert again.usage == first.usage  # reused: the same design
+        narrower = a.explain(sql, epsilon=1, bounds={"x": (0, 5)})
+        cheaper = a.explain(sql, epsilon="1/2")
+        more_rows = a.explain(sql, epsilon=1, max_rows_per_group=2)
+    with Session.local({"t": table}, bounds={"x": (0, 20)}, **opts) as b:
+        wider = b.explain(sql, epsilon=1)
+    with Session.local({"t": table}, bounds={"x": (0, 10)}, budget=Budget(epsilon=10)) as c:
+        per_row = c.explain(sql, epsilon=1)
+    base = first.usage[0].sensitivity
+    # each change of the context is compiled anew: its own sensitivity or split
+    assert narrower.usage[0].sensitivity != base
+    assert wider.usage[0].sensitivity != base
+    assert more_rows.usage[0].sensitivity != base
+    assert cheaper.cost != first.cost
+    assert per_row.contribution != first.contribution

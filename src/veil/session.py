@@ -76,6 +76,7 @@ __all__ = ["Result", "Session"]
 _MEMO_SIZE = 512
 _PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.plan)
 _CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
+_COMPILED: dict[Any, Plan] = {}  # compiled plans by (plan, context): the rules are pure
 _MEMO_LOCK = threading.Lock()
 
 
@@ -476,10 +477,17 @@ class Session:
             contribution=contribution,
             quantile_buckets=self.quantile_buckets,
         )
-        compiled = apply_rules(plan, ctx)
-        # every role each aggregate reads was measured: a kind whose reads and budget split
-        # disagree fails here, before anything is charged, not after the engine ran
-        check_models(aggregate_of(compiled), column_models(aggregate_of(compiled)))
+        # the rules are a pure function of the plan and the context (they read no data, no
+        # ledger, no randomness): a pair compiled once compiles to the same plan again
+        memo = (plan, budget, ctx.privacy_unit, tuple(sorted(ctx.bounds.items())), contribution,
+                ctx.quantile_buckets)  # fmt: skip
+        compiled = _COMPILED.get(memo)
+        if compiled is None:
+            compiled = apply_rules(plan, ctx)
+            # every role each aggregate reads was measured: a kind whose reads and budget split
+            # disagree fails here, before anything is charged, not after the engine ran
+            check_models(aggregate_of(compiled), column_models(aggregate_of(compiled)))
+            _remember(_COMPILED, memo, compiled)
         _warn_unwise(
             budget, set(_bounds(bounds)) - {b.column for b in aggregate_of(compiled).bounds}
         )
