@@ -334,12 +334,32 @@ ODD_CELLS = st.sampled_from(
         "١٢", "0x1F", "1_000", "\x00", "target", "9" * 400, "é\u0301", "\u202e",
     ]
 )  # fmt: skip
-CSV_AGGREGATES = [a for a in AGGREGATES if "DISTINCT" not in a]
+CSV_AGGREGATES = [*AGGREGATES, "COUNT(DISTINCT x)", "SUM(DISTINCT x)", "AVG(DISTINCT x)"]
+POSITIONS = ("first", "middle", "last")  # where the odd line goes among the data lines
+
+
+@dataclass(frozen=True)
+class CsvCase:
+    """A CSV (header and data lines), the neighbour's adversarial line and where it goes, a
+    query and its options, and whether the columns' types are declared."""
+
+    lines: list[str]
+    odd: str
+    position: str
+    sql: str
+    options: dict[str, Any]
+    declared: bool
+
+    def text(self, with_odd: bool) -> str:
+        header, rows = self.lines[0], self.lines[1:]
+        if with_odd:
+            at = {"first": 0, "middle": len(rows) // 2, "last": len(rows)}[self.position]
+            rows = [*rows[:at], self.odd, *rows[at:]]
+        return "\n".join([header, *rows]) + "\n"
 
 
 @st.composite
-def csv_cases(draw: st.DrawFn) -> tuple[str, str, str, dict[str, Any]]:
-    """(base CSV text, the adversarial line, the query, its options)."""
+def csv_cases(draw: st.DrawFn) -> CsvCase:
     lines = ["uid,g,x,d,w"]
     for u in range(draw(st.integers(1, 6))):
         for _ in range(draw(st.integers(1, 3))):
@@ -353,6 +373,8 @@ def csv_cases(draw: st.DrawFn) -> tuple[str, str, str, dict[str, Any]]:
         cells = [str(UNIT), *cells]
     odd = ",".join(cells)
     aggs = draw(st.lists(st.sampled_from(CSV_AGGREGATES), min_size=1, max_size=3, unique=True))
+    if "COUNT(DISTINCT uid)" not in aggs and draw(st.booleans()):  # units, often
+        aggs = ["COUNT(DISTINCT uid)", *aggs[:2]]
     select = [f"{a} AS a{i}" for i, a in enumerate(aggs)]
     options: dict[str, Any] = {"epsilon": 1, "bounds": {"x": draw(BOUNDS)}}
     group = ""
@@ -365,14 +387,16 @@ def csv_cases(draw: st.DrawFn) -> tuple[str, str, str, dict[str, Any]]:
         st.sampled_from(["", " WHERE w = 'target'", " WHERE d > DATE '2020-01-01'", " WHERE x > 0"])
     )
     sql = f"SELECT {', '.join(select)} FROM t{where}{group}"
-    return "\n".join(lines) + "\n", odd, sql, options
+    position = draw(st.sampled_from(POSITIONS))
+    declared = draw(st.booleans())
+    return CsvCase(lines, odd, position, sql, options, declared)
 
 
-def _csv_session(engine: str, path: Path) -> veil.Session:
+def _csv_session(engine: str, path: Path, declared: bool) -> veil.Session:
     options: dict[str, Any] = {
         "privacy_unit": "uid",
         "budget": veil.Budget(epsilon=10**6, delta="0.001"),
-        "schema": {"t": CSV_SCHEMA},
+        "schema": {"t": CSV_SCHEMA} if declared else None,
     }
     if engine == "spark":
         from spark_support import spark_session
@@ -385,29 +409,34 @@ def _csv_session(engine: str, path: Path) -> veil.Session:
 def test_on_a_csv_the_outcome_never_depends_on_one_line(
     engine: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The same property on a CSV source with a declared schema: the neighbour adds one line
-    whose cells are non-numeric, empty, quoted oddly, in another date format, too many or too
-    few (a unit's row that the reader must take on its own, without touching other lines)."""
+    """The same property on a CSV source, declared or not (every column text): the neighbour
+    adds one line — first, in the middle or last among the data lines — whose cells are
+    non-numeric, empty, quoted oddly, in another date format, too many or too few (a unit's
+    row that the reader must take on its own, without touching other lines); the queries
+    include DISTINCT aggregates."""
     tmp = tmp_path_factory.mktemp(f"csv-outcomes-{engine}")
     files = iter(range(10**6))
 
     @settings(
-        max_examples=25 if engine == "spark" else 200,
+        max_examples=30 if engine == "spark" else 200,
         deadline=None,
         derandomize=not RANDOM,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(case=csv_cases())
-    def prop(case: tuple[str, str, str, dict[str, Any]]) -> None:
-        base, odd, sql, options = case
+    def prop(case: CsvCase) -> None:
         outcomes = []
-        for text in (base + odd + "\n", base):
+        for with_odd in (True, False):
             path = tmp / f"t{next(files)}.csv"
-            path.write_bytes(text.encode("utf-8", "surrogatepass"))
-            outcomes.append(outcome(_csv_session(engine, path), sql, options))
+            path.write_bytes(case.text(with_odd).encode("utf-8", "surrogatepass"))
+            session = _csv_session(engine, path, case.declared)
+            outcomes.append(outcome(session, case.sql, case.options))
         with_line, without = outcomes
-        where = f"{engine}: {sql} {options}, line {odd!r}"
+        where = (
+            f"{engine}, {'declared' if case.declared else 'undeclared'}: {case.sql} "
+            f"{case.options}, line {case.odd!r} {case.position}"
+        )
         assert with_line == without, f"one line changed the outcome — {where}: {outcomes}"
         assert with_line[0] in ("released", "refused free"), f"{where}: {with_line}"
         for text in (with_line[2], *with_line[3]):
