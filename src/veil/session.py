@@ -127,6 +127,19 @@ class SessionOptions(TypedDict, total=False):
     self_grant: bool
 
 
+def _self_grant_refused(
+    budget: Budget, analyst: str, dataset: str, url: str
+) -> InvalidArgumentError:
+    """A session may not grant its own budget on a persistent ledger without the opt-in."""
+    return InvalidArgumentError(
+        f"budget={budget!r} would let this session grant analyst {analyst!r} a budget on "
+        f"dataset {dataset!r} in the persistent ledger {url}; budgets are granted by the data "
+        f"owner: veil budget grant --ledger URL --analyst {analyst} --dataset {dataset} "
+        "--epsilon E (or ledger.grant(...)), then open the session without budget=. On a "
+        "personal ledger, pass self_grant=True to grant it when no grant exists"
+    )
+
+
 class Session:
     """Differentially private queries over named tables on one engine, charged to one ledger.
 
@@ -179,8 +192,10 @@ class Session:
         group keys, column → every key: released in full, empty groups included, without
         partition selection), ``quantile_buckets`` (candidates of a continuous quantile),
         ``source`` (a random source for tests; refused with a persistent ledger), and the
-        accounting: ``ledger`` (a :class:`veil.Ledger`, a URL such as
-        ``"sqlite:///ledger.db"``, or ``None`` for an in-memory one), ``analyst``,
+        accounting: ``ledger`` (a :class:`veil.Ledger`; the URL of an existing one such as
+        ``"sqlite:///ledger.db"`` — a ledger that does not exist is a ``LedgerError`` saying
+        how to create it, unless ``budget=`` with ``self_grant=True`` creates it; or ``None``
+        for an in-memory one), ``analyst``,
         ``dataset`` (the unit of accounting; default: the engine's table names joined by
         ``+``) and ``budget``, granted to (``analyst``, ``dataset``) if the ledger has no
         grant for them yet — on a persistent ledger only with ``self_grant=True``: budgets are
@@ -195,21 +210,20 @@ class Session:
         budget = options.get("budget")
         analyst = options.get("analyst", "analyst")
         self_grant = options.get("self_grant", False)
+        name = options.get("dataset") or "+".join(sorted(engine.tables))
         if ledger is None or isinstance(ledger, str | os.PathLike):
             from veil.accounting.ledger import Ledger
+            from veil.accounting.store import in_memory, shown_url
 
-            ledger = Ledger(ledger if ledger is not None else "sqlite://")
-        name = options.get("dataset") or "+".join(sorted(engine.tables))
+            url = ledger if ledger is not None else "sqlite://"
+            if budget is not None and not self_grant and not in_memory(url):
+                raise _self_grant_refused(budget, analyst, name, shown_url(url))
+            # a named ledger must exist (a mistyped path is not a new, empty ledger), unless
+            # this call grants its own budget, by its documented opt-in
+            ledger = Ledger(url, create=budget is not None and self_grant)
         if budget is not None:
             if ledger.persistent and not self_grant:
-                raise InvalidArgumentError(
-                    f"budget={budget!r} would let this session grant analyst {analyst!r} a "
-                    f"budget on dataset {name!r} in the persistent ledger {ledger.url}; budgets "
-                    f"are granted by the data owner: veil budget grant --ledger URL --analyst "
-                    f"{analyst} --dataset {name} --epsilon E (or ledger.grant(...)), then open "
-                    "the session without budget=. On a personal ledger, pass self_grant=True "
-                    "to grant it when no grant exists"
-                )
+                raise _self_grant_refused(budget, analyst, name, ledger.url)
             if not ledger.has_grant(analyst, name):
                 ledger.grant(analyst, name, budget)
         return cls(

@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting import records, spending
 from veil.accounting.budget import Budget, Number, exact
+from veil.accounting.limits import check_grant
 from veil.accounting.records import Alert, Record
 from veil.accounting.reservation import Reservation, check_reserved
 from veil.accounting.spending import Spent
@@ -310,7 +311,7 @@ class Ledger:
         50 %, 80 %, 100 %) replace the budget's thresholds when given."""
         _name(analyst, "analyst")
         _name(dataset, "dataset")
-        _loss(budget, "budget")
+        check_grant(_loss(budget, "budget"))  # δ ≥ 1/2: refused, as queries are
         thresholds = None if alert_thresholds is None else _thresholds(alert_thresholds)
         for attempt in range(2):
             try:
@@ -356,6 +357,7 @@ class Ledger:
                         f"({old}); a {budget.kind} grant ({budget}) cannot be added to it"
                     )
                 total = old + budget
+                check_grant(total)  # nor may top-ups add up to δ ≥ 1/2
                 budget_id = row.id
                 values: dict[str, str] = {
                     "kind": total.kind,

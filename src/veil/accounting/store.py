@@ -39,10 +39,12 @@ __all__ = [
     "MIGRATIONS",
     "READ_ONLY",
     "SCHEMA_VERSION",
+    "in_memory",
     "metadata",
     "open_engine",
     "prepare_schema",
     "require_existing",
+    "shown_url",
 ]
 
 SCHEMA_VERSION = 3
@@ -223,6 +225,8 @@ def _on_sqlite_file_connect(dbapi_connection: Any, record: Any) -> None:
     cursor.close()
 
 
+SQLITE_POOL = 24  # SQLite file connections kept open per ledger object (and as many more)
+
 READ_ONLY = "veil_read_only"
 """Set to True in ``Connection.info`` for a read-only transaction (no write lock taken)."""
 
@@ -251,7 +255,15 @@ def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:
             )
             event.listen(engine, "connect", _on_sqlite_connect)
         else:
-            engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+            # connections kept for every thread that may hold one at once (a service has
+            # 16 query threads and the hit writer): an overflow one is opened (four PRAGMAs)
+            # and closed per use
+            engine = create_engine(
+                parsed,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+                pool_size=SQLITE_POOL,
+                max_overflow=SQLITE_POOL,
+            )
             event.listen(engine, "connect", _on_sqlite_file_connect)
         event.listen(engine, "begin", _begin_immediate)
         return engine, memory
@@ -303,6 +315,17 @@ def prepare_schema(engine: Engine) -> None:
             conn.execute(schema_version.update().values(version=version))
 
 
+def in_memory(url: str | os.PathLike[str]) -> bool:
+    """Whether ``url`` names an in-memory SQLite ledger (gone with the process)."""
+    parsed = _parse(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def shown_url(url: str | os.PathLike[str]) -> str:
+    """``url`` as messages show it: parsed, its password hidden."""
+    return _hidden(_parse(url))
+
+
 def require_existing(url: str | os.PathLike[str]) -> None:
     """Raise ``LedgerError`` unless a ledger already exists at ``url`` (a SQLite file, or a
     PostgreSQL database that holds veil's tables); in-memory URLs always pass."""
@@ -313,10 +336,15 @@ def require_existing(url: str | os.PathLike[str]) -> None:
         if database in (None, "", ":memory:"):
             return
         if not os.path.exists(database):
+            why = f"no ledger at {database!r}; check the path, or create one by granting a budget: "
+            cli = (
+                f"veil budget grant --ledger {_hidden(parsed)} --analyst NAME --dataset NAME "
+                "--epsilon E"
+            )
             raise LedgerError(
-                f"no ledger at {database!r}; check the path, or create one by granting a "
-                f"budget: veil budget grant --ledger {_hidden(parsed)} --analyst NAME "
-                "--dataset NAME --epsilon E"
+                f"{why}veil.Ledger({_hidden(parsed)!r}).grant('alice', 'people', "
+                f"veil.Budget(epsilon=1)) in Python, or {cli}",
+                cli=why + cli,
             )
         return
     engine, _ = open_engine(url)
@@ -328,7 +356,13 @@ def require_existing(url: str | os.PathLike[str]) -> None:
     finally:
         engine.dispose()
     if not found:
-        raise LedgerError(
+        why = (
             f"no veil ledger in the database at {_hidden(parsed)}; create one by granting a "
-            "budget: veil budget grant --ledger URL --analyst NAME --dataset NAME --epsilon E"
+            "budget: "
+        )
+        cli = "veil budget grant --ledger URL --analyst NAME --dataset NAME --epsilon E"
+        raise LedgerError(
+            f"{why}veil.Ledger(URL).grant('alice', 'people', veil.Budget(epsilon=1)) in Python, "
+            f"or {cli}",
+            cli=why + cli,
         )
