@@ -225,6 +225,8 @@ def _on_sqlite_file_connect(dbapi_connection: Any, record: Any) -> None:
     cursor.close()
 
 
+SQLITE_POOL = 24  # SQLite file connections kept open per ledger object (and as many more)
+
 READ_ONLY = "veil_read_only"
 """Set to True in ``Connection.info`` for a read-only transaction (no write lock taken)."""
 
@@ -253,7 +255,15 @@ def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:
             )
             event.listen(engine, "connect", _on_sqlite_connect)
         else:
-            engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+            # connections kept for every thread that may hold one at once (a service has
+            # 16 query threads and the hit writer): an overflow one is opened (four PRAGMAs)
+            # and closed per use
+            engine = create_engine(
+                parsed,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+                pool_size=SQLITE_POOL,
+                max_overflow=SQLITE_POOL,
+            )
             event.listen(engine, "connect", _on_sqlite_file_connect)
         event.listen(engine, "begin", _begin_immediate)
         return engine, memory
