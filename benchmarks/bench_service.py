@@ -89,18 +89,34 @@ async def _drive(
                 else:
                     errors += 1
 
+    workers = server.worker_pids()
+    cpu0, own0 = _cpu_seconds(workers), time.process_time()
     start = time.perf_counter()
     await asyncio.gather(*(loop(i) for i in range(clients)))
     elapsed = time.perf_counter() - start
+    cpu1, own1 = _cpu_seconds(workers), time.process_time()
     latencies.sort()
     n = len(latencies)
+    done = max(1, n + errors)
     return {
+        "server_ms": (cpu1 - cpu0) / done * 1000,
+        "client_ms": (own1 - own0) / done * 1000,
         "rps": n / elapsed,
         "p50": latencies[n // 2] * 1000 if n else float("nan"),
         "p99": latencies[min(n - 1, int(n * 0.99))] * 1000 if n else float("nan"),
         "n": n,
         "errors": errors,
     }
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes ``pids`` have used (Linux ``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
 
 
 def _deployment(root: Path) -> Deployment:
@@ -192,7 +208,8 @@ def main() -> None:
               f"loopback, {args.rounds} rounds × {args.seconds:g} s per phase, {os.cpu_count()} "
               "CPUs (client and server share them)")  # fmt: skip
         print(f"{'phase':<10} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'ok':>8} {'errors':>7}"
-              "   (medians over rounds; req/s per round)")  # fmt: skip
+              f" {'server':>7} {'client':>7}   (medians over rounds; CPU ms per request of "
+              "the server's workers and of this client; req/s per round)")  # fmt: skip
         med: dict[str, dict[str, float]] = {}
         for name, rounds in results.items():
             med[name] = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
@@ -200,11 +217,19 @@ def main() -> None:
             per = ", ".join(f"{r['rps']:.0f}" for r in rounds)
             print(f"{name:<10} {m['rps']:>8.0f} {m['p50']:>8.1f} {m['p99']:>8.1f} "
                   f"{sum(r['n'] for r in rounds):>8.0f} {sum(r['errors'] for r in rounds):>7.0f}"
-                  f"   [{per}]")  # fmt: skip
+                  f" {m['server_ms']:>7.2f} {m['client_ms']:>7.2f}   [{per}]")  # fmt: skip
         base = med["healthz"]["rps"]
         cached, uncached = med["cached"], med["uncached"]
         print(f"ratios: cached / healthz = {cached['rps'] / base:.2f}, "
               f"uncached / healthz = {uncached['rps'] / base:.2f}")  # fmt: skip
+        # what the two cores could serve if nothing else ran: requests per CPU-second of
+        # server and client together (a load-independent reading of the same run)
+        for name in ("healthz", "cached"):
+            m = med[name]
+            cap = os.cpu_count() or 1
+            print(f"CPU-bound ceiling {name}: {cap * 1000 / (m['server_ms'] + m['client_ms']):.0f} "
+                  f"req/s ({m['server_ms']:.2f} ms server + {m['client_ms']:.2f} ms client "
+                  f"per request on {cap} CPUs)")  # fmt: skip
         ok = [
             (f"cached ≥ 500 req/s ({cached['rps']:.0f})", cached["rps"] >= 500),
             (f"cached p99 < 50 ms ({cached['p99']:.1f})", cached["p99"] < 50),
