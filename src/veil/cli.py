@@ -33,6 +33,8 @@ from veil.cli_options import (
     merge_schemas,
     parse_bounds,
     parse_columns,
+    parse_delta,
+    parse_epsilon,
     parse_number,
     parse_schema_files,
     parse_tables,
@@ -269,13 +271,10 @@ class _Ask:
         declared = merge_schemas(
             parse_schema_files(schema or [], names), parse_columns(column or [], names)
         )
-        eps = parse_number(epsilon, "--epsilon")
-        if eps is None or eps == 0:
-            raise InvalidArgumentError(f"--epsilon must be > 0, e.g. --epsilon 0.5; got {epsilon}")
         return _Ask(
             tables,
-            eps,
-            parse_number(delta, "--delta"),
+            parse_epsilon(epsilon),
+            parse_delta(delta),
             parse_bounds(bounds or []),
             privacy_unit,
             ledger,
@@ -538,11 +537,29 @@ def main() -> None:
         _stderr().print("interrupted")
         raise SystemExit(130) from None
     except typer.TyperException as err:  # click's usage errors, as typer ships them
+        if _is_help(err):  # `veil`, `veil budget`: typer printed the help; nothing went wrong
+            raise SystemExit(getattr(err, "exit_code", USER_ERROR_EXIT)) from None
         fmt = OutputFormat.json if _asks_json(sys.argv[1:]) else OutputFormat.table
         _report(InvalidArgumentError(_usage_message(err)), "error", fmt, user_error=True)
         raise SystemExit(USER_ERROR_EXIT) from None
     if isinstance(code, int) and code:
         raise SystemExit(code)
+
+
+def _is_help(err: typer.TyperException) -> bool:
+    """Whether ``err`` is the "no command given" of a group with ``no_args_is_help``: typer has
+    printed the group's help already (and exits with 2, as click does), so there is no error
+    to report."""
+    import importlib
+
+    # click as recent typers vendor it, else click itself
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            kind = importlib.import_module(module).NoArgsIsHelpError
+        except (ImportError, AttributeError):
+            continue
+        return isinstance(err, kind)
+    return False
 
 
 def _asks_json(argv: Sequence[str]) -> bool:
@@ -672,7 +689,7 @@ def budget_grant(
 
         r = parse_number(rho, "--rho")
         e = parse_number(epsilon, "--epsilon")
-        d = parse_number(delta, "--delta")
+        d = parse_delta(delta)
         if r is not None:
             if e is not None or d is not None:
                 raise InvalidArgumentError("give either --rho or --epsilon [--delta], not both")

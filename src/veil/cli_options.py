@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from veil.accounting.budget import Budget, exact
+from veil.accounting.limits import MAX_DELTA, check_spend
 from veil.errors import InvalidArgumentError
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "merge_schemas",
     "parse_bounds",
     "parse_columns",
+    "parse_delta",
+    "parse_epsilon",
     "parse_number",
     "parse_schema_files",
     "parse_tables",
@@ -182,6 +185,11 @@ def parse_bounds(specs: Sequence[str]) -> dict[str, tuple[Fraction, Fraction]]:
             )
         lo = exact(lower, f"the lower bound of {name!r}")
         hi = exact(upper, f"the upper bound of {name!r}")
+        if lo > hi:
+            raise InvalidArgumentError(
+                f"--bounds {spec.strip()} is empty: the lower bound {lower.strip()} is above "
+                f"the upper {upper.strip()}; pass --bounds {name}={upper.strip()}:{lower.strip()}"
+            )
         bounds[name] = (lo, hi)
     return bounds
 
@@ -200,6 +208,28 @@ def parse_number(value: str | None, name: str) -> Fraction | None:
     if number < 0:
         raise InvalidArgumentError(f"{name} must not be negative, got {value}")
     return number
+
+
+def parse_epsilon(value: str, name: str = "--epsilon") -> Fraction:
+    """ε of one query from the command line: > 0 and in the range a query may spend
+    (``veil.accounting.limits``), refused quoting the value as written."""
+    eps = parse_number(value, name)
+    if eps is None or eps == 0:
+        raise InvalidArgumentError(f"{name} must be > 0, e.g. {name} 0.5; got {value}")
+    check_spend(Budget(epsilon=eps), written={"epsilon": value.strip()})
+    return eps
+
+
+def parse_delta(value: str | None, name: str = "--delta") -> Fraction | None:
+    """δ from the command line (None when not given), refused quoting the value as written
+    when it is 1/2 or more: such a δ allows releasing a person's row outright."""
+    delta = parse_number(value, name)
+    if value is not None and delta is not None and delta >= MAX_DELTA:
+        raise InvalidArgumentError(
+            f"{name} {value.strip()} protects nothing (δ ≥ 1/2 allows releasing a person's row "
+            f"outright); pass a delta far below 1/n, e.g. {name} 1e-6"
+        )
+    return delta
 
 
 def _looks_float(text: str) -> bool:
