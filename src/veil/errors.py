@@ -155,22 +155,29 @@ class BudgetExhaustedError(UserError):
         who = f" for analyst {analyst!r} on dataset {dataset!r}" if analyst or dataset else ""
         if scope:
             who += f" ({scope})"
-        super().__init__(
+        facts = (
             f"privacy budget exhausted{who}: requested {requested.precise()}, remaining "
             f"{remaining.precise()}, short by {requested.shortfall(remaining)}; "
-            f"{_advice(requested, remaining)}"
+        )
+        super().__init__(
+            facts + _advice(requested, remaining, cli=False),
+            cli=facts + _advice(requested, remaining, cli=True),
         )
 
 
-def _advice(requested: Budget, remaining: Budget) -> str:
-    """What to do about a refusal: the part of the budget that ran out decides it."""
+def _advice(requested: Budget, remaining: Budget, *, cli: bool) -> str:
+    """What to do about a refusal: the part of the budget that ran out decides it; ``cli``:
+    in the ``veil`` command's flags."""
+    more = "ask an administrator to grant more" + (" (veil budget grant)" if cli else "")
     if requested.kind == "approx" and requested.delta > remaining.delta:
+        keys = "list the keys (WHERE col IN ('a', 'b'))" if cli else "declare the keys' domain"
+        delta = "a smaller --delta" if cli else "a smaller delta"
         return (
             "δ ran out (grouping by a column without declared keys spends δ on partition "
-            "selection): declare the keys' domain to spend none, ask for a smaller delta, or "
-            "ask an administrator to grant more"
+            f"selection): {keys} to spend none, ask for {delta}, or {more}"
         )
-    return "ask an administrator to grant more, or ask a cheaper query (smaller epsilon)"
+    cheaper = "a smaller --epsilon" if cli else "smaller epsilon"
+    return f"{more}, or ask a cheaper query ({cheaper})"
 
 
 class LedgerError(UserError):
