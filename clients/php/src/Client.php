@@ -1,0 +1,595 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Veil;
+
+use Veil\Exception\BudgetExhaustedException;
+use Veil\Exception\InvalidRequestException;
+use Veil\Exception\NotFoundException;
+use Veil\Exception\ServerException;
+use Veil\Exception\TimeoutException;
+use Veil\Exception\UnsupportedQueryException;
+use Veil\Exception\VeilException;
+
+/**
+ * A client of the veil service: differentially private answers over HTTP, each with its error
+ * bar and its cost, charged to budgets the data owner granted.
+ *
+ * ```php
+ * $veil = new Veil\Client('https://veil.example.org', getenv('VEIL_KEY'));
+ * $n = $veil->noisyCount('orders', 0.5, ['region' => 'North']);
+ * printf("%d ± %.0f orders (cost %s)\n", $n->value, $n->errorBar, $n->cost);
+ * ```
+ *
+ * - **Queries on a dataset** ({@see query()}, {@see noisyCount()}, {@see noisySum()},
+ *   {@see noisyMean()}, {@see explain()}): the service reads the data, bounds each person's
+ *   contribution, adds exact noise and charges your grant on the dataset. The noise and the
+ *   sensitivity are the service's business, not yours.
+ * - **Mechanisms on values you computed** ({@see laplace()}, {@see exponentialMechanism()},
+ *   {@see randomizedResponse()}): the service never sees your data, so privacy rests entirely
+ *   on the sensitivity you claim; the loss is charged to a grant (`$grant`) an administrator made
+ *   for your application.
+ * - **Budgets** ({@see remainingBudget()}, {@see budgets()}, {@see history()}): kept by the
+ *   service in its ledger, never in PHP.
+ *
+ * **Caching is the service's**: an identical query (same measurement, data and privacy
+ * parameters) is answered from the ledger's cache, with the same noise, at no cost
+ * (`QueryResult::$cached`, a zero `$cost`). Fresh noise for the same question is never free, so
+ * keep no cache of your own to save budget. Mechanism calls are not cached.
+ *
+ * **Nothing is retried.** A request that may have been charged is never sent twice; see
+ * {@see TimeoutException} for how to learn the outcome of a request whose answer was lost.
+ * Errors are typed exceptions mapped from the service's problem types ({@see VeilException}).
+ */
+final class Client
+{
+    public const VERSION = '0.1.0';
+
+    private const QUERY_OPTIONS = [
+        'epsilon', 'delta', 'bounds', 'max_groups', 'max_rows_per_group', 'consistent',
+    ];
+
+    /** An exact number as the service reads it: `0.5`, `-2`, `1/3` (no exponent). */
+    private const EXACT = '~^\s*-?\d{1,30}(\.\d{1,30})?(/\d{1,30})?\s*$~D';
+
+    private readonly HttpTransport $http;
+    private readonly float $pollInterval;
+    private readonly float $jobWait;
+
+    /**
+     * @param string $baseUrl the service, e.g. `https://veil.example.org` (plain `http://` only
+     *     to a loopback address, unless `allow_insecure_http`: the key is a bearer token)
+     * @param string $apiKey the key `veil admin analyst add NAME` printed
+     * @param array{
+     *     timeout?: float|int,
+     *     connect_timeout?: float|int,
+     *     job_poll_interval?: float|int,
+     *     job_wait?: float|int,
+     *     allow_insecure_http?: bool,
+     *     user_agent?: string,
+     * } $options `timeout`: seconds for one request (default 60; keep it above the service's
+     *     `query_timeout_s`, 30 by default, after which a slow query becomes a job this client
+     *     waits for); `connect_timeout` (5); `job_poll_interval`: first wait between polls of a
+     *     job (0.25, growing to 2); `job_wait`: how long to wait for a job (3600)
+     */
+    public function __construct(
+        string $baseUrl,
+        #[\SensitiveParameter]
+        string $apiKey,
+        array $options = [],
+    ) {
+        $known = ['timeout', 'connect_timeout', 'job_poll_interval', 'job_wait',
+            'allow_insecure_http', 'user_agent'];
+        $unknown = array_diff(array_keys($options), $known);
+        if ($unknown !== []) {
+            throw new InvalidRequestException(sprintf(
+                'unknown client option(s) %s; the options are %s',
+                implode(', ', $unknown),
+                implode(', ', $known),
+            ));
+        }
+        $baseUrl = rtrim($baseUrl, '/');
+        self::checkUrl($baseUrl, (bool) ($options['allow_insecure_http'] ?? false));
+        if ($apiKey === '' || preg_match('/[\s\x00-\x1f]/', $apiKey) === 1) {
+            throw new InvalidRequestException(
+                'the API key is empty or contains white space; pass the key that '
+                . '`veil admin analyst add NAME` printed'
+            );
+        }
+        $timeout = self::seconds($options, 'timeout', 60.0);
+        $this->pollInterval = self::seconds($options, 'job_poll_interval', 0.25);
+        $this->jobWait = self::seconds($options, 'job_wait', 3600.0);
+        $this->http = new HttpTransport(
+            $baseUrl,
+            $apiKey,
+            $timeout,
+            self::seconds($options, 'connect_timeout', 5.0),
+            (string) ($options['user_agent'] ?? 'veil-php/' . self::VERSION),
+        );
+    }
+
+    // ------------------------------------------------------------------------- queries
+
+    /**
+     * Answer `$sql` (veil's SQL subset; its one table is the dataset) with noise.
+     *
+     * @param array{
+     *     epsilon: float|int|string,
+     *     delta?: float|int|string,
+     *     bounds?: array<string, array{0: float|int|string, 1: float|int|string}>,
+     *     max_groups?: int,
+     *     max_rows_per_group?: int,
+     *     consistent?: bool,
+     *     async?: bool,
+     * } $options `epsilon` (required): what the query may cost; `bounds`, `max_groups`,
+     *     `max_rows_per_group`: only tighter than the data owner's; `consistent`: group counts
+     *     that add up to their noisy total; `async`: run it as a job and poll until it is done
+     *     (for a query longer than a proxy's read timeout; the answer is the same)
+     * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
+     */
+    public function query(string $dataset, string $sql, array $options): QueryResult
+    {
+        if (!array_key_exists('epsilon', $options)) {
+            throw new InvalidRequestException(
+                'query() needs an epsilon: what the query may cost, e.g. [\'epsilon\' => 0.5]; '
+                . 'nothing was sent'
+            );
+        }
+        $async = $options['async'] ?? false;
+        if (!is_bool($async)) {
+            throw new InvalidRequestException('async must be true or false; nothing was sent');
+        }
+        unset($options['async']);
+        $body = ['dataset' => $dataset, 'sql' => $sql] + self::queryOptions($options, true);
+        $about = ['dataset' => $dataset, 'sql' => $sql];
+        $path = $async ? '/v1/query?async=true' : '/v1/query';
+        [$status, $headers, $answer] = $this->http->send('POST', $path, $body, $about);
+        if ($status === 202) {
+            $job = is_array($answer) && is_string($answer['job'] ?? null) ? $answer['job'] : null;
+            if ($job === null) {
+                throw new ServerException('the service accepted the query as a job without an id');
+            }
+            return $this->awaitJob($job, $about);
+        }
+        return QueryResult::fromAnswer($this->answer($status, $headers, $answer));
+    }
+
+    /**
+     * Wait for query job `$jobId` (a query slower than the service's `query_timeout_s`) and
+     * return its answer. Polling is free; call it again after a {@see TimeoutException} that
+     * names a job.
+     *
+     * @param array{dataset?: string, sql?: string} $about
+     */
+    public function awaitJob(string $jobId, array $about = []): QueryResult
+    {
+        $path = '/v1/jobs/' . rawurlencode($jobId);
+        $deadline = microtime(true) + $this->jobWait;
+        $pause = $this->pollInterval;
+        while (true) {
+            [$status, $headers, $job] = $this->http->send('GET', $path);
+            $job = $this->answer($status, $headers, $job);
+            $state = Decode::string($job, 'state');
+            if ($state === 'done') {
+                $answer = Decode::array($job, 'answer');
+                return QueryResult::fromAnswer($this->answer(Decode::int($job, 'status'), [], $answer));
+            }
+            if ($state !== 'running') {
+                throw new ServerException(sprintf(
+                    'query job %s is %s: the server that ran it stopped before it finished (what '
+                    . 'it reserved stays charged); history() shows the charge',
+                    $jobId,
+                    $state,
+                ));
+            }
+            if (microtime(true) + $pause > $deadline) {
+                throw new TimeoutException(
+                    sprintf(
+                        'query job %s still running after %.0f s; awaitJob(%s) goes on waiting, '
+                        . 'free (do not send the query again: it would be charged twice)',
+                        $jobId,
+                        $this->jobWait,
+                        var_export($jobId, true),
+                    ),
+                    'GET',
+                    $path,
+                    $about['dataset'] ?? null,
+                    $about['sql'] ?? null,
+                    $jobId,
+                );
+            }
+            usleep((int) ($pause * 1e6));
+            $pause = min(2.0, $pause * 1.5);
+        }
+    }
+
+    /**
+     * What `$sql` would cost and its expected error bars: reads no data, charges nothing.
+     *
+     * @param array<string, mixed> $options as for {@see query()}, `epsilon` optional (default 1)
+     */
+    public function explain(string $dataset, string $sql, array $options = []): Explanation
+    {
+        $body = ['dataset' => $dataset, 'sql' => $sql] + self::queryOptions($options, false);
+        [$status, $headers, $answer] = $this->http->send('POST', '/v1/explain', $body);
+        return Explanation::fromAnswer($this->answer($status, $headers, $answer));
+    }
+
+    /**
+     * A noisy count of the dataset's rows where every condition holds (see {@see Sql::where()}:
+     * `['region' => 'North']`, `['region' => ['North', 'South']]`, `['coupon' => null]`).
+     * Each person's rows count up to the owner's contribution limits; the count is an integer.
+     *
+     * @param array<string, scalar|null|list<scalar>> $where
+     */
+    public function noisyCount(string $dataset, float|int|string $epsilon, array $where = []): Estimate
+    {
+        $sql = 'SELECT COUNT(*) AS n FROM ' . Sql::table($dataset) . Sql::where($where);
+        return $this->query($dataset, $sql, ['epsilon' => $epsilon])->estimate();
+    }
+
+    /**
+     * A noisy sum of `$column` over the rows where every condition holds; values are clamped to
+     * the owner's bounds, or to tighter `$bounds` ([lower, upper]) you give.
+     *
+     * @param array<string, scalar|null|list<scalar>> $where
+     * @param array{0: float|int|string, 1: float|int|string}|null $bounds
+     */
+    public function noisySum(
+        string $dataset,
+        string $column,
+        float|int|string $epsilon,
+        array $where = [],
+        ?array $bounds = null,
+    ): Estimate {
+        return $this->aggregate('SUM', $dataset, $column, $epsilon, $where, $bounds);
+    }
+
+    /**
+     * A noisy mean of `$column` (a noisy sum over a noisy count: the count is private too, so
+     * both are measured and ε is split between them), as {@see noisySum()}.
+     *
+     * @param array<string, scalar|null|list<scalar>> $where
+     * @param array{0: float|int|string, 1: float|int|string}|null $bounds
+     */
+    public function noisyMean(
+        string $dataset,
+        string $column,
+        float|int|string $epsilon,
+        array $where = [],
+        ?array $bounds = null,
+    ): Estimate {
+        return $this->aggregate('AVG', $dataset, $column, $epsilon, $where, $bounds);
+    }
+
+    // ------------------------------------------------------------------------- mechanisms
+
+    /**
+     * Laplace noise on values you computed yourself — the seed's `noisyCount($trueCount)`.
+     *
+     * **Your sensitivity claim is the whole guarantee**: `$sensitivity` must bound how much one
+     * person can change the value (the L1 norm over a list): 1 for a count where each person
+     * is counted at most once, the largest possible amount for a sum of one amount per person.
+     * The service cannot check it. Integers in, integers out (discrete Laplace); floats come
+     * back on a grid of 2^k. The loss is charged to grant `$grant`.
+     *
+     * @param int|float|list<int|float> $values
+     */
+    public function laplace(
+        int|float|array $values,
+        float|int|string $epsilon,
+        float|int|string $sensitivity,
+        string $grant,
+    ): NoisyValues {
+        $list = is_array($values) ? $values : [$values];
+        if ($list === [] || !array_is_list($list)) {
+            throw new InvalidRequestException('laplace() needs a number or a non-empty list of numbers');
+        }
+        $integer = true;
+        foreach ($list as $v) {
+            self::number($v, 'a value');
+            $integer = $integer && is_int($v);
+        }
+        $body = [
+            'dataset' => $grant,
+            'values' => $values,
+            'epsilon' => self::number($epsilon, 'epsilon'),
+            'sensitivity' => self::number($sensitivity, 'sensitivity'),
+            'integer' => $integer,
+        ];
+        $answer = $this->post('/v1/mechanisms/laplace', $body, $grant);
+        $out = $answer['values'] ?? null;
+        if (!is_int($out) && !is_float($out) && !(is_array($out) && array_is_list($out))) {
+            throw new ServerException('the Laplace mechanism answered without values');
+        }
+        return new NoisyValues(
+            $out,
+            Decode::string($answer, 'mechanism'),
+            Decode::nullableFloat($answer, 'error_bar'),
+            Decode::nullableFloat($answer, 'error_bar_level'),
+            Decode::nullableFloat($answer, 'scale'),
+            Budget::fromArray(Decode::array($answer, 'loss')),
+            Budget::fromArray(Decode::array($answer, 'remaining')),
+        );
+    }
+
+    /**
+     * Choose a key of `$scores` by the exponential mechanism: key k with probability
+     * proportional to `exp(ε·score_k / 2Δ)`, so **the highest score most often** (the seed
+     * weighted by `exp(ε·(max − score) / 2Δ)`, which favours the worst). Sampled exactly by the
+     * service. `$sensitivity` (Δ) is your claim of how much one person can change any score
+     * (1 when a score counts people, each at most once); the loss ε is charged to `$grant`.
+     *
+     * @param array<int|string, int|float|string> $scores key → score
+     */
+    public function exponentialMechanism(
+        array $scores,
+        float|int|string $epsilon,
+        float|int|string $sensitivity,
+        string $grant,
+    ): Choice {
+        if ($scores === []) {
+            throw new InvalidRequestException('exponentialMechanism() needs at least one score');
+        }
+        $keys = array_keys($scores);
+        $body = [
+            'dataset' => $grant,
+            'candidates' => $keys,
+            'scores' => array_map(static fn ($s) => self::number($s, 'a score'), array_values($scores)),
+            'epsilon' => self::number($epsilon, 'epsilon'),
+            'sensitivity' => self::number($sensitivity, 'sensitivity'),
+        ];
+        $answer = $this->post('/v1/mechanisms/exponential', $body, $grant);
+        $index = Decode::int($answer, 'index');
+        if (!array_key_exists($index, $keys)) {
+            throw new ServerException("the exponential mechanism chose index $index of " . count($keys));
+        }
+        return new Choice(
+            $keys[$index],
+            $index,
+            Budget::fromArray(Decode::array($answer, 'loss')),
+            Budget::fromArray(Decode::array($answer, 'remaining')),
+        );
+    }
+
+    /**
+     * k-ary randomized response: each of `$values` (one per person, each one of `$categories`)
+     * is reported truthfully with probability `e^ε / (e^ε + k − 1)`, otherwise as another
+     * category chosen uniformly. ε-DP for each reported value (local DP); charged to `$grant`.
+     *
+     * @param list<scalar|null> $values
+     * @param list<scalar|null> $categories
+     */
+    public function randomizedResponse(
+        array $values,
+        array $categories,
+        float|int|string $epsilon,
+        string $grant,
+    ): Reported {
+        if ($values === [] || !array_is_list($values) || count($categories) < 2 || !array_is_list($categories)) {
+            throw new InvalidRequestException(
+                'randomizedResponse() needs a non-empty list of values and a list of at least two categories'
+            );
+        }
+        $body = [
+            'dataset' => $grant,
+            'values' => $values,
+            'categories' => $categories,
+            'epsilon' => self::number($epsilon, 'epsilon'),
+        ];
+        $answer = $this->post('/v1/mechanisms/randomized-response', $body, $grant);
+        $reported = Decode::array($answer, 'values');
+        return new Reported(
+            array_values($reported),
+            Budget::fromArray(Decode::array($answer, 'loss')),
+            Budget::fromArray(Decode::array($answer, 'remaining')),
+        );
+    }
+
+    // ------------------------------------------------------------------------- budgets
+
+    /**
+     * What remains of your grant on `$dataset` (a dataset or a mechanism grant).
+     *
+     * @throws NotFoundException without a grant on it
+     */
+    public function remainingBudget(string $dataset): Budget
+    {
+        foreach ($this->budgets() as $line) {
+            if ($line->dataset === $dataset) {
+                return $line->remaining;
+            }
+        }
+        throw new NotFoundException(sprintf(
+            'no grant on %s for this key; ask the administrator for one',
+            var_export($dataset, true),
+        ));
+    }
+
+    /** @return list<BudgetLine> your grants: granted, remaining and the share used */
+    public function budgets(): array
+    {
+        [$status, $headers, $answer] = $this->http->send('GET', '/v1/budget');
+        $answer = $this->answer($status, $headers, $answer);
+        $out = [];
+        foreach (Decode::array($answer, 'budgets') as $line) {
+            $out[] = BudgetLine::fromArray(is_array($line) ? $line : []);
+        }
+        return $out;
+    }
+
+    /**
+     * Your audit trail on `$dataset`, oldest first: grants, charges (with their status and the
+     * SQL), cache hits and alerts.
+     *
+     * @return list<HistoryEvent>
+     */
+    public function history(string $dataset): array
+    {
+        $path = '/v1/history?' . http_build_query(['dataset' => $dataset], '', '&', PHP_QUERY_RFC3986);
+        [$status, $headers, $answer] = $this->http->send('GET', $path);
+        $answer = $this->answer($status, $headers, $answer);
+        $out = [];
+        foreach (Decode::array($answer, 'history') as $event) {
+            $out[] = HistoryEvent::fromArray(is_array($event) ? $event : []);
+        }
+        return $out;
+    }
+
+    // ------------------------------------------------------------------------- internals
+
+    /**
+     * @param array<string, scalar|null|list<scalar>> $where
+     * @param array{0: float|int|string, 1: float|int|string}|null $bounds
+     */
+    private function aggregate(
+        string $function,
+        string $dataset,
+        string $column,
+        float|int|string $epsilon,
+        array $where,
+        ?array $bounds,
+    ): Estimate {
+        $name = Sql::column($column);
+        $sql = sprintf('SELECT %s(%s) AS value FROM %s%s', $function, $name, Sql::table($dataset), Sql::where($where));
+        $options = ['epsilon' => $epsilon];
+        if ($bounds !== null) {
+            $options['bounds'] = [$column => $bounds];
+        }
+        return $this->query($dataset, $sql, $options)->estimate();
+    }
+
+    /**
+     * @param array<string, mixed> $body
+     * @return array<mixed>
+     */
+    private function post(string $path, array $body, string $grant): array
+    {
+        [$status, $headers, $answer] = $this->http->send('POST', $path, $body, ['dataset' => $grant]);
+        return $this->answer($status, $headers, $answer);
+    }
+
+    /**
+     * The body of a successful answer, or the typed exception of a problem.
+     *
+     * @param array<string, string> $headers
+     * @return array<mixed>
+     */
+    private function answer(int $status, array $headers, mixed $body): array
+    {
+        if ($status >= 400) {
+            throw Problem::fromResponse($status, $headers, $body)->toException();
+        }
+        if ($status < 200 || $status >= 300 || !is_array($body)) {
+            throw new ServerException(sprintf(
+                'the service answered HTTP %d with %s, not a JSON object',
+                $status,
+                get_debug_type($body),
+            ));
+        }
+        return $body;
+    }
+
+    /**
+     * @param array<string, mixed> $options
+     * @return array<string, mixed>
+     */
+    private static function queryOptions(array $options, bool $query): array
+    {
+        $allowed = $query ? self::QUERY_OPTIONS : array_diff(self::QUERY_OPTIONS, ['consistent']);
+        $unknown = array_diff(array_keys($options), $allowed);
+        if ($unknown !== []) {
+            throw new InvalidRequestException(sprintf(
+                'unknown option(s) %s; the options are %s. Nothing was sent',
+                implode(', ', $unknown),
+                implode(', ', $query ? [...$allowed, 'async'] : $allowed),
+            ));
+        }
+        $out = [];
+        foreach ($options as $name => $value) {
+            $out[$name] = match ($name) {
+                'epsilon', 'delta' => self::number($value, $name),
+                'bounds' => self::bounds($value),
+                'max_groups', 'max_rows_per_group' => is_int($value) ? $value
+                    : throw new InvalidRequestException("$name must be an integer; nothing was sent"),
+                'consistent' => is_bool($value) ? $value
+                    : throw new InvalidRequestException('consistent must be true or false; nothing was sent'),
+            };
+        }
+        return $out;
+    }
+
+    /** @return array<string, array{0: float|int|string, 1: float|int|string}> */
+    private static function bounds(mixed $bounds): array
+    {
+        if (!is_array($bounds)) {
+            throw new InvalidRequestException(
+                "bounds must map columns to [lower, upper], e.g. ['amount' => [0, 500]]; nothing was sent"
+            );
+        }
+        $out = [];
+        foreach ($bounds as $column => $pair) {
+            if (!is_array($pair) || !array_is_list($pair) || count($pair) !== 2) {
+                throw new InvalidRequestException(sprintf(
+                    'the bounds of %s must be [lower, upper]; nothing was sent',
+                    var_export($column, true),
+                ));
+            }
+            $out[(string) $column] = [self::number($pair[0], 'a bound'), self::number($pair[1], 'a bound')];
+        }
+        return $out;
+    }
+
+    /** A number for the service: a finite int or float, or an exact decimal/fraction string. */
+    private static function number(mixed $value, string $what): int|float|string
+    {
+        if (is_int($value)) {
+            return $value;
+        }
+        if (is_float($value) && is_finite($value)) {
+            return $value;
+        }
+        if (is_string($value) && preg_match(self::EXACT, $value) === 1) {
+            return $value;
+        }
+        throw new InvalidRequestException(sprintf(
+            '%s must be a finite number or an exact string such as "0.1" or "1/3", got %s; '
+            . 'nothing was sent',
+            $what,
+            is_scalar($value) ? var_export($value, true) : get_debug_type($value),
+        ));
+    }
+
+    /** @param array<string, mixed> $options */
+    private static function seconds(array $options, string $name, float $default): float
+    {
+        $value = $options[$name] ?? $default;
+        if ((!is_int($value) && !is_float($value)) || !is_finite((float) $value) || $value <= 0) {
+            throw new InvalidRequestException("the client option $name must be a positive number of seconds");
+        }
+        return (float) $value;
+    }
+
+    private static function checkUrl(string $url, bool $allowInsecure): void
+    {
+        $parts = parse_url($url);
+        $scheme = is_array($parts) ? strtolower($parts['scheme'] ?? '') : '';
+        $host = is_array($parts) ? strtolower(trim($parts['host'] ?? '', '[]')) : '';
+        if (!in_array($scheme, ['http', 'https'], true) || $host === '' || isset($parts['query'])) {
+            throw new InvalidRequestException(sprintf(
+                'the service URL %s is not an http(s) URL such as https://veil.example.org',
+                var_export($url, true),
+            ));
+        }
+        $loopback = $host === 'localhost' || $host === '::1' || str_starts_with($host, '127.');
+        if ($scheme === 'http' && !$loopback && !$allowInsecure) {
+            throw new InvalidRequestException(sprintf(
+                'refusing plain http:// to %s: the API key is a bearer token and would cross the '
+                . 'network in clear. Use https:// (a TLS proxy in front of veil serve), or pass '
+                . "['allow_insecure_http' => true] if the network is private",
+                $host,
+            ));
+        }
+    }
+}
