@@ -12,17 +12,22 @@ from typing import TYPE_CHECKING, Any
 
 from veil.accounting.budget import Budget
 from veil.errors import (
+    AuthenticationError,
     BoundsError,
     BudgetExhaustedError,
     InternalError,
     InvalidArgumentError,
     LedgerError,
     MissingDependencyError,
+    OutcomeUnknownError,
     PrivacyInvariantError,
     QueryFailedError,
     RandomnessError,
+    RateLimitedError,
     ReservationStateError,
     SchemaError,
+    ServiceError,
+    ServiceUnavailableError,
     SessionStateError,
     UnknownDatasetError,
     UnsupportedQueryError,
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationError",
     "BoundsError",
     "Budget",
     "BudgetExhaustedError",
@@ -56,12 +62,16 @@ __all__ = [
     "Ledger",
     "LedgerError",
     "MissingDependencyError",
+    "OutcomeUnknownError",
     "PrivacyInvariantError",
     "QueryFailedError",
     "RandomnessError",
+    "RateLimitedError",
     "ReservationStateError",
     "Result",
     "SchemaError",
+    "ServiceError",
+    "ServiceUnavailableError",
     "Session",
     "SessionStateError",
     "UnknownDatasetError",

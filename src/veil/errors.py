@@ -15,10 +15,20 @@ Every error veil raises on purpose derives from :class:`VeilError`::
     │   │   └── ReservationStateError  a reservation used against its lifecycle
     │   │                              (committed twice, refunded after commit…)
     │   ├── SessionStateError        a closed session used again
-    │   └── MissingDependencyError   an optional extra is not installed (says what to install)
+    │   ├── MissingDependencyError   an optional extra is not installed (says what to install)
+    │   ├── AuthenticationError      a veil service refused the API key (missing, unknown,
+    │   │                            revoked: 401) or wants an administrator's (403)
+    │   └── RateLimitedError         a veil service's rate limit; ``retry_after`` seconds to wait
     ├── QueryFailedError             the engine failed after it began reading private data;
     │                                the charge stays and the message carries no engine text
     ├── RandomnessError              the operating system's CSPRNG failed; nothing is released
+    ├── ServiceError                 a veil service could not be reached, or answered outside
+    │   │                            its API (``veil.client``)
+    │   ├── ServiceUnavailableError  nothing could be sent, or the service said it is
+    │   │                            unavailable (503): retry later
+    │   └── OutcomeUnknownError      a charging request may have reached the service but its
+    │                                answer was lost; it was not sent again, and the message
+    │                                says how to learn what happened
     └── InternalError                a broken invariant inside veil: this is a bug
         └── PrivacyInvariantError    the loss recomputed after compiling differs from the loss
                                      charged; nothing was released
@@ -46,17 +56,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "WITHHELD_LOGGER",
+    "AuthenticationError",
     "BoundsError",
     "BudgetExhaustedError",
     "InternalError",
     "InvalidArgumentError",
     "LedgerError",
     "MissingDependencyError",
+    "OutcomeUnknownError",
     "PrivacyInvariantError",
     "QueryFailedError",
     "RandomnessError",
+    "RateLimitedError",
     "ReservationStateError",
     "SchemaError",
+    "ServiceError",
+    "ServiceUnavailableError",
     "SessionStateError",
     "UnknownDatasetError",
     "UnsupportedQueryError",
@@ -201,6 +216,24 @@ class MissingDependencyError(UserError, ImportError):
     """An optional dependency is missing; the message says which extra to install."""
 
 
+class AuthenticationError(UserError):
+    """A veil service refused the request's API key: none, unknown or revoked (HTTP 401), or
+    the endpoint needs an administrator's key (403). ``status`` is the HTTP status."""
+
+    def __init__(self, message: str, *, status: int = 401) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RateLimitedError(UserError):
+    """A veil service's rate limit refused the request (HTTP 429) before doing anything: it
+    may be sent again after ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class QueryFailedError(VeilError):
     """The engine failed while it read private data. Whether (and why) it failed may depend on
     the data, so the reservation stays charged and the message quotes nothing the engine said."""
@@ -208,6 +241,32 @@ class QueryFailedError(VeilError):
 
 class RandomnessError(VeilError):
     """The operating system's random number generator failed; nothing was released."""
+
+
+class ServiceError(VeilError):
+    """A veil service could not be reached, or answered outside its API (a proxy's error page,
+    a problem type this client does not know). ``status`` is the HTTP status, if any."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServiceUnavailableError(ServiceError):
+    """The request could not be sent (no connection), or the service answered that it is
+    unavailable (HTTP 503: its ledger database or random source failed); retry later."""
+
+
+class OutcomeUnknownError(ServiceError):
+    """A request that may charge a budget (a query, a mechanism) may have reached the service,
+    and its answer was lost (a read timeout, a dropped connection) or is not ready yet. The
+    client never sends such a request again on its own — the service may have charged it — and
+    the message says how to learn the outcome. ``job`` is the id of the job to wait for, when
+    the service said the query runs as one."""
+
+    def __init__(self, message: str, *, job: str | None = None) -> None:
+        super().__init__(message)
+        self.job = job
 
 
 class InternalError(VeilError):
