@@ -15,7 +15,7 @@ from veil.aggregates import kind
 from veil.aggregates.base import ColumnModel, Group, NoiseModel
 from veil.errors import InvalidArgumentError, MissingDependencyError
 
-__all__ = ["NOT_PRIVATE", "Result", "Usage"]
+__all__ = ["NOT_PRIVATE", "ReleasedBars", "Result", "Usage"]
 
 NOT_PRIVATE = (
     "NOT PRIVATE: the noise was drawn from a caller-supplied random source (for tests only); "
@@ -65,6 +65,16 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class ReleasedBars:
+    """Error bars released with an answer at one confidence level, one row per released row
+    (``None`` for group keys and quantiles). A veil service releases its answers' bars at 95 %
+    without the noisy statistics that other levels are computed from."""
+
+    level: float
+    halfwidths: tuple[tuple[float | None, ...], ...]
+
+
+@dataclass(frozen=True)
 class Result:
     """Released rows with error bars and cost.
 
@@ -75,6 +85,11 @@ class Result:
     ``private`` is False when its noise was drawn from a caller-supplied random source (a
     seeded one, for tests): such an answer can be replayed and protects nothing, and its
     printout and JSON say so.
+
+    An answer from a veil service (:class:`veil.client.Client`) carries its error bars as
+    released (``released_bars``, at 95 %) instead of the noisy statistics, and ``remaining``,
+    what was left of the grant right after it; in-process ``remaining`` is None (ask
+    ``session.remaining()``).
     """
 
     columns: tuple[str, ...]
@@ -89,6 +104,8 @@ class Result:
     stats: tuple[Mapping[str, int], ...] = field(default=(), repr=False)
     models: Mapping[str, ColumnModel] = field(default_factory=dict, repr=False)
     noise: Mapping[str, NoiseModel] = field(default_factory=dict, repr=False)
+    released_bars: ReleasedBars | None = field(default=None, repr=False)
+    remaining: Budget | None = None
 
     @property
     def rows(self) -> list[list[Any]]:
@@ -99,6 +116,15 @@ class Result:
         ``veil.release.estimators``). Post-processing of released values: costs nothing."""
         if not isinstance(level, int | float) or not 0 < level < 1 or math.isnan(level):
             raise InvalidArgumentError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}")
+        if self.released_bars is not None:
+            carried = self.released_bars.level
+            if level != carried:
+                raise InvalidArgumentError(
+                    f"this answer carries its error bars at level {carried:g} only (a veil "
+                    "service releases them at that level, without the noisy statistics other "
+                    f"levels are computed from); call error_bars({carried:g})"
+                )
+            return [list(row) for row in self.released_bars.halfwidths]
         out: list[list[float | None]] = [[None] * len(self.columns) for _ in self.values]
         for j, col in enumerate(self.columns):  # one column at a time: its kind vectorises
             model = self.models.get(col)
