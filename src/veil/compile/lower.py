@@ -21,10 +21,10 @@ Totality (DESIGN §1: whether the statement fails must not depend on one person'
   value — ±inf, NaN, a huge magnitude — can make a cast fail;
 - every numeric constant comes from ``veil.compile.constants.literal``: finite, read by the
   engine as exactly the double (or 64-bit integer) veil computed with;
-- group keys travel in a lossless form chosen here (:func:`key_transport`): integers, strings
-  and booleans as they are, everything else as text cast *before* grouping, bins (and public
-  keys of the text types) as their index — so the groups Python sees are exactly the groups
-  the engine formed, and decoding them never fails.
+- group keys travel in a lossless form chosen here (:func:`key_transport`): integers, strings,
+  booleans and binary values as they are, everything else as text cast *before* grouping, bins
+  (and public keys of the other types) as their index — so the groups Python sees are exactly
+  the groups the engine formed, and decoding them never fails.
 
 The keyed hash covers the secret per-query salt, the unit and every column
 the aggregation uses, so the order depends only on the unit's own rows and ties are only
@@ -348,7 +348,7 @@ class _Lowering:
             mixed = sum(
                 1 for operand in node.iter_expressions() if any(operand.find_all(exp.Column))
             )
-            if mixed > 1 and (len(kinds) > 1 or kinds & {"real", "temporal", "other"}):
+            if mixed > 1 and (len(kinds) > 1 or kinds & {"real", "temporal", "binary", "other"}):
                 raise refuse(f"comparing two columns ({node.sql(dialect=self.d.name)[:40]})")
         for child in node.iter_expressions():
             self._pure(child)
@@ -599,21 +599,27 @@ def lower(
     return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
 
 
-KeyTransport = Literal["native", "text"]
+KeyTransport = Literal["native", "bytes", "text"]
 
 
 def key_transport(kind: ColumnType) -> KeyTransport:
     """How a group key of an unknown domain travels from the engine to Python, losslessly.
 
-    Integers (any width Arrow holds in 64 bits), strings and booleans arrive as they are and
-    convert to Python exactly. Every other type — floating point, DECIMAL and 128-bit integers
-    (Arrow's ``decimal128(38, 0)`` cannot hold every HUGEINT), dates and times (Python's cannot
-    hold years beyond 9999 or before 1, or nanoseconds), intervals, UUIDs, blobs, enums and
-    nested values — is cast to text *in SQL, before grouping*, so the engine groups by that
-    text: each row's group is a function of its own value (−0.0 and 0.0 are two groups, every
-    NaN one), and no group is ever merged, split or failed in Python. Histogram bins, and
-    public-domain keys of the text types, travel as the integer index of their bin or key
-    instead (a ``CASE``, the first listed key a value equals); public-domain keys of the
-    native types travel as they are and Python maps them to their index.
+    Integers (any width Arrow holds in 64 bits), strings and booleans arrive as they are
+    (``"native"``) and convert to Python exactly — a string that is not UTF-8 (Spark never
+    checks, nor does DuckDB reading Arrow) included, see :mod:`veil.release.keys`. Binary
+    values arrive as they are too (``"bytes"``: Arrow ``binary`` on every engine), and Python
+    writes them as text — a cast in SQL would not do: Spark's text of a BINARY is its raw
+    bytes, which need not be UTF-8. Every other type — floating point, DECIMAL and 128-bit
+    integers (Arrow's ``decimal128(38, 0)`` cannot hold every HUGEINT), dates and times
+    (Python's cannot hold years beyond 9999 or before 1, or nanoseconds), intervals, UUIDs,
+    enums and nested values — is cast to text *in SQL, before grouping* (``"text"``), so the
+    engine groups by that text: each row's group is a function of its own value (−0.0 and 0.0
+    are two groups, every NaN one), and no group is ever merged, split or failed in Python.
+    Histogram bins, and public-domain keys of the other types, travel as the integer index of
+    their bin or key instead (a ``CASE``, the first listed key a value equals); public-domain
+    keys of the native types travel as they are and Python maps them to their index.
     """
-    return "native" if kind in ("integer", "string", "boolean") else "text"
+    if kind in ("integer", "string", "boolean"):
+        return "native"
+    return "bytes" if kind == "binary" else "text"

@@ -59,6 +59,7 @@ _EXAMPLES: dict[str, str] = {
     "string": "strings, e.g. ['CA', 'NY']",
     "boolean": "True/False",
     "temporal": "ISO dates or timestamps as strings, e.g. ['2024-01-31']",
+    "binary": "strings, e.g. ['abc']",
 }
 
 _ARTICLE = {"integer": "an", "other": "an"}

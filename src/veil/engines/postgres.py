@@ -114,6 +114,7 @@ _INTEGER_OIDS = frozenset({20, 21, 23, 26})
 _NUMERIC_OID = 1700
 _TEXT_OIDS = frozenset({25, 1043, 1042, 19})
 _BOOL_OID = 16
+_BYTEA_OID = 17
 _VERSIONS = itertools.count()
 
 
@@ -432,8 +433,8 @@ class PostgresEngine:
 
 def _arrow(description: Sequence[Any], rows: list[tuple[Any, ...]]) -> pa.Table:
     """A result as Arrow: integers as int64, NUMERIC (the exact sums) as int64 or, beyond it,
-    DECIMAL(38, 0), text as string, booleans as bool. Any other type is a bug (the lowering
-    casts every key of another type to text)."""
+    DECIMAL(38, 0), text as string, booleans as bool, bytea (a binary key) as binary. Any
+    other type is a bug (the lowering casts every key of another type to text)."""
     arrays: list[pa.Array] = []
     names: list[str] = []
     for i, column in enumerate(description):
@@ -451,6 +452,8 @@ def _arrow(description: Sequence[Any], rows: list[tuple[Any, ...]]) -> pa.Table:
             array = pa.array(values, pa.string())
         elif oid == _BOOL_OID:
             array = pa.array(values, pa.bool_())
+        elif oid == _BYTEA_OID:
+            array = pa.array(values, pa.binary())
         else:
             raise InternalError(f"PostgreSQL returned a column of type oid {oid} (this is a bug)")
         arrays.append(array)

@@ -72,8 +72,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-ColumnType = Literal["integer", "real", "string", "boolean", "temporal", "other"]
-"""The coarse type of a column; enough to decide what an aggregate may read."""
+ColumnType = Literal["integer", "real", "string", "boolean", "temporal", "binary", "other"]
+"""The coarse type of a column; enough to decide what an aggregate may read and how a group key
+of the column travels from the engine (``veil.compile.lower.key_transport``)."""
 
 NUMERIC_TYPES: frozenset[str] = frozenset({"integer", "real"})
 

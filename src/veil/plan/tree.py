@@ -56,12 +56,24 @@ def _column_type(t: pa.DataType) -> ColumnType:
         return "string"
     if pa.types.is_temporal(t):
         return "temporal"
+    if _is_binary(t):
+        return "binary"
     return "other"
 
 
 def _is_string_view(t: pa.DataType) -> bool:
     check = getattr(pa.types, "is_string_view", None)  # pyarrow ≥ 16
     return bool(check(t)) if check is not None else False
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    view = getattr(pa.types, "is_binary_view", None)  # pyarrow ≥ 16
+    return bool(
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or (view is not None and view(t))
+    )
 
 
 def fields_from_arrow(schema: pa.Schema) -> tuple[Field, ...]:

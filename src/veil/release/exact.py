@@ -68,7 +68,9 @@ def exact_stats(
     Invariants checked (each a bug if broken: the query then fails, charged): one row per
     group, no NULL sum in a non-empty group, every sum within ``±rows·limit``.
     """
-    data = table.to_pydict()
+    # the statistics only: key columns are converted by group_keys, for every value (a
+    # string that is not UTF-8 would make to_pydict raise)
+    data = table.select([c for c in table.column_names if c not in keys]).to_pydict()
     out: dict[Key, dict[str, int]] = {}
     by_name = {m.name: m for m in agg.measurements}
     for i, key in enumerate(group_keys(agg, table, keys)):
