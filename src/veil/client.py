@@ -1,0 +1,642 @@
+"""A Python client of the veil service (``veil serve``), with the library's answers and errors.
+
+::
+
+    from veil.client import Client
+
+    with Client("https://veil.example.org", key) as service:
+        r = service.query("people", "SELECT COUNT(*) AS n FROM people", epsilon=0.5)
+        r.rows, r.error_bars(0.95), r.cost, r.remaining
+
+**Answers.** :meth:`Client.query` returns a :class:`veil.Result`, the library's type: values,
+``error_bars(0.95)``, ``cost``, ``usage``, ``cached``, ``fingerprint``, ``notes``, ``private``,
+``to_pandas()``, ``_repr_html_()``, and ``remaining`` (what was left right after it). The
+service releases error bars at 95 % only, without the noisy statistics that other levels are
+computed from, so ``error_bars(level)`` raises for any other level rather than guess. Column
+types come from the JSON values (dates arrive as ISO strings).
+
+**Errors.** A problem document (RFC 9457) becomes the exception the library raises in-process,
+chosen by its ``type`` URN, never by its words, and worded as the service worded it:
+``budget-exhausted`` → :class:`~veil.errors.BudgetExhaustedError` (``requested`` and
+``remaining`` as Budgets), ``unsupported-query`` → :class:`~veil.errors.UnsupportedQueryError`
+(``position``), ``not-found`` → :class:`~veil.errors.UnknownDatasetError` (unknown and not
+granted alike), ``unauthorized``/``forbidden`` → :class:`~veil.errors.AuthenticationError`,
+``rate-limited`` → :class:`~veil.errors.RateLimitedError` (``retry_after``), ``unavailable`` →
+:class:`~veil.errors.ServiceUnavailableError`, and so on (:data:`ERRORS`).
+
+**Retries, only where safe.** A request whose connection could not be made was never sent, and
+is retried (``retries`` times, backing off). Reads (datasets, budget, history, jobs) and
+``explain`` charge nothing, so they are also retried after a read timeout, a dropped connection
+or a 503. A query or a mechanism call goes on a connection of its own (never a kept-alive one,
+which a server may close just as the request is written), and is NEVER sent again once it may
+have reached the service — it may have been charged: the client raises
+:class:`~veil.errors.OutcomeUnknownError`, whose message says how to learn the outcome (the
+charge in :meth:`Client.history`; the service answers an identical query whose charge is
+committed from its cache, at no cost). A 429 is raised, not slept on.
+
+**Jobs.** A query still running after the service's ``query_timeout_s`` answers 202 with a
+job; ``query`` polls it until done (or ``timeout``). ``wait=False`` starts the query as a job
+and returns a :class:`Job` at once. Keep the client's ``timeout`` (per HTTP request) above the
+service's ``query_timeout_s`` (30 s by default), so that a slow query turns into a job rather
+than a read timeout.
+
+Needs httpx (``pip install 'veil[client]'``, also in ``veil[service]``), imported when a
+:class:`Client` is made.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from fractions import Fraction
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, overload
+from urllib.parse import quote, urlsplit
+
+from veil import __version__
+from veil.accounting.budget import Budget
+from veil.accounting.records import Record
+from veil.client_answers import (
+    BudgetLine,
+    Choice,
+    DatasetInfo,
+    Explanation,
+    Noisy,
+    budget_from_json,
+    maybe_budget,
+    noisy_from_json,
+    result_from_payload,
+)
+from veil.client_errors import ERRORS, Asked, problem_error, unknown_dataset
+from veil.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    OutcomeUnknownError,
+    QueryFailedError,
+    RateLimitedError,
+    ServiceError,
+    ServiceUnavailableError,
+    VeilWarning,
+)
+from veil.release.result import Result
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "ERRORS",
+    "BudgetLine",
+    "Choice",
+    "Client",
+    "DatasetInfo",
+    "Explanation",
+    "Job",
+    "Noisy",
+]
+
+Number = int | float | str | Fraction | Decimal
+Bounds = Mapping[str, tuple[Number, Number]]
+
+
+def _httpx() -> ModuleType:
+    try:
+        import httpx
+    except ImportError as exc:
+        raise MissingDependencyError("veil.client needs httpx: pip install 'veil[client]'") from exc
+    return httpx
+
+
+# ------------------------------------------------------------------------------ encoding
+
+
+def _num(value: object, name: str) -> int | float | str:
+    """A number as the service reads it: a JSON number, or an exact decimal / fraction."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction | Decimal):
+        raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, float | Decimal) and not math.isfinite(value):
+        raise InvalidArgumentError(f"{name} must be finite, got {value!r}")
+    if isinstance(value, Fraction):
+        return str(value.numerator) if value.denominator == 1 else str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return value
+
+
+@dataclass(frozen=True)
+class Job:
+    """A query running on the service as a job (``GET /v1/jobs/{id}``)."""
+
+    id: str
+    dataset: str
+    client: Client = field(repr=False, compare=False)
+
+    def state(self) -> str:
+        """``"running"``, ``"done"`` or ``"lost"`` (its worker stopped; the charge stays)."""
+        return str(self.client._job(self.id)["state"])
+
+    def result(self, timeout: float | None = None) -> Result:
+        """The answer, polling until it is done (at most ``timeout`` seconds; None: until
+        done or lost). Raises the query's error if it was refused or failed."""
+        return self.client._wait(self.id, self.dataset, timeout)
+
+
+# ------------------------------------------------------------------------------ the client
+
+_LOOPBACK = ("localhost",)
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Client:
+    """The veil service at ``url``, as the analyst (or administrator) whose API key is
+    ``api_key``. ``timeout``: seconds for each HTTP request (keep it above the service's
+    ``query_timeout_s``); ``retries``: how often a request that is safe to resend is tried
+    again; ``transport``: an httpx transport (a test's, a proxy's). Close it, or use it in a
+    ``with`` block."""
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        timeout: float = 60.0,
+        retries: int = 3,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidArgumentError(
+                f"url must be the service's http(s) address, e.g. https://veil.example.org; "
+                f"got {url!r}"
+            )
+        if not isinstance(api_key, str) or not api_key.strip() or not api_key.isascii():
+            raise InvalidArgumentError(
+                "api_key must be the key `veil admin analyst add NAME` printed (a non-empty "
+                "ASCII string)"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise InvalidArgumentError(
+                f"timeout must be a positive number of seconds, got {timeout!r}"
+            )
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidArgumentError(f"retries must be a whole number ≥ 0, got {retries!r}")
+        if parts.scheme == "http" and not _is_loopback(parts.hostname):
+            warnings.warn(
+                f"{url} is plain HTTP: the API key, a bearer token, crosses the network in "
+                "clear; put the service behind TLS (README: running the service for real)",
+                VeilWarning,
+                stacklevel=2,
+            )
+        hx = _httpx()
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self._httpx = hx
+        options: dict[str, Any] = {
+            "base_url": self.url,
+            "headers": {
+                "Authorization": f"Bearer {api_key.strip()}",
+                "Accept": "application/json, application/problem+json",
+                "User-Agent": f"veil-client/{__version__}",
+            },
+            "timeout": float(timeout),
+            "transport": transport,
+        }
+        self._http: httpx.Client = hx.Client(**options)
+        # A request that may charge goes on a connection of its own, never a kept-alive one:
+        # a server may close an idle connection just as a request is written to it, and that
+        # request would then look lost although it never arrived.
+        self._fresh: httpx.Client = hx.Client(
+            **options, limits=hx.Limits(max_keepalive_connections=0)
+        )
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r})"  # never the key
+
+    def close(self) -> None:
+        self._http.close()
+        self._fresh.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+        lost: Callable[[Exception], OutcomeUnknownError] | None = None,
+    ) -> httpx.Response:
+        """Send a request; ``lost`` (for a request that may charge) builds the error raised
+        when it may have reached the service and its answer did not arrive — it is then never
+        sent again. Without ``lost`` the request is safe to resend and is retried."""
+        hx = self._httpx
+        attempt = 0
+        while True:
+            last = attempt >= self.retries
+            try:
+                http = self._http if lost is None else self._fresh
+                response: httpx.Response = http.request(method, path, json=body, params=params)
+            except (hx.ConnectError, hx.ConnectTimeout, hx.PoolTimeout) as exc:
+                if last:  # no connection: nothing was sent
+                    raise ServiceUnavailableError(
+                        f"cannot reach the veil service at {self.url} ({type(exc).__name__}: "
+                        f"{exc}); nothing was sent, in {attempt + 1} attempt(s)"
+                    ) from exc
+            except hx.TransportError as exc:  # sent: perhaps received and acted upon
+                if lost is not None:
+                    raise lost(exc) from exc
+                if last:
+                    raise ServiceUnavailableError(
+                        f"no answer from the veil service at {self.url} ({type(exc).__name__}: "
+                        f"{exc}) in {attempt + 1} attempt(s)"
+                    ) from exc
+            else:
+                if response.status_code != 503 or lost is not None or last:
+                    return response
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+            attempt += 1
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+        lost: Callable[[Exception], OutcomeUnknownError] | None = None,
+        asked: Asked | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Send a request: its status and JSON body if it succeeded, else raise its error."""
+        response = self._send(method, path, body=body, params=params, lost=lost)
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code >= 400:
+            raise problem_error(response.status_code, payload, response.headers, asked)
+        if not isinstance(payload, dict):
+            raise ServiceError(
+                f"the service answered HTTP {response.status_code} with a body that is not a "
+                "JSON object",
+                status=response.status_code,
+            )
+        return response.status_code, payload
+
+    def _get(self, path: str, asked: Asked, **params: str) -> dict[str, Any]:
+        return self._call("GET", path, params=params or None, asked=asked)[1]
+
+    # -- the catalog and budgets ------------------------------------------------------------
+
+    def datasets(self) -> list[DatasetInfo]:
+        """The datasets granted to the caller, with their public metadata and columns."""
+        payload = self._get("/v1/datasets", Asked())
+        return [DatasetInfo.from_json(d) for d in payload["datasets"]]
+
+    def dataset(self, name: str) -> DatasetInfo:
+        """One granted dataset (:class:`~veil.errors.UnknownDatasetError` if unknown or not
+        granted: the service answers both alike)."""
+        return DatasetInfo.from_json(self._get(f"/v1/datasets/{_segment(name)}", Asked(name)))
+
+    def budget(self) -> list[BudgetLine]:
+        """The caller's grants: granted, remaining and spent share per dataset."""
+        payload = self._get("/v1/budget", Asked())
+        return [
+            BudgetLine(
+                dataset=str(b["dataset"]),
+                granted=budget_from_json(b["granted"]),
+                remaining=budget_from_json(b["remaining"]),
+                used=float(b["used"]),
+            )
+            for b in payload["budgets"]
+        ]
+
+    def remaining(self, dataset: str) -> Budget:
+        """What is left of the caller's grant on ``dataset`` (as ``Session.remaining()``)."""
+        for line in self.budget():
+            if line.dataset == dataset:
+                return line.remaining
+        raise unknown_dataset(dataset)
+
+    def history(self, dataset: str) -> list[Record]:
+        """The caller's grants, charges (with their SQL and status), cache hits and alerts on
+        ``dataset``, oldest first, as the ledger's records (``data_version`` and
+        ``answer_id`` are not sent: None)."""
+        payload = self._get("/v1/history", Asked(dataset), dataset=dataset)
+        analyst = str(payload["analyst"])
+        return [
+            Record(
+                id=int(r["id"]),
+                at=datetime.fromisoformat(r["at"]),
+                analyst=analyst,
+                dataset=dataset,
+                event=str(r["event"]),
+                status=r.get("status"),
+                fingerprint=r.get("fingerprint"),
+                data_version=None,
+                loss=maybe_budget(r.get("loss")),
+                answer_id=None,
+                detail=r.get("detail"),
+                query=r.get("query"),
+            )
+            for r in payload["history"]
+        ]
+
+    # -- queries ------------------------------------------------------------------------------
+
+    @overload
+    def query(
+        self,
+        dataset: str,
+        sql: str,
+        *,
+        epsilon: Number,
+        delta: Number | None = None,
+        bounds: Bounds | None = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        consistent: bool = False,
+        wait: Literal[True] = True,
+        timeout: float | None = None,
+    ) -> Result: ...
+
+    @overload
+    def query(
+        self,
+        dataset: str,
+        sql: str,
+        *,
+        epsilon: Number,
+        delta: Number | None = None,
+        bounds: Bounds | None = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        consistent: bool = False,
+        wait: Literal[False],
+        timeout: float | None = None,
+    ) -> Job: ...
+
+    def query(
+        self,
+        dataset: str,
+        sql: str,
+        *,
+        epsilon: Number,
+        delta: Number | None = None,
+        bounds: Bounds | None = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        consistent: bool = False,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Result | Job:
+        """Answer ``sql`` on ``dataset`` with noise, error bars and a charged budget (the
+        arguments of ``Session.sql``; bounds and limits may only narrow the owner's).
+
+        If the service turns the query into a job (202), poll it until done, or for at most
+        ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to
+        wait for). ``wait=False``: start it as a job and return the :class:`Job` at once.
+        """
+        body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        body["consistent"] = bool(consistent)
+        status, payload = self._call(
+            "POST",
+            "/v1/query",
+            body=body,
+            params=None if wait else {"async": "true"},
+            lost=lambda exc: self._lost_query(dataset, exc),
+            asked=Asked(dataset),
+        )
+        if status == 202:
+            job = Job(str(payload["job"]), dataset, self)
+            return job.result(timeout) if wait else job
+        if not wait:
+            raise ServiceError(f"the service answered HTTP {status} to an async query, not 202")
+        return result_from_payload(payload)
+
+    def explain(
+        self,
+        dataset: str,
+        sql: str,
+        *,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+        bounds: Bounds | None = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+    ) -> Explanation:
+        """What the query would cost and its expected error; reads no data, charges nothing
+        (without ``epsilon``: shown for ε = 1)."""
+        body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
+        return Explanation.from_json(payload)
+
+    def job(self, job_id: str) -> Job:
+        """The job ``job_id`` (one the caller started), to poll or wait for."""
+        return Job(job_id, str(self._job(job_id)["dataset"]), self)
+
+    def _job(self, job_id: str) -> dict[str, Any]:
+        return self._get(f"/v1/jobs/{_segment(job_id)}", Asked(job=job_id))
+
+    def _wait(self, job_id: str, dataset: str, timeout: float | None) -> Result:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            try:
+                job = self._job(job_id)
+            except RateLimitedError as exc:  # polling is a read: wait as told
+                job, delay = {"state": "running"}, max(delay, exc.retry_after)
+            state = job["state"]
+            if state == "done":
+                answer = job.get("answer")
+                status = int(job.get("status") or 0)
+                if status != 200 or not isinstance(answer, Mapping):
+                    raise problem_error(status, answer, asked=Asked(dataset))
+                return result_from_payload(answer)
+            if state == "lost":
+                raise QueryFailedError(
+                    f"job {job_id} was lost: the service's worker running it stopped; what it "
+                    f"reserved stays charged (see history({dataset!r})) and it has no answer"
+                )
+            if deadline is not None and time.monotonic() + delay > deadline:
+                raise OutcomeUnknownError(
+                    f"the query is still running on the service as job {job_id} after "
+                    f"{timeout:g} s; it is charged once whatever happens: wait for its answer "
+                    f"with client.job({job_id!r}).result(), and do not send the query again",
+                    job=job_id,
+                )
+            time.sleep(delay)
+            delay = min(1.0, delay * 1.5)
+
+    def _lost_query(self, dataset: str, exc: Exception) -> OutcomeUnknownError:
+        return OutcomeUnknownError(
+            f"the query was sent to {self.url} but its answer did not arrive "
+            f"({type(exc).__name__}: {exc or 'no detail'}); the service may have run and "
+            "charged it, so the client does not send it again (a second send could be charged "
+            "again). To learn the outcome, find this SQL among the charges of "
+            f"client.history({dataset!r}): 'committed' — it was answered, and sending the "
+            "identical query again returns that answer from the service's cache at no cost; "
+            "'reserved' — it is still running, or its worker stopped (the charge stays): do "
+            "not send it again; no charge — it was refused at no cost or has not arrived yet "
+            "(look again a little later before sending it again)"
+        )
+
+    # -- mechanisms ---------------------------------------------------------------------------
+
+    def laplace(
+        self,
+        dataset: str,
+        values: Number | Sequence[Number],
+        *,
+        sensitivity: Number,
+        epsilon: Number,
+        integer: bool = False,
+    ) -> Noisy:
+        """Laplace noise on values you computed (ε-DP for YOUR sensitivity claim), charged
+        to your grant on ``dataset``; ``integer``: discrete Laplace, integer output."""
+        body = {
+            "dataset": dataset,
+            "values": _values(values),
+            "sensitivity": _num(sensitivity, "sensitivity"),
+            "epsilon": _num(epsilon, "epsilon"),
+            "integer": bool(integer),
+        }
+        return noisy_from_json(self._mechanism("laplace", body))
+
+    def gaussian(
+        self,
+        dataset: str,
+        values: Number | Sequence[Number],
+        *,
+        sensitivity: Number,
+        epsilon: Number | None = None,
+        delta: Number | None = None,
+        rho: Number | None = None,
+    ) -> Noisy:
+        """Gaussian noise on values you computed: ρ-zCDP (``rho``) or (ε, δ)-DP."""
+        body: dict[str, Any] = {
+            "dataset": dataset,
+            "values": _values(values),
+            "sensitivity": _num(sensitivity, "sensitivity"),
+        }
+        for name, x in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
+            if x is not None:
+                body[name] = _num(x, name)
+        return noisy_from_json(self._mechanism("gaussian", body))
+
+    def exponential(
+        self,
+        dataset: str,
+        candidates: Sequence[Any],
+        scores: Sequence[Number],
+        *,
+        sensitivity: Number,
+        epsilon: Number,
+    ) -> Choice:
+        """Choose a candidate by the exponential mechanism (higher score: more likely)."""
+        body = {
+            "dataset": dataset,
+            "candidates": list(candidates),
+            "scores": [_num(s, "a score") for s in scores],
+            "sensitivity": _num(sensitivity, "sensitivity"),
+            "epsilon": _num(epsilon, "epsilon"),
+        }
+        d = self._mechanism("exponential", body)
+        return Choice(
+            dataset=str(d["dataset"]),
+            index=int(d["index"]),
+            choice=d["choice"],
+            loss=budget_from_json(d["loss"]),
+            remaining=budget_from_json(d["remaining"]),
+            note=str(d["note"]),
+        )
+
+    def randomized_response(
+        self, dataset: str, values: Sequence[Any], *, categories: Sequence[Any], epsilon: Number
+    ) -> Noisy:
+        """k-ary randomized response of each value (local DP: ε for the one value it
+        reports)."""
+        body = {
+            "dataset": dataset,
+            "values": list(values),
+            "categories": list(categories),
+            "epsilon": _num(epsilon, "epsilon"),
+        }
+        return noisy_from_json(self._mechanism("randomized-response", body))
+
+    def _mechanism(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        dataset = str(body["dataset"])
+
+        def lost(exc: Exception) -> OutcomeUnknownError:
+            return OutcomeUnknownError(
+                f"the {name} request was sent to {self.url} but its answer did not arrive "
+                f"({type(exc).__name__}: {exc or 'no detail'}); the service may have drawn "
+                "the noise and charged it, so the client does not send it again. "
+                f"client.history({dataset!r}) shows whether it was charged (a charge "
+                f"'{name.replace('-', '_')} over N value(s)…'); the service does not keep the "
+                "noisy values, and sending the request again draws fresh noise and charges "
+                "again"
+            )
+
+        return self._call(
+            "POST", f"/v1/mechanisms/{name}", body=body, lost=lost, asked=Asked(dataset)
+        )[1]
+
+
+def _segment(name: str) -> str:
+    """``name`` as one URL path segment."""
+    return quote(name, safe="")
+
+
+def _values(values: Number | Sequence[Number]) -> int | float | str | list[int | float | str]:
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        return _num(values, "values")
+    return [_num(v, "values") for v in values]
+
+
+def _body(
+    dataset: str,
+    sql: str,
+    epsilon: Number | None,
+    delta: Number | None,
+    bounds: Bounds | None,
+    max_groups: int | None,
+    max_rows_per_group: int | None,
+) -> dict[str, Any]:
+    """A query or explain request (only the options given: the owner's apply otherwise)."""
+    if not isinstance(sql, str):
+        raise InvalidArgumentError(f"sql must be a string, got {type(sql).__name__}")
+    body: dict[str, Any] = {"dataset": dataset, "sql": sql}
+    if epsilon is not None:
+        body["epsilon"] = _num(epsilon, "epsilon")
+    if delta is not None:
+        body["delta"] = _num(delta, "delta")
+    if bounds is not None:
+        body["bounds"] = {
+            c: [_num(lo, f"the lower bound of {c!r}"), _num(hi, f"the upper bound of {c!r}")]
+            for c, (lo, hi) in bounds.items()
+        }
+    if max_groups is not None:
+        body["max_groups"] = max_groups
+    if max_rows_per_group is not None:
+        body["max_rows_per_group"] = max_rows_per_group
+    return body

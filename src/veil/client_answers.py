@@ -1,0 +1,254 @@
+"""The service's answers as Python values (``veil.client``): a query answer as the library's
+:class:`veil.Result`, budgets as :class:`veil.Budget` (read from their exact fractions, never
+the floats), and small frozen types for what has no library twin."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from veil.accounting.budget import Budget
+from veil.errors import InvalidArgumentError, ServiceError
+from veil.release.result import ReleasedBars, Result, Usage
+
+__all__ = [
+    "BudgetLine",
+    "Choice",
+    "DatasetInfo",
+    "Explanation",
+    "Noisy",
+    "budget_from_json",
+    "maybe_budget",
+    "noisy_from_json",
+    "result_from_payload",
+]
+
+
+def budget_from_json(d: object) -> Budget:
+    """A budget from the service's JSON (its exact fractions, not the floats)."""
+    if not isinstance(d, Mapping) or not isinstance(d.get("exact"), Mapping):
+        raise ServiceError(f"the service sent a budget this client cannot read: {d!r}")
+    return Budget.from_dict({"kind": d.get("kind"), **d["exact"]})
+
+
+def maybe_budget(d: object) -> Budget | None:
+    return None if d is None else budget_from_json(d)
+
+
+def _usage(d: Mapping[str, Any]) -> Usage:
+    return Usage(
+        measurement=str(d["measurement"]),
+        mechanism=str(d["mechanism"]),
+        loss=budget_from_json(d["loss"]),
+        sensitivity=str(d["sensitivity"]),
+        noise=str(d["noise"]),
+        used_by=tuple(str(c) for c in d["used_by"]),
+    )
+
+
+def _type_of(values: Sequence[object]) -> str:
+    """A released column's type, from its JSON values (``Result.types``)."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "boolean"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "integer"
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return "real"
+    if present and all(isinstance(v, str) for v in present):
+        return "string"
+    return "unknown"  # no value, or a mixture: Arrow infers it
+
+
+def result_from_payload(payload: Mapping[str, Any]) -> Result:
+    """The :class:`veil.Result` of a query answer (``POST /v1/query``'s body)."""
+    try:
+        columns = tuple(str(c) for c in payload["columns"])
+        rows = tuple(tuple(r) for r in payload["rows"])
+        bars = tuple(
+            tuple(None if b is None else float(b) for b in r) for r in payload["error_bars"]
+        )
+        return Result(
+            columns=columns,
+            types=tuple(_type_of([r[j] for r in rows]) for j in range(len(columns))),
+            values=rows,
+            cost=budget_from_json(payload["cost"]),
+            usage=tuple(_usage(u) for u in payload["usage"]),
+            fingerprint=str(payload["fingerprint"]),
+            cached=bool(payload["cached"]),
+            notes=tuple(str(n) for n in payload["notes"]),
+            private=bool(payload["private"]),
+            released_bars=ReleasedBars(float(payload["error_bar_level"]), bars),
+            remaining=maybe_budget(payload.get("remaining")),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ServiceError(
+            f"the service sent a query answer this client cannot read: {exc!r}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A granted dataset's public metadata, as its data owner set it, and its columns."""
+
+    name: str
+    privacy_unit: str | None
+    max_groups: int
+    max_rows_per_group: int
+    bounds: Mapping[str, tuple[Fraction, Fraction]]
+    domains: Mapping[str, tuple[Any, ...]]
+    columns: Mapping[str, str]  # name → the engine's type
+    max_epsilon: Fraction | None
+    max_delta: Fraction | None
+    total: Budget | None  # the cap across all analysts, if any
+    min_response_ms: int
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> DatasetInfo:
+        def frac(x: object) -> Fraction | None:
+            return None if x is None else Fraction(str(x))
+
+        return DatasetInfo(
+            name=str(d["name"]),
+            privacy_unit=d.get("privacy_unit"),
+            max_groups=int(d["max_groups"]),
+            max_rows_per_group=int(d["max_rows_per_group"]),
+            bounds={c: (Fraction(lo), Fraction(hi)) for c, (lo, hi) in d["bounds"].items()},
+            domains={c: tuple(v) for c, v in d["domains"].items()},
+            columns={str(c["name"]): str(c["type"]) for c in d.get("columns", ())},
+            max_epsilon=frac(d.get("max_epsilon")),
+            max_delta=frac(d.get("max_delta")),
+            total=None if d.get("total") is None else Budget.from_dict(d["total"]),
+            min_response_ms=int(d.get("min_response_ms", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class BudgetLine:
+    """The caller's grant on one dataset: granted, remaining, and the share spent (0…1)."""
+
+    dataset: str
+    granted: Budget
+    remaining: Budget
+    used: float
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a query would cost and its expected 95 % error bars; nothing was read or charged.
+
+    The fields of :class:`veil.release.explain.Explanation`, with the plan as its canonical
+    form (``canonical``) and the expected error bars as ``errors``."""
+
+    dataset: str
+    canonical: Mapping[str, Any]
+    sql: str
+    quantile_sql: tuple[str, ...]
+    cost: Budget
+    usage: tuple[Usage, ...]
+    errors: Mapping[str, str]
+    contribution: str
+    notes: tuple[str, ...]
+    remaining: Budget | None
+    covered: bool | None
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> Explanation:
+        return Explanation(
+            dataset=str(d["dataset"]),
+            canonical=d["plan"],
+            sql=str(d["sql"]),
+            quantile_sql=tuple(d["quantile_sql"]),
+            cost=budget_from_json(d["cost"]),
+            usage=tuple(_usage(u) for u in d["usage"]),
+            errors=dict(d["expected_error_bars"]),
+            contribution=str(d["contribution"]),
+            notes=tuple(d["notes"]),
+            remaining=maybe_budget(d.get("remaining")),
+            covered=d.get("covered"),
+        )
+
+    @property
+    def budget_line(self) -> str:
+        if self.remaining is None:
+            return "no budget is granted to this analyst on this dataset"
+        verdict = "covers it" if self.covered else "does NOT cover it"
+        return f"remaining {self.remaining.precise()}: {verdict}"
+
+    def __str__(self) -> str:
+        lines = [f"note: {n}" for n in self.notes]
+        lines.append(f"contribution bounding: {self.contribution}")
+        lines.append(f"cost: {self.cost}; {self.budget_line}")
+        lines.append("budget use:")
+        for u in self.usage:
+            lines.append(
+                f"  {u.measurement}: {u.mechanism}, {u.loss}; {u.sensitivity}; {u.noise}; "
+                f"used by {', '.join(u.used_by) or '-'}"
+            )
+        lines.append("expected 95% error bars:")
+        lines += [f"  {k}: {v}" for k, v in self.errors.items()]
+        lines.append("SQL sent to the engine:")
+        lines += [self.sql, *self.quantile_sql]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Noisy:
+    """Noisy values from a mechanism endpoint, in the shape they were sent (one number or a
+    list), with what they cost. ``error_bar(0.95)`` is the service's; it releases no other
+    level (randomized response has none)."""
+
+    dataset: str
+    mechanism: str
+    values: Any
+    loss: Budget
+    remaining: Budget
+    sensitivity: Fraction
+    scale: float | None
+    note: str
+    bar: ReleasedBars | None = field(default=None, repr=False)
+
+    def error_bar(self, level: float = 0.95) -> float:
+        """Half-width ``t`` with ``P(|value − true value| ≤ t) ≥ level``, for each value."""
+        if self.bar is None:
+            raise InvalidArgumentError(
+                f"a {self.mechanism} release has no additive noise, so no error bar"
+            )
+        (row,) = self.bar.halfwidths
+        (half,) = row
+        if level != self.bar.level or half is None:
+            raise InvalidArgumentError(
+                f"this release carries its error bar at level {self.bar.level:g} only; call "
+                f"error_bar({self.bar.level:g})"
+            )
+        return half
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The exponential mechanism's choice: the candidate and its position."""
+
+    dataset: str
+    index: int
+    choice: Any
+    loss: Budget
+    remaining: Budget
+    note: str
+
+
+def noisy_from_json(d: Mapping[str, Any]) -> Noisy:
+    bar = d.get("error_bar")
+    level = d.get("error_bar_level")
+    return Noisy(
+        dataset=str(d["dataset"]),
+        mechanism=str(d["mechanism"]),
+        values=d["values"],
+        loss=budget_from_json(d["loss"]),
+        remaining=budget_from_json(d["remaining"]),
+        sensitivity=Fraction(str(d["sensitivity"])),
+        scale=None if d.get("scale") is None else float(d["scale"]),
+        note=str(d["note"]),
+        bar=None if bar is None or level is None else ReleasedBars(float(level), ((bar,),)),
+    )
