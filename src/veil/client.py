@@ -474,8 +474,10 @@ class Client:
                 return result_from_payload(answer)
             if state == "lost":
                 raise QueryFailedError(
-                    f"job {job_id} was lost: the service's worker running it stopped; what it "
-                    f"reserved stays charged (see history({dataset!r})) and it has no answer"
+                    f"job {job_id} is lost: it has run longer than the service's job_ttl_s, so "
+                    "the worker running it has most likely stopped; what it reserved stays "
+                    f"charged (see history({dataset!r})). Do not send the query again: if it "
+                    f"finishes after all, client.job({job_id!r}).result() returns its answer"
                 )
             if deadline is not None and time.monotonic() + delay > deadline:
                 raise OutcomeUnknownError(

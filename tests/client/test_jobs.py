@@ -11,14 +11,20 @@ import veil
 from client.relay import wait_until
 from service.server import Deployment, Server, serve
 from veil.client import Client
-from veil.errors import BudgetExhaustedError, OutcomeUnknownError, UnsupportedQueryError
+from veil.errors import (
+    BudgetExhaustedError,
+    OutcomeUnknownError,
+    QueryFailedError,
+    UnsupportedQueryError,
+)
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
-    d = Deployment(tmp_path_factory.mktemp("jobs"), service={"query_timeout_s": 0.001})
+    service = {"query_timeout_s": 0.001, "job_ttl_s": 0.5}  # running past 0.5 s: "lost"
+    d = Deployment(tmp_path_factory.mktemp("jobs"), service=service)
     d.add_table("people", 1000)
-    d.add_table("padded", 200, seed=3, min_response_ms=800)  # a job's answer after ≥ 0.8 s
+    d.add_table("padded", 200, seed=3, min_response_ms=2000)  # a job's answer after ≥ 2 s
     d.write()
     d.add_key("alice")
     d.grant("alice", "people", 1)
@@ -85,7 +91,11 @@ def test_a_job_not_done_in_time_names_the_job_to_wait_for(alice: Client) -> None
     wait_until(lambda: committed(alice, "padded", sql) == ["committed"])
     job = alice.job(job_id)
     assert job.dataset == "padded"
-    r = job.result(timeout=30)
+    # past job_ttl_s (0.5 s) and before its answer (2 s) the service reports the job lost
+    with pytest.raises(QueryFailedError, match=r"is lost.*stays charged.*Do not send the query"):
+        job.result()
+    wait_until(lambda: job.state() == "done")  # it finished after all: its answer is kept
+    r = job.result()
     assert not r.cached
     assert r.cost == veil.Budget(epsilon=0.5)
     assert committed(alice, "padded", sql) == ["committed"]
