@@ -23,7 +23,7 @@ IMPORT_NAMES = {"sqlalchemy": "sqlalchemy"}  # distribution name (lowercased) â†
 # (`veil admin` and `veil serve` live in service/commands.py, which imports none).
 SERVICE_EXTRA = {"fastapi", "starlette", "pydantic", "uvicorn"}
 SERVICE_MODULES = {"app.py", "admin.py", "analyst.py", "mechanism_api.py", "models.py"}
-SERVICE_MODULES |= {"problems.py", "state.py", "openapi.py"}
+SERVICE_MODULES |= {"problems.py", "state.py", "openapi.py", "dashboard.py", "responses.py"}
 
 
 def _runtime_imports() -> set[str]:
