@@ -22,6 +22,8 @@ import pytest
 
 from service.server import Deployment, free_port, serve
 
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "php-shop"
 REGIONS = ("Central", "East", "North", "South", "West")
 CATEGORIES = ("Books", "Clothing", "Electronics", "Garden", "Groceries", "Toys")

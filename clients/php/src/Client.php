@@ -150,19 +150,23 @@ final class Client
             if ($job === null) {
                 throw new ServerException('the service accepted the query as a job without an id');
             }
-            return $this->awaitJob($job, $about);
+            return $this->waitForJob($job, $about);
         }
         return QueryResult::fromAnswer($this->answer($status, $headers, $answer));
     }
 
     /**
-     * Wait for query job `$jobId` (a query slower than the service's `query_timeout_s`) and
-     * return its answer. Polling is free; call it again after a {@see TimeoutException} that
-     * names a job.
-     *
-     * @param array{dataset?: string, sql?: string} $about
+     * Wait for query job `$jobId` (a query slower than the service's `query_timeout_s`, or one
+     * sent with `async`) and return its answer. Polling is free: call it again after a
+     * {@see TimeoutException} that names a job ({@see TimeoutException::$jobId}).
      */
-    public function awaitJob(string $jobId, array $about = []): QueryResult
+    public function awaitJob(string $jobId): QueryResult
+    {
+        return $this->waitForJob($jobId, []);
+    }
+
+    /** @param array{dataset?: string, sql?: string} $about the query, for a TimeoutException */
+    private function waitForJob(string $jobId, array $about): QueryResult
     {
         $path = '/v1/jobs/' . rawurlencode($jobId);
         $deadline = microtime(true) + $this->jobWait;

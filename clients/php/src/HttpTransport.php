@@ -148,7 +148,9 @@ final class HttpTransport
             ? sprintf('no answer within %.3g s', $this->timeout)
             : sprintf('the connection failed before the answer was complete (%s)', $error);
         $dataset = $about['dataset'] ?? null;
-        if (str_starts_with($path, '/v1/query') && $dataset !== null) {
+        if ($method === 'GET') {
+            $advice = 'a GET charges nothing, so it is safe to send again';
+        } elseif (str_starts_with($path, '/v1/query') && $dataset !== null) {
             $advice = sprintf(
                 'the service may have charged it, so do not simply send it again. To learn the '
                 . 'outcome, call history(%1$s) and find the charge with this SQL: `committed` — '
