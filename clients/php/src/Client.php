@@ -177,7 +177,8 @@ final class Client
             $state = Decode::string($job, 'state');
             if ($state === 'done') {
                 $answer = Decode::array($job, 'answer');
-                return QueryResult::fromAnswer($this->answer(Decode::int($job, 'status'), [], $answer));
+                $answer = $this->answer(Decode::int($job, 'status'), [], $answer);
+                return QueryResult::fromAnswer($answer, $jobId);
             }
             if ($state !== 'running') {
                 throw new ServerException(sprintf(

@@ -14,6 +14,8 @@ use Veil\Exception\ServerException;
  * 95 %), null for a group key (public, not noised) or a quantile. {@see $cost} is what this
  * answer was charged — zero when {@see $cached}: an identical query (same measurement, data and
  * privacy parameters) is answered from the service's cache with the same noise, at no cost.
+ * {@see $jobId} names the job that answered it, when the service ran it as one (a query slower
+ * than its `query_timeout_s`, or sent with `async`).
  */
 final class QueryResult
 {
@@ -36,11 +38,12 @@ final class QueryResult
         public readonly string $fingerprint,
         public readonly array $notes = [],
         public readonly array $usage = [],
+        public readonly ?string $jobId = null,
     ) {
     }
 
     /** @param array<mixed> $answer the service's `QueryAnswer` */
-    public static function fromAnswer(array $answer): self
+    public static function fromAnswer(array $answer, ?string $jobId = null): self
     {
         $columns = Decode::strings($answer, 'columns');
         if (count(array_unique($columns)) !== count($columns)) {
@@ -80,6 +83,7 @@ final class QueryResult
             Decode::string($answer, 'fingerprint'),
             Decode::strings($answer, 'notes'),
             $usage,
+            $jobId,
         );
     }
 

@@ -106,6 +106,7 @@ final class QueryTest extends TestCase
         }
         self::assertSame('1', self::exactEpsilon($r->cost));
         self::assertSame(self::DATASET, $r->dataset);
+        self::assertNull($r->jobId, 'answered at once, not through a job');
         self::assertMatchesRegularExpression('/^[0-9a-f]{64}$/', $r->fingerprint);
     }
 
@@ -116,6 +117,7 @@ final class QueryTest extends TestCase
             'async' => true,
         ]);
 
+        self::assertNotNull($r->jobId, 'answered through a job');
         self::assertSame(['adults'], $r->columns);
         self::assertSame('1/4', self::exactEpsilon($r->cost));
         self::assertFalse($r->cached);
