@@ -191,6 +191,13 @@ ColumnOpt = Annotated[
         help="A declared column type [TABLE.]COLUMN:TYPE, e.g. income:DOUBLE; repeatable.",
     ),
 ]
+QuantileBucketsOpt = Annotated[
+    int,
+    typer.Option(
+        "--quantile-buckets",
+        help="Candidates of a continuous quantile (MEDIAN, QUANTILE, MIN, MAX), 1 to 65536.",
+    ),
+]
 SqlArg = Annotated[
     str, typer.Argument(help="The SQL query (veil's DP subset, see the README); - reads stdin.")
 ]
@@ -236,6 +243,7 @@ class _Ask:
     engine: str = "duckdb"
     schema: dict[str, dict[str, str]] = field(default_factory=dict)
     connection: str | None = None
+    quantile_buckets: int = 1024
 
     @staticmethod
     def parse(
@@ -253,7 +261,10 @@ class _Ask:
         schema: Sequence[str] | None = None,
         column: Sequence[str] | None = None,
         connection: str | None = None,
+        quantile_buckets: int = 1024,
     ) -> _Ask:
+        from veil.compile.constants import check_quantile_buckets
+
         if engine not in _ENGINES:
             raise InvalidArgumentError(
                 f"--engine must be {', '.join(_ENGINES[:-1])} or {_ENGINES[-1]}, got {engine!r}"
@@ -285,6 +296,7 @@ class _Ask:
             engine,
             declared,
             connection,
+            check_quantile_buckets(quantile_buckets),
         )
 
     def session(self) -> Session:
@@ -318,6 +330,7 @@ class _Ask:
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,
             schema=self.schema or None,
+            quantile_buckets=self.quantile_buckets,
         )
         if self.ledger:
             session.ledger.on_alert(_print_alert)
@@ -342,6 +355,7 @@ def query(
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
+    quantile_buckets: QuantileBucketsOpt = 1024,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -361,6 +375,7 @@ def query(
             schema,
             column,
             connection,
+            quantile_buckets,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
@@ -385,6 +400,7 @@ def explain(
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
+    quantile_buckets: QuantileBucketsOpt = 1024,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 
@@ -404,6 +420,7 @@ def explain(
             schema,
             column,
             connection,
+            quantile_buckets,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True)
 

@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
+from veil.compile.constants import check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
@@ -173,7 +174,7 @@ class Session:
         self.domains: dict[str, tuple[KeyValue, ...]] = {
             k: tuple(v) for k, v in (domains or {}).items()
         }
-        self.quantile_buckets = quantile_buckets
+        self.quantile_buckets = check_quantile_buckets(quantile_buckets)
         _refuse_replayable(source, ledger)
         self._source = source
         self._closed = False
@@ -206,6 +207,7 @@ class Session:
             raise InvalidArgumentError(
                 f"Session: {_unknown_option(sorted(unknown)[0], SessionOptions.__annotations__)}"
             )
+        buckets = check_quantile_buckets(options.get("quantile_buckets", 1024))  # before a grant
         ledger = options.get("ledger")
         budget = options.get("budget")
         analyst = options.get("analyst", "analyst")
@@ -236,7 +238,7 @@ class Session:
             max_groups=options.get("max_groups"),
             max_rows_per_group=options.get("max_rows_per_group"),
             domains=options.get("domains"),
-            quantile_buckets=options.get("quantile_buckets", 1024),
+            quantile_buckets=buckets,
             source=options.get("source"),
         )
 

@@ -22,8 +22,9 @@ from typer.testing import CliRunner
 
 import veil
 from harness import HARNESSES, Harness
+from veil.catalog import Catalog, Source
 from veil.cli import app
-from veil.errors import BoundsError, QueryFailedError, UserError
+from veil.errors import BoundsError, InvalidArgumentError, QueryFailedError, UserError
 
 Outcome = tuple[str, str]
 
@@ -357,3 +358,103 @@ def test_a_string_key_that_is_not_utf8_changes_neither_outcome_nor_other_groups(
     # takes what the engine grouped; Spark keeps the bytes, and they are released exactly
     exact = "\\xfe\\xffa" if engine == "spark" else "\\xfe"
     assert sorted(row[0] for row in rows) == [exact, "ok"]
+
+
+def _at_the_upper_bound(with_target: bool) -> pa.Table:
+    """Values in (0, 1), plus (optionally) the target's row at the upper bound 1."""
+    values = [0.25, 0.5, 0.75] * 20 + ([1.0] if with_target else [])
+    return pa.table({"uid": list(range(len(values))), "x": values})
+
+
+MEDIAN = "SELECT MEDIAN(x) AS m FROM t"
+BUCKETS = "quantile_buckets must be an integer from 1 to 65536"
+
+
+@pytest.mark.parametrize(
+    "buckets",
+    [2**64, 10**300, 2**16 + 1, 0, -1, True, 1.5],
+    ids=["2^64", "10^300", "2^16+1", "0", "-1", "True", "1.5"],
+)
+def test_a_bucket_count_outside_the_supported_range_is_refused_before_anything_is_granted(
+    buckets: Any, tmp_path: Path
+) -> None:
+    """``quantile_buckets=2**64`` made a row at the upper bound fail the bucket's BIGINT cast
+    after the charge (and without it the release built a 2^64-element vector): a count outside
+    [1, 2^16] is refused where it is given, before a grant, a reservation or a scan."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    for with_target in (True, False):
+        with pytest.raises(InvalidArgumentError, match=BUCKETS):
+            veil.Session.local(
+                {"t": _at_the_upper_bound(with_target)},
+                privacy_unit="uid",
+                budget=veil.Budget(epsilon=1),
+                ledger=ledger,
+                self_grant=True,
+                quantile_buckets=buckets,
+            )
+    assert not veil.Ledger(ledger).has_grant("analyst", "t")
+    import pyarrow.parquet as pq
+
+    pq.write_table(_at_the_upper_bound(True), tmp_path / "t.parquet")
+    catalog = Catalog(ledger)
+    catalog.add_dataset("people", source=Source("file", path=str(tmp_path / "t.parquet")))
+    with pytest.raises(InvalidArgumentError, match=BUCKETS):
+        veil.Session.from_catalog(catalog, "people", analyst="a", quantile_buckets=buckets)
+
+
+def test_a_bucket_count_changed_on_an_open_session_is_refused_free_on_both_neighbours() -> None:
+    outcomes = []
+    for with_target in (True, False):
+        s = veil.Session.local(
+            {"t": _at_the_upper_bound(with_target)},
+            privacy_unit="uid",
+            budget=veil.Budget(epsilon=1),
+        )
+        s.quantile_buckets = 2**64
+        outcomes.append(outcome(s, lambda s: s.sql(MEDIAN, epsilon=0.5, bounds={"x": (0, 1)})))
+    assert outcomes == [("refused", "InvalidArgumentError")] * 2
+
+
+def test_the_cli_refuses_a_bucket_count_outside_the_range_in_its_own_syntax(
+    tmp_path: Path,
+) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(_at_the_upper_bound(True), path)
+    ask = ["--table", f"t={path}", "--epsilon", "1", "--bounds", "x=0:1"]
+    result = CliRunner().invoke(app, ["query", MEDIAN, *ask, "--quantile-buckets", str(2**64)])
+    assert result.exit_code == 2
+    assert "--quantile-buckets must be an integer from 1 to 65536" in result.output
+    assert "e.g. --quantile-buckets 1024" in result.output
+    fine = CliRunner().invoke(app, ["query", MEDIAN, *ask, "--quantile-buckets", "16"])
+    assert fine.exit_code == 0, fine.output
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+@pytest.mark.parametrize("bounds", [(0, 1), (0, 1e-100), (-1e100, 1e100)])
+def test_the_most_buckets_at_the_extreme_widths_release_on_both_neighbours(
+    harness: Harness, bounds: tuple[float, float], tmp_path: Path
+) -> None:
+    """2^16 buckets of the narrowest and widest supported bounds: every constant of a bucket is
+    a finite, non-zero double, and a row at the upper bound lands in the last bucket."""
+    for with_target in (True, False):
+        lo, hi = bounds
+        values = [lo + (hi - lo) * f for f in (0.25, 0.5, 0.75)] * 20
+        values += [hi] if with_target else []
+        table = pa.table({"uid": list(range(len(values))), "x": values})
+        s = harness.session(
+            table,
+            {},
+            tmp_path,
+            privacy_unit="uid",
+            budget=veil.Budget(epsilon=10),
+            quantile_buckets=2**16,
+        )
+        released: list[veil.Result] = []
+
+        def ask(s: veil.Session, out: list[veil.Result] = released) -> None:
+            out.append(s.sql(MEDIAN, epsilon=5, bounds={"x": bounds}))
+
+        assert outcome(s, ask) == ("released", "")
+        assert lo <= released[0].rows[0][0] <= hi

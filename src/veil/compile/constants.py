@@ -17,6 +17,16 @@ the one place that knows those rules:
   ``round((clamp(x) - c) · 2^-e)`` with a power-of-two step ``2^e`` (:func:`fixed_point`):
   multiplying a double by a power of two is exact, so the only rounding is the subtraction's.
   The centre ``c`` is itself a double (:func:`nearest_double`).
+- **Quantile buckets.** A continuous quantile cuts its bounds into ``quantile_buckets``
+  buckets of width ``(upper - lower) / quantile_buckets`` (an integer column with integer
+  bounds may use up to four times as many integer candidates), scored in Python one candidate
+  at a time. :func:`check_quantile_buckets` holds the count to ``[1, MAX_QUANTILE_BUCKETS]``
+  (2^16): beyond it the scoring takes minutes per group and the candidate vector may not fit
+  in memory, and past 2^63 a bucket's index overflows the engine's BIGINT (a row at the upper
+  bound failed the cast). Inside it, with bounds in the supported range, the width
+  lies in ``[1.5e-105, 2e100]``, so every constant of a bucket (its width's reciprocal, half
+  a width, the last bucket's index) is a finite, non-zero double and the candidates
+  ``lower + j·width`` are finite: no bucket count or width can make the query fail.
 - **Literals.** :func:`literal` is the only way the lowering emits a number: an integer below
   10^38 in magnitude as an exact integer literal, anything else as the nearest double in
   exponent form
@@ -34,14 +44,16 @@ from fractions import Fraction
 from sqlglot import exp
 
 from veil.accounting.budget import show
-from veil.errors import BoundsError, InternalError
+from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.plan.nodes import ColumnBounds, GroupKey
 
 __all__ = [
     "MAX_MAGNITUDE",
+    "MAX_QUANTILE_BUCKETS",
     "MIN_WIDTH",
     "check_bounds",
     "check_edges",
+    "check_quantile_buckets",
     "fixed_point",
     "literal",
     "nearest_double",
@@ -53,6 +65,9 @@ MAX_MAGNITUDE = Fraction(10) ** 100
 
 MIN_WIDTH = Fraction(1, 10**100)
 """The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
+
+MAX_QUANTILE_BUCKETS = 2**16
+"""The most buckets a continuous quantile may use (``quantile_buckets``; the default is 1024)."""
 
 _EXACT_INTEGER_LITERAL = 10**38  # read exactly by every dialect veil lowers to
 
@@ -93,6 +108,26 @@ def check_bounds(b: ColumnBounds) -> None:
             f"{rule}bounds={{{name!r}: ({show(lo)}, {show(lo + 1)})}}",
             cli=f"{rule}--bounds {name}={show(lo)}:{show(lo + 1)}",
         )
+
+
+def check_quantile_buckets(buckets: object) -> int:
+    """``buckets`` if it is an integer in ``[1, MAX_QUANTILE_BUCKETS]``; an
+    ``InvalidArgumentError`` saying the range otherwise (in the CLI's syntax too). Decided from
+    the argument alone, before anything is reserved."""
+    if isinstance(buckets, int) and not isinstance(buckets, bool):
+        if 1 <= buckets <= MAX_QUANTILE_BUCKETS:
+            return buckets
+        given = f"{buckets:.3g}" if abs(buckets) >= 10**9 else str(buckets)
+    else:
+        given = f"{type(buckets).__name__} {str(buckets)[:40]}"
+    rule = (
+        f"must be an integer from 1 to {MAX_QUANTILE_BUCKETS} (the candidates of a continuous "
+        f"quantile), got {given}; e.g."
+    )
+    raise InvalidArgumentError(
+        f"quantile_buckets {rule} quantile_buckets=1024",
+        cli=f"--quantile-buckets {rule} --quantile-buckets 1024",
+    )
 
 
 def check_edges(key: GroupKey) -> None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from veil.accounting.budget import Budget
 from veil.accounting.limits import check_spend
-from veil.compile.constants import check_bounds, check_edges
+from veil.compile.constants import check_bounds, check_edges, check_quantile_buckets
 from veil.compile.measure import build
-from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
+from veil.errors import BoundsError, SchemaError, UnsupportedQueryError
 from veil.plan.canonical import call_order
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
 from veil.plan.tree import aggregate_of, replace_aggregate
@@ -190,8 +190,7 @@ def build_measurements(plan: Plan, ctx: Context) -> Plan:
     measurements, partition selection and charged loss."""
     agg = aggregate_of(plan)
     check_query_budget(ctx.budget)
-    if ctx.quantile_buckets < 1:
-        raise InvalidArgumentError("quantile_buckets must be a positive integer")
+    check_quantile_buckets(ctx.quantile_buckets)
     # designed over the aggregates in their canonical order: the split (floating-point
     # weights, the last share taking the rest) then depends on what is asked, not on the
     # SELECT order, so a reordered query measures the same and is answered from the cache
