@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from veil.accounting.ledger import Ledger
 from veil.catalog import Catalog
 from veil.errors import InvalidArgumentError, VeilError
-from veil.service import admin, analyst, mechanism_api
+from veil.service import admin, analyst, dashboard, mechanism_api
 from veil.service import responses as out
 from veil.service.config import CONFIG_ENV, ServiceConfig
 from veil.service.jobs import JobStore
@@ -247,6 +247,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.include_router(analyst.router)
     app.include_router(mechanism_api.router)
     app.include_router(admin.router)
+    app.include_router(dashboard.router)
     app.add_middleware(Guard, state=state)
     return app
 
