@@ -167,7 +167,7 @@ class Job(_Out):
 
     id: str
     dataset: str
-    state: Literal["running", "done"]
+    state: Literal["running", "done", "lost"]
     created_at: str
     finished_at: str | None
     status: int | None = None
