@@ -1,8 +1,9 @@
 # Two entry points for a fresh machine:
 #   make demo   — create .venv, install veil, run the demo on the embedded engine (DuckDB)
-#   make test   — create .venv, install veil with its test extras (and Java for Spark), then
-#                 ruff, mypy --strict (with and without pyspark) and the whole pytest suite
-#                 with branch coverage, checked per package
+#   make test   — create .venv, install veil with its test extras (Java for Spark; php-cli,
+#                 phpunit, chromium and chromium-driver from Debian), then ruff, mypy --strict
+#                 (with and without pyspark), the whole pytest suite with branch coverage,
+#                 checked per package, and the PHP client's PHPUnit tests
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,7 +15,10 @@ COVERAGE := build/coverage
 # scripts/check_coverage.py): a run below any of them fails make test.
 COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.compile=95 veil.release=95
 
-.PHONY: demo test lint typecheck pytest java bench clean
+# Debian packages the PHP client's tests and the browser tests need (installed if missing)
+SYSTEM_PACKAGES := php-cli php-curl php-xml php-mbstring phpunit chromium chromium-driver
+
+.PHONY: demo test lint typecheck pytest phptest java system bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +45,9 @@ demo: $(VENV)/.base
 java:
 	bash scripts/ensure-java.sh
 
+system:
+	bash scripts/ensure-debian.sh $(SYSTEM_PACKAGES)
+
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
@@ -52,12 +59,16 @@ typecheck: $(VENV)/.dev $(NOSPARK)/.deps
 	$(BIN)/mypy src/veil
 	$(BIN)/mypy --python-executable $(NOSPARK)/bin/python --cache-dir .mypy_cache/nospark src/veil
 
-pytest: $(VENV)/.dev java
+pytest: $(VENV)/.dev java system
 	mkdir -p $(COVERAGE)
 	$(BIN)/pytest --cov=veil --cov-branch --cov-report=json
 	$(BIN)/python scripts/check_coverage.py $(COVERAGE)/coverage.json $(COVERAGE_FLOORS)
 
-test: lint typecheck pytest
+# the PHP client's PHPUnit tests, against a real `veil serve` they start on loopback
+phptest: $(VENV)/.dev system
+	VEIL_BIN=$(abspath $(BIN))/veil phpunit --configuration clients/php/phpunit.xml
+
+test: lint typecheck pytest phptest
 
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_noise.py
