@@ -12,9 +12,11 @@ import logging
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterator
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -225,3 +227,36 @@ def test_log_withheld_records_the_error_it_is_given(caplog: pytest.LogCaptureFix
     )
     assert record.exc_info == (RuntimeError, error, None)
     assert getattr(record, "veil_query", None) == "SELECT 1"
+
+
+@pytest.mark.parametrize(
+    ("bounds", "rule"),
+    [
+        ((-1e308, 1e308), "veil supports bounds within ±1e100"),
+        ((0, 1e101), "veil supports bounds within ±1e100"),
+        ((0, 1e-300), "by at least 1e-100"),
+    ],
+    ids=["1e308", "1e101", "1e-300"],
+)
+def test_bounds_outside_the_supported_range_are_refused_free_as_a_session_does(
+    ledger: veil.Ledger, bounds: tuple[float, float], rule: str
+) -> None:
+    """Bounds (−1e308, 1e308) released −inf, with numpy's overflow warning — a failure after
+    the charge under ``-W error``: perturb holds bounds to the session's range, before it
+    reserves."""
+    table = pa.table({"x": [1.0, -3.0, 1e300]})
+    with pytest.raises(veil.BoundsError, match=rf"bounds for 'x' are .*: .*{rule}"):
+        perturb(
+            table, epsilon=1, bounds={"x": bounds}, ledger=ledger, analyst="alice", dataset="people"
+        )
+    assert ledger.remaining("alice", "people") == veil.Budget(epsilon=3)
+    assert not _charges(ledger)
+
+
+def test_at_the_edges_of_the_range_every_released_value_is_a_finite_double() -> None:
+    table = pa.table({"x": [1e308, -1e308, 0.0, float("nan"), None] * 200})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = perturb(table, epsilon=1e-12, bounds={"x": (-1e100, 1e100)})
+    values = out.data.column("x").to_numpy()
+    assert np.isfinite(values).all()

@@ -61,6 +61,7 @@ import pyarrow.compute as pc
 from veil import noise
 from veil.accounting.budget import Budget, exact, show
 from veil.accounting.limits import MIN_EPSILON
+from veil.compile.constants import check_bounds
 from veil.engines.spark import is_spark_dataframe, require_pyspark
 from veil.errors import (
     BoundsError,
@@ -73,6 +74,7 @@ from veil.errors import (
 )
 from veil.noise import mechanisms
 from veil.noise.grid import from_grid, grid_exponent, to_grid
+from veil.plan.nodes import ColumnBounds
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
 
@@ -197,10 +199,11 @@ def perturb(
 
     - Preconditions: ``epsilon`` (a number or a pure :class:`veil.Budget`) in [1e-12, 1e4],
       the range one release may spend (``veil.accounting.limits``), and so is each column's
-      share; every numeric column has finite bounds
-      ``lower < upper``; every categorical column at least two distinct categories (values
-      outside them are read as the first); ``source`` only on the Arrow/DuckDB path (on Spark each
-      executor uses its own CSPRNG).
+      share; every numeric column has bounds ``lower < upper`` in the range a query's
+      bounds are held to (``veil.compile.constants``: within ±1e100, at least 1e-100 apart,
+      distinct doubles), so every released value is a finite double; every categorical
+      column at least two distinct categories (values outside them are read as the first);
+      ``source`` only on the Arrow/DuckDB path (on Spark each executor uses its own CSPRNG).
     - Postcondition: the result holds exactly the perturbed columns, one row per input row in
       input order; each row is ``ε``-LDP w.r.t. that input row: a clamped value has
       sensitivity ``upper - lower`` and gets the grid geometric mechanism of
@@ -346,6 +349,10 @@ def _column_specs(
                 f"bounds for {name!r} must satisfy lower < upper, got {pair!r}; "
                 f"pass bounds={{{name!r}: (lower, upper)}}"
             )
+        # the session's range (±1e100, width ≥ 1e-100): beyond it a clamped value plus its
+        # noise may leave the doubles (bounds ±1e308 released -inf, with numpy's overflow
+        # warning, an error under -W error, after the charge)
+        check_bounds(ColumnBounds(name, lo, hi))
         k, scale = laplace_calibration(hi - lo, share)
         mechanisms.check_representable(f"perturbing {name!r}", scale, k)
         specs.append(ColumnPerturbation(name, "laplace", share, lower=lo, upper=hi))
