@@ -77,6 +77,7 @@ from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.plan.nodes import ColumnBounds
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
+from veil.release.result import NOT_PRIVATE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame as SparkDataFrame
@@ -110,15 +111,43 @@ class ColumnPerturbation:
             return None
         return self.upper - self.lower
 
+    def describe(self) -> str:
+        """One line: the column, its mechanism and its share of ε."""
+        if self.mechanism == "laplace" and self.lower is not None and self.upper is not None:
+            return (
+                f"{self.name}: Laplace noise, ε={show(self.epsilon)}, values clamped to "
+                f"[{show(self.lower)}, {show(self.upper)}]"
+            )
+        return (
+            f"{self.name}: randomized response over {len(self.categories)} categories, "
+            f"ε={show(self.epsilon)}"
+        )
 
-@dataclass(frozen=True)
+    def to_json(self) -> dict[str, Any]:
+        """The column's parameters, numbers exact (``"1/2"``)."""
+        return {
+            "column": self.name,
+            "mechanism": self.mechanism,
+            "epsilon": str(self.epsilon),
+            "lower": None if self.lower is None else str(self.lower),
+            "upper": None if self.upper is None else str(self.upper),
+            "categories": [_json_value(c) for c in self.categories],
+        }
+
+
+def _json_value(value: Any) -> Any:
+    return value if value is None or isinstance(value, str | int | float | bool) else str(value)
+
+
+@dataclass(frozen=True, repr=False)
 class Perturbation:
     """The released, perturbed columns and what they cost.
 
     ``data`` is a ``pyarrow.Table`` (DuckDB/Arrow inputs) or a checkpointed Spark DataFrame;
     ``loss`` is the ε charged (once, for the whole table); ``reservation_id`` names the ledger
     charge when a ledger was given; ``private`` is False when the noise came from a
-    caller-supplied source (tests only: it can be replayed).
+    caller-supplied source (tests only: it can be replayed) — its printout and JSON say so, as
+    a :class:`veil.Result`'s do.
     """
 
     data: Any
@@ -126,6 +155,35 @@ class Perturbation:
     columns: tuple[ColumnPerturbation, ...]
     reservation_id: int | None = field(default=None)
     private: bool = True
+
+    def _held(self) -> str:
+        if isinstance(self.data, pa.Table):
+            return f"{self.data.num_rows} row(s)"
+        return "a Spark DataFrame"
+
+    def __str__(self) -> str:
+        lines = [f"perturbation of {self._held()}, each row on its own (local DP):"]
+        lines += [f"  {c.describe()}" for c in self.columns]
+        lines.append(f"cost: {self.loss}")
+        if not self.private:
+            lines.append(NOT_PRIVATE)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        names = ", ".join(repr(c.name) for c in self.columns)
+        tail = "" if self.private else f"; {NOT_PRIVATE}"
+        return f"<Perturbation of {self._held()}: {names}; cost {self.loss}{tail}>"
+
+    def to_json(self) -> dict[str, Any]:
+        """What was released and what it cost, without the values (``data`` holds them: write
+        them with Arrow's or Spark's own writers); ``private`` as in :meth:`Result.to_json`."""
+        return {
+            "columns": [c.to_json() for c in self.columns],
+            "rows": self.data.num_rows if isinstance(self.data, pa.Table) else None,
+            "loss": self.loss.to_dict(),
+            "reservation_id": self.reservation_id,
+            "private": self.private,
+        }
 
     def _spec(self, column: str, mechanism: str) -> ColumnPerturbation:
         for spec in self.columns:

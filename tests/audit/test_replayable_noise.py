@@ -86,3 +86,35 @@ def test_a_mechanism_release_from_a_seeded_source_is_marked() -> None:
 
     assert mechanisms.laplace(3.0, sensitivity=1, epsilon=1).private
     assert not mechanisms.laplace(3.0, sensitivity=1, epsilon=1, source=SeededSource(3)).private
+
+
+def test_a_perturbation_from_a_seeded_source_says_not_private_in_its_printout_and_json() -> None:
+    """A perturbation carried ``private=False`` but printed as any other and had no JSON form:
+    its repr, its printout and its JSON say what a Result's do."""
+    seeded = veil.perturb(
+        TABLE,
+        epsilon=1,
+        bounds={"x": (0, 5)},
+        categories={"uid": [1, 2, 3, 4]},
+        source=SeededSource(2),
+    )
+    assert NOT_PRIVATE in repr(seeded)
+    assert NOT_PRIVATE in str(seeded)
+    assert "x: Laplace noise, ε=0.5, values clamped to [0, 5]" in str(seeded)
+    assert "uid: randomized response over 4 categories, ε=0.5" in str(seeded)
+    payload = json.loads(json.dumps(seeded.to_json()))
+    assert payload["private"] is False
+    assert payload["rows"] == 4
+    assert payload["loss"] == veil.Budget(epsilon=1).to_dict()
+    assert payload["columns"][0] == {
+        "column": "x",
+        "mechanism": "laplace",
+        "epsilon": "1/2",
+        "lower": "0",
+        "upper": "5",
+        "categories": [],
+    }
+    system = veil.perturb(TABLE, epsilon=1, bounds={"x": (0, 5)})
+    assert NOT_PRIVATE not in repr(system)
+    assert NOT_PRIVATE not in str(system)
+    assert system.to_json()["private"] is True
