@@ -9,22 +9,27 @@ import hashlib
 import re
 import time
 import warnings
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
 import pytest
 from sqlalchemy import select, update
 
 import veil
+from service.server import postgres_ledger
 from service_support import SQL, Service
+from veil.accounting.spending import Spent
 from veil.service.dashboard import COOKIE, ENDED, WRONG_KEY
-from veil.service.dashboard_data import AUDIT_ROWS
-from veil.service.dashboard_html import esc, num
+from veil.service.dashboard_data import AUDIT_ROWS, BudgetView
+from veil.service.dashboard_html import CHART_W, chart, esc, num
+from veil.service.principals import Principals
 from veil.service.sessions import SessionStore, sessions
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
+PLOT_WIDTH = CHART_W - 44 - 12  # the chart's width less its margins
 QUERY = {"dataset": "people", "sql": SQL, "epsilon": 0.25}
 HOSTILE = "SELECT COUNT(*) AS n FROM people WHERE grp = '<script>alert(\"x\")</script>'"
 
@@ -61,6 +66,10 @@ def card(html: str, analyst: str, dataset: str) -> str:
     )
     assert found is not None, f"no card for {analyst}/{dataset}"
     return found.group(1)
+
+
+def _cells(analyst: str, dataset: str) -> str:
+    return f'data-label="Analyst">{analyst}</td><td data-label="Dataset">{dataset}</td>'
 
 
 def audit_rows(html: str) -> list[str]:
@@ -122,8 +131,8 @@ def test_an_administrator_sees_every_analyst_and_dataset(service: Service) -> No
     assert "Signed in as <b>root</b>" in html
     rows = audit_rows(html)
     assert len(rows) == 2
-    assert any("<td>bob</td><td>other</td>" in row for row in rows)
-    assert any("<td>alice</td><td>people</td>" in row for row in rows)
+    assert any(_cells("bob", "other") in row for row in rows)
+    assert any(_cells("alice", "people") in row for row in rows)
 
 
 def test_an_analyst_sees_only_their_own_budgets_and_charges(service: Service) -> None:
@@ -328,7 +337,7 @@ def test_a_thousand_charges_render_quickly_with_a_capped_audit_table(service: Se
     ledger.grant("carol", "people", veil.Budget(epsilon=20))
     start = time.perf_counter()
     for i in range(1000):
-        who = "alice" if i % 2 else "carol"
+        who = "carol" if i % 4 == 0 else "alice"  # alice: 750, more than a chart draws
         ledger.reserve(
             who, "people", veil.Budget(epsilon="1/250"), fingerprint=f"{i:064x}",
             query=f"SELECT COUNT(*) AS n FROM people WHERE income > {i}",
@@ -351,10 +360,46 @@ def test_a_thousand_charges_render_quickly_with_a_capped_audit_table(service: Se
     assert f"The latest {AUDIT_ROWS} of 1,000 charges" in html
     assert "WHERE income &gt; 999" in rows[0]  # the latest first
     assert "WHERE income &gt; 799" not in html  # the 201st latest is left to the CSV
-    for path in re.findall(r'<path class="line" d="([^"]+)"', html):
-        assert path.count("H") <= 2 * 400  # downsampled: at most two steps per unit of width
+    alices = re.search(r'data-analyst="alice" data-dataset="people">.*?<path class="line" '
+                       r'd="([^"]+)"', html, re.S)  # fmt: skip
+    assert alices is not None
+    assert alices.group(1).count("H") <= 2 * PLOT_WIDTH + 2  # downsampled from 751 steps
     assert best < 1.0, f"the page took {best:.2f} s at 1,000 charges"
     log_in(service, "alice")
     mine = page(service)
     assert len(audit_rows(mine)) == AUDIT_ROWS
-    assert "of 500 charges" in mine
+    assert "of 750 charges" in mine
+
+
+def test_a_chart_of_many_charges_is_downsampled_and_ends_at_the_total_used() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    steps = [(start, Fraction(0))]
+    steps += [(start + timedelta(seconds=17 * i), Fraction(i, 1000)) for i in range(1, 5001)]
+    view = BudgetView(
+        analyst="alice", dataset="people", granted=veil.Budget(epsilon=10),
+        spent=Spent(epsilon=Fraction(5)), remaining=veil.Budget(epsilon=5),
+        committed=Fraction(5), reserved=Fraction(0), left=Fraction(5),
+        used_share=Fraction(1, 2), steps=tuple(steps), charges=5000, cache_hits=0, alerts=0,
+    )  # fmt: skip
+    svg = chart(view, steps[-1][0], 0)
+    line = re.search(r'<path class="line" d="([^"]+)"', svg)
+    assert line is not None
+    assert 100 < line.group(1).count("H") <= 2 * PLOT_WIDTH + 2
+    # the last step is drawn at half the height: 5 of 10 used
+    top, bottom = 12, 150 - 26
+    assert line.group(1).endswith(f"V{(top + bottom) / 2:.1f}")
+    assert "of 10</title>" in svg
+
+
+@pytest.mark.postgres
+def test_sessions_live_in_a_postgresql_ledger_too() -> None:
+    with postgres_ledger() as url, Principals(url) as principals:
+        key = principals.add("alice")
+        store = SessionStore(principals)
+        SessionStore(principals)  # a second worker starting: the table exists, nothing fails
+        opened = store.open(key)
+        assert opened is not None
+        secret, login = opened
+        assert store.get(secret) == login
+        principals.rotate("alice")
+        assert store.get(secret) is None

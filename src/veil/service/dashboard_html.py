@@ -173,7 +173,7 @@ padding:.85rem 1rem 1rem;min-width:0}
 border:1px solid #cfd8e2}
 .bar span{display:block;height:100%}
 .nums{margin:.1rem 0;font-size:.9rem;font-variant-numeric:tabular-nums}
-.nums .unit{font-weight:650;margin-right:.15rem}
+.nums .unit{font-weight:650}
 .nums .n{font-weight:650}
 .nums .k{color:var(--muted)}
 .meta{color:var(--muted);font-size:.82rem;margin:.35rem 0 0}
@@ -226,7 +226,12 @@ border:1px solid}
 .message.info{border-color:#8fbfdc;background:#eef6fb;color:#005a8c}
 .login .fine{font-size:.8rem;margin-top:1rem}
 @media (max-width:640px){.tile b{font-size:1.3rem}h2{margin-top:1.3rem}
-th,td{padding:.38rem .5rem}}
+.audit thead{display:none}
+.audit tr{display:block;padding:.55rem .75rem;border-bottom:1px solid var(--line)}
+.audit td{display:flex;gap:.6rem;border:0;padding:.1rem 0;text-align:left}
+.audit td::before{content:attr(data-label);flex:0 0 5.8rem;color:var(--muted);font-size:.78rem;
+padding-top:.1rem}
+.audit td.num{text-align:left}}
 """
 
 _LOGO = (
@@ -243,7 +248,7 @@ def _shell(title: str, body: str) -> str:
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="color-scheme" content="light">'
-        '<meta name="referrer" content="no-referrer">'
+        '<meta name="referrer" content="same-origin"><link rel="icon" href="data:,">'
         f"<title>{esc(title)}</title><style>{_CSS}</style></head>\n<body>{body}</body></html>\n"
     )
 
@@ -342,7 +347,7 @@ def _budget_card(b: BudgetView, now: datetime, index: int) -> str:
         f"of {num(b.total)}"
     )
     lines = [
-        f'<p class="nums"><span class="unit">{unit}</span>'
+        f'<p class="nums"><span class="unit">{unit}</span> '
         f'{_amount(b.committed)} <span class="k">spent</span> · '
         f'{_amount(b.reserved)} <span class="k">reserved</span> · '
         f'{_amount(b.left)} <span class="k">left of</span> {_amount(b.total)}</p>'
@@ -350,13 +355,13 @@ def _budget_card(b: BudgetView, now: datetime, index: int) -> str:
     if b.granted.kind == "approx":
         left = b.remaining.delta
         lines.append(
-            f'<p class="nums"><span class="unit">δ</span>'
+            f'<p class="nums"><span class="unit">δ</span> '
             f'{_amount(b.spent.delta)} <span class="k">spent</span> · '
             f'{_amount(left)} <span class="k">left of</span> {_amount(b.granted.delta)}</p>'
         )
     if b.granted.kind != "zcdp" and b.spent.rho:
         lines.append(
-            f'<p class="nums"><span class="unit">ρ</span>{_amount(b.spent.rho)} '
+            f'<p class="nums"><span class="unit">ρ</span> {_amount(b.spent.rho)} '
             '<span class="k">of zCDP charges, converted into ε above</span></p>'
         )
     hits = f"{b.cache_hits:,} cache hit{'s' * (b.cache_hits != 1)}"
@@ -478,7 +483,7 @@ def _caps(ov: Overview) -> str:
             f'<span class="dataset">{esc(dataset)}</span></h3>'
             f'<span class="pct">all analysts</span></header>'
             f"{_bar(total - rest, Fraction(0), total, label)}"
-            f'<p class="nums"><span class="unit">{unit}</span>{_amount(total - rest)} '
+            f'<p class="nums"><span class="unit">{unit}</span> {_amount(total - rest)} '
             f'<span class="k">used · </span>{_amount(rest)} <span class="k">left of</span> '
             f"{_amount(total)}</p></article>"
         )
@@ -518,11 +523,24 @@ def _row(c: Charge) -> str:
         fp = f'<code title="{esc(c.fingerprint)}">{esc(c.fingerprint[:12])}</code>'
     status = esc(c.status or "—")
     hits = f"{c.cache_hits:,}" if c.cache_hits else "—"
-    return (
-        f"<tr><td>{_when(c.at)}</td><td>{esc(c.analyst)}</td><td>{esc(c.dataset)}</td>"
-        f'<td class="q">{query}</td><td class="fp">{fp}</td><td class="cost">{_loss(c.loss)}</td>'
-        f'<td><span class="status {status}">{status}</span></td><td class="num">{hits}</td></tr>'
+    cells = (
+        ("Time", "", _when(c.at)),
+        ("Analyst", "", esc(c.analyst)),
+        ("Dataset", "", esc(c.dataset)),
+        ("Query", "q", query),
+        ("Fingerprint", "fp", fp),
+        ("Cost", "cost", _loss(c.loss)),
+        ("Status", "", f'<span class="status {status}">{status}</span>'),
+        ("Cache hits", "num", hits),
     )
+    # data-label: the column's name, shown beside each value when a narrow screen stacks them
+    tds = "".join(
+        f'<td class="{css}" data-label="{label}">{value}</td>'
+        if css
+        else f'<td data-label="{label}">{value}</td>'
+        for label, css, value in cells
+    )
+    return f"<tr>{tds}</tr>"
 
 
 def _audit(ov: Overview, paths: Paths) -> str:
@@ -540,8 +558,8 @@ def _audit(ov: Overview, paths: Paths) -> str:
     )
     body = "".join(_row(c) for c in ov.audit)
     return (
-        f'<p class="note">{note}</p><div class="scroll"><table>{head}<tbody>{body}</tbody>'
-        "</table></div>"
+        f'<p class="note">{note}</p><div class="scroll"><table class="audit">{head}'
+        f"<tbody>{body}</tbody></table></div>"
     )
 
 
