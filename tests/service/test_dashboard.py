@@ -18,9 +18,10 @@ from sqlalchemy import select, update
 import veil
 from service.server import postgres_ledger
 from service_support import SQL, Service
+from veil.accounting import spending
 from veil.accounting.spending import Spent
 from veil.service.dashboard import COOKIE, ENDED, WRONG_KEY
-from veil.service.dashboard_data import AUDIT_ROWS, BudgetView
+from veil.service.dashboard_data import AUDIT_ROWS, BudgetView, primary, used
 from veil.service.dashboard_html import CHART_W, chart, esc, num
 from veil.service.principals import Principals
 from veil.service.sessions import SessionStore, sessions
@@ -403,3 +404,25 @@ def test_sessions_live_in_a_postgresql_ledger_too() -> None:
         assert store.get(secret) == login
         principals.rotate("alice")
         assert store.get(secret) is None
+
+
+APPROX = veil.Budget(epsilon=1, delta="1/1000")
+
+
+@pytest.mark.parametrize(
+    ("granted", "spent"),
+    [
+        (veil.Budget(epsilon=2), Spent(epsilon=Fraction(1, 3))),
+        (veil.Budget(epsilon=2), Spent(epsilon=Fraction(2))),
+        (APPROX, Spent(Fraction(1, 2), Fraction(1, 10**4))),
+        (APPROX, Spent(Fraction(0), Fraction(0), Fraction(1, 50))),
+        (APPROX, Spent(Fraction(0), Fraction(1, 1000), Fraction(1))),
+        (veil.Budget(rho="1/2"), Spent(rho=Fraction(1, 8))),
+    ],
+    ids=["pure", "pure-exhausted", "approx", "approx-zcdp", "approx-no-delta-left", "zcdp"],
+)
+def test_the_bars_measure_use_as_the_ledgers_remaining_does(
+    granted: veil.Budget, spent: Spent
+) -> None:
+    left = spending.remaining(granted, spent)
+    assert used(granted, spent) == primary(granted) - primary(left)

@@ -114,6 +114,10 @@ def primary(budget: Budget) -> Fraction:
 
 def used(total: Budget, spent: Spent) -> Fraction:
     """What ``spent`` uses of ``total`` in its unit: the total less what is still left."""
+    if total.kind == "pure" or (total.kind == "approx" and spent.rho == 0):
+        return min(spent.epsilon, total.eps)  # spending.remaining's, without a Budget per step
+    if total.kind == "zcdp":
+        return min(spent.rho, total.rho or Fraction(0))
     return primary(total) - primary(spending.remaining(total, spent))
 
 
