@@ -1,9 +1,10 @@
 """The engines every cross-engine test runs on (import as ``harness``).
 
-One small class per engine turns an Arrow table (plus, for DuckDB, casts into types Arrow and
-Parquet cannot carry: HUGEINT, UUID, INTERVAL…) into a :class:`veil.Session` over a table
-``t``. A new engine adds a class here and is then run by every test that iterates over
-:data:`HARNESSES` — the neighbouring-outcome test among them.
+One small class per engine turns an Arrow table (plus casts, in the engine's SQL, into types
+Arrow and Parquet cannot carry: DuckDB's HUGEINT, UUID, INTERVAL…, Spark's TIMESTAMP_NTZ and
+day-time INTERVAL) into a :class:`veil.Session` over a table ``t``. A new engine adds a class
+here and is then run by every test that iterates over :data:`HARNESSES` — the
+neighbouring-outcome test among them.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ class Harness(Protocol):
         tmp: Path,
         **options: Any,
     ) -> veil.Session:
-        """A session over ``table`` registered as ``t``; ``casts`` maps a column to a DuckDB SQL
-        expression of that column (``"CAST(g AS HUGEINT)"``); ``options`` go to the session."""
+        """A session over ``table`` registered as ``t``; ``casts`` maps a column to an
+        expression of that column in the engine's SQL (``"CAST(g AS HUGEINT)"``); ``options``
+        go to the session."""
         ...
 
 
@@ -66,13 +68,12 @@ class DuckDBHarness:
 
 
 class SparkHarness:
-    """Apache Spark (``local[2]``), over a Parquet file written from the Arrow table."""
+    """Apache Spark (``local[2]``), over a Parquet file written from the Arrow table (through
+    the casts, a DataFrame of it)."""
 
     name = "spark"
 
     def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
-        if casts:
-            return False  # DuckDB-only types
         for f in table.schema:
             kind = f.type
             if pa.types.is_timestamp(kind) and kind.unit == "ns":
@@ -87,7 +88,11 @@ class SparkHarness:
         spark = spark_session()
         path = tmp / f"t{next(_FILES)}.parquet"
         pq.write_table(table, path)
-        return veil.Session.spark(spark, {"t": str(path)}, **options)
+        if not casts:
+            return veil.Session.spark(spark, {"t": str(path)}, **options)
+        columns = [f"{casts[c]} AS `{c}`" if c in casts else f"`{c}`" for c in table.column_names]
+        frame = spark.read.parquet(str(path)).selectExpr(*columns)
+        return veil.Session.spark(spark, {"t": frame}, **options)
 
 
 class PostgresHarness:
