@@ -24,7 +24,7 @@ from veil.plan import (
     Scan,
     aggregate_of,
 )
-from veil.plan.nodes import Having, Limit, Project, Sort, SortKey
+from veil.plan.nodes import ColumnType, Having, Limit, Project, Sort, SortKey
 from veil.release.consistency import consistent_counts
 from veil.release.draw import Measured, measure
 from veil.release.estimators import check_models, column_models
@@ -174,6 +174,29 @@ def test_native_and_null_keys_are_released_as_they_are() -> None:
     assert decode_key("integer", 7) == 7
     assert decode_key("temporal", None) is None
     assert decode_key("temporal", "2024-01-31") == "2024-01-31"
+
+
+def test_keys_of_every_arrow_string_and_binary_form_convert_and_stay_apart() -> None:
+    """Dictionary-encoded, large and view strings, and binary of every width, convert for every
+    value: a string that is not UTF-8 keeps its bytes (never merging with another group) and
+    is released with them as \\xhh; a binary key as DuckDB writes a BLOB."""
+
+    def grouped(kind: ColumnType) -> Aggregate:
+        scan = Scan("people", (Field("user_id", "integer"), Field("state", kind)))
+        return Aggregate(scan, keys=(GroupKey("state"),), aggregates=(AggregateCall("n", "count"),))
+
+    bad = pa.array([b"\xff", b"\\xff", None], pa.binary()).view(pa.string())
+    agg = grouped("string")
+    views = (bad.cast(pa.large_string()), bad.cast(pa.string_view()))
+    for column in (bad, bad.dictionary_encode(), *views):
+        keys = group_keys(agg, pa.table({"__k0": column}), ["__k0"])
+        assert len(set(keys)) == 3
+        assert [released_key(agg, k) for k in keys] == [("\\xff",), ("\\xff",), (None,)]
+    binary = grouped("binary")
+    for kind in (pa.binary(2), pa.binary_view()):
+        blobs = pa.array([b"\x00a", b"\\x"], kind)
+        keys = group_keys(binary, pa.table({"__k0": blobs}), ["__k0"])
+        assert [released_key(binary, k) for k in keys] == [("\\x00a",), ("\\x5Cx",)]
 
 
 # ── models ───────────────────────────────────────────────────────────────────────────────────
