@@ -618,7 +618,11 @@ class Session:
         # Both depend only on the measurement and the table's schema: a pair that passed
         # once passes again, and is not re-checked.
         table = _table(agg)
-        checked = (self.engine.dialect, table, self.engine.schema(table), fp)
+        # the footers' stored types are not in the Arrow schema (a millisecond Parquet column
+        # reads as microseconds): an engine that refuses by them keys the memo by them too
+        unreadable = getattr(self.engine, "unreadable_columns", None)
+        stored = unreadable(table) if unreadable is not None else frozenset()
+        checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
         if checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)
             for tree in (probe.main, *(t for _, t in probe.quantiles)):

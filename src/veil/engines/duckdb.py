@@ -58,6 +58,7 @@ from veil.engines.declared import (
     try_cast,
     type_sql,
 )
+from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
 from veil.engines.lines import (
     MAX_LINE_BYTES,
     TextFormat,
@@ -180,6 +181,7 @@ class DuckDBEngine:
         self._con = connection if connection is not None else duckdb.connect()
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
+        self._footers: dict[str, tuple[str, frozenset[str]]] = {}
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
         # the schemas of file tables, with the file version they were read at
         self._file_schemas: dict[str, tuple[str, pa.Schema]] = {}
@@ -495,9 +497,32 @@ class DuckDBEngine:
             digest.update(f"{os.path.abspath(f)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
         return "files:" + digest.hexdigest()[:32]
 
+    def unreadable_columns(self, table: str) -> frozenset[str]:
+        """The columns (lower-cased) of ``table``'s Parquet files stored as millisecond
+        timestamps, which DuckDB's reader fails to convert for a value beyond the microsecond
+        range: read from the footers (no data row), again whenever the files change."""
+        self._known(table)
+        files = self._files.get(table)
+        if files is None:
+            return frozenset()
+        version = self.data_version(table)
+        seen = self._footers.get(table)
+        if seen is not None and seen[0] == version:
+            return seen[1]
+        found = millisecond_columns(files)
+        self._footers[table] = (version, found)
+        return found
+
     def check(self, query: exp.Expression) -> None:
         """Bind ``query`` without running it (no private value is read): a type or name error
         is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
+        named = {t.name.lower() for t in query.find_all(exp.Table)}
+        refuse_millisecond_reads(
+            query,
+            {t.lower(): self.unreadable_columns(t) for t in self._files if t.lower() in named},
+            "DuckDB",
+            whole_table=True,
+        )
         try:
             self._con.sql(to_sql(query, self.dialect))
         except duckdb.BinderException as exc:  # binding reads no rows: nothing here is data

@@ -57,6 +57,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.engines.base import Progress
 from veil.engines.declared import Declared, SchemaArg, match_columns, parse_schema, try_cast
+from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
 from veil.engines.lines import (
     MAX_LINE_BYTES,
     TextFormat,
@@ -142,6 +143,21 @@ def _read_path(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.format(_FILE_FORMATS.get(suffix, "parquet")).load(path)
 
 
+def _footer_handle(uri: str) -> object:
+    """A local path or a ``(filesystem, path)`` pair pyarrow opens ``uri`` (as Spark lists
+    it) with; the uri itself when pyarrow has no file system for it."""
+    if uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    try:
+        from pyarrow import fs
+
+        return fs.FileSystem.from_uri(uri)
+    except (OSError, pa.ArrowException):  # a scheme pyarrow cannot open
+        return uri
+
+
 def _column(name: str) -> exp.Column:
     return exp.column(exp.to_identifier(name, quoted=True))
 
@@ -185,6 +201,7 @@ class SparkEngine:
         self._views: dict[str, str] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
         self._declared: dict[str, dict[str, str]] = {}
+        self._footers: dict[Any, frozenset[str]] = {}
         for name, source in tables.items():
             key = name.lower()  # Spark resolves identifiers case-insensitively
             if key in self._frames:
@@ -452,6 +469,21 @@ class SparkEngine:
             stats[path] = f"{status.getLen()}:{status.getModificationTime()}"
         return stats
 
+    def unreadable_columns(self, table: str) -> frozenset[str]:
+        """The columns (lower-cased) of ``table``'s Parquet files stored as millisecond
+        timestamps, which Spark's reader fails to convert for a value beyond the microsecond
+        range: read from the files' footers (no data row), again whenever the files change."""
+        frame = self._frame(table)
+        files = sorted(frame.inputFiles())
+        stats = self._file_stats(files)
+        key = (table.lower(), tuple(files), None if stats is None else tuple(stats.items()))
+        if stats is not None and key in self._footers:
+            return self._footers[key]
+        found = millisecond_columns(_footer_handle(f) for f in files)
+        if stats is not None:
+            self._footers[key] = found
+        return found
+
     def sql(self, query: exp.Expression) -> str:
         """The Spark SQL text ``query`` runs as (table names replaced by private views)."""
         ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
@@ -484,6 +516,8 @@ class SparkEngine:
         charged."""
         errors = importlib.import_module("pyspark.errors")
         text = self.sql(query)
+        tables = {t.name.lower() for t in query.find_all(exp.Table)} & set(self._frames)
+        refuse_millisecond_reads(query, {t: self.unreadable_columns(t) for t in tables}, "Spark")
         try:
             with self._ansi_off():
                 self._spark.sql(text).schema  # noqa: B018 - forces analysis on Connect
