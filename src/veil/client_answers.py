@@ -11,6 +11,7 @@ from typing import Any
 
 from veil.accounting.budget import Budget
 from veil.errors import InvalidArgumentError, ServiceError
+from veil.release.explain import budget_line, explanation_lines
 from veil.release.result import ReleasedBars, Result, Usage
 
 __all__ = [
@@ -172,26 +173,10 @@ class Explanation:
 
     @property
     def budget_line(self) -> str:
-        if self.remaining is None:
-            return "no budget is granted to this analyst on this dataset"
-        verdict = "covers it" if self.covered else "does NOT cover it"
-        return f"remaining {self.remaining.precise()}: {verdict}"
+        return budget_line(self.remaining, self.covered)
 
     def __str__(self) -> str:
-        lines = [f"note: {n}" for n in self.notes]
-        lines.append(f"contribution bounding: {self.contribution}")
-        lines.append(f"cost: {self.cost}; {self.budget_line}")
-        lines.append("budget use:")
-        for u in self.usage:
-            lines.append(
-                f"  {u.measurement}: {u.mechanism}, {u.loss}; {u.sensitivity}; {u.noise}; "
-                f"used by {', '.join(u.used_by) or '-'}"
-            )
-        lines.append("expected 95% error bars:")
-        lines += [f"  {k}: {v}" for k, v in self.errors.items()]
-        lines.append("SQL sent to the engine:")
-        lines += [self.sql, *self.quantile_sql]
-        return "\n".join(lines)
+        return "\n".join(explanation_lines(self))
 
 
 @dataclass(frozen=True)
