@@ -6,20 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import veil
-from veil.cli import app
+from cli_support import invoke
 
 
 @pytest.fixture
 def ledger_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_grant_then_show_reports_the_grant_as_json(ledger_url: str) -> None:

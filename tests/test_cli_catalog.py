@@ -8,15 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
+from cli_support import invoke
 from veil import Budget, Catalog, Session
-from veil.cli import app
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture

@@ -10,15 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
 import veil
-from veil.cli import app
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+from cli_support import invoke
 
 
 @pytest.fixture

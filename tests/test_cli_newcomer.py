@@ -7,28 +7,14 @@ real ``veil`` entry point in a subprocess; the rest through typer's runner.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
 import veil
-from veil.cli import app
-
-
-def veil_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("veil")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "veil.cli"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, check=False)
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+from cli_support import invoke, veil_cli
 
 
 @pytest.fixture

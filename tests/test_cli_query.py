@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import veil
 import veil.cli
 import veil.session
+from cli_support import invoke
 from veil.cli import app
 
 STATES = ["CA", "NY", "TX"]
@@ -35,11 +36,6 @@ def people(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pq.write_table(table, path)
     pacsv.write_csv(table, path.with_suffix(".csv"))
     return path
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 GROUPED = "SELECT state, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY state"

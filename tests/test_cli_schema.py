@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from veil.cli import app, merge_schemas, parse_columns, parse_schema_files
+from cli_support import invoke
+from veil.cli import merge_schemas, parse_columns, parse_schema_files
 from veil.errors import InvalidArgumentError
 
 SUM = "SELECT SUM(income) AS s FROM people"
@@ -20,11 +20,6 @@ def people(tmp_path: Path) -> Path:
     rows = "".join(f"{i},{i % 50},2001-02-0{1 + i % 9}\n" for i in range(200))
     path.write_text("uid,income,born\n" + rows)
     return path
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def ask(

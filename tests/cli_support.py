@@ -1,0 +1,25 @@
+"""Running the ``veil`` command line in tests: in this process (typer's runner) or as the
+installed program."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from veil.cli import app
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    """``veil ARGS…`` in this process: (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def veil_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``veil ARGS…`` as a program: the venv's ``veil`` script, else ``python -m veil.cli``."""
+    exe = Path(sys.executable).with_name("veil")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "veil.cli"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, check=False)
