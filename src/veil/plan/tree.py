@@ -11,7 +11,7 @@ import pyarrow as pa
 from veil.errors import UnsupportedQueryError
 from veil.plan.nodes import Aggregate, ColumnType, Field, Plan
 
-__all__ = ["aggregate_of", "fields_from_arrow", "replace_aggregate"]
+__all__ = ["aggregate_of", "fields_from_arrow", "is_binary", "is_text", "replace_aggregate"]
 
 
 def aggregate_of(plan: Plan) -> Aggregate:
@@ -52,21 +52,25 @@ def _column_type(t: pa.DataType) -> ColumnType:
         return "integer"
     if pa.types.is_floating(t) or pa.types.is_decimal(t):
         return "real"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_string_view(t):
+    if is_text(t):
         return "string"
     if pa.types.is_temporal(t):
         return "temporal"
-    if _is_binary(t):
+    if is_binary(t):
         return "binary"
     return "other"
 
 
-def _is_string_view(t: pa.DataType) -> bool:
-    check = getattr(pa.types, "is_string_view", None)  # pyarrow ≥ 16
-    return bool(check(t)) if check is not None else False
+def is_text(t: pa.DataType) -> bool:
+    """Whether ``t`` is an Arrow string type (plain, large or view)."""
+    view = getattr(pa.types, "is_string_view", None)  # pyarrow ≥ 16
+    return bool(
+        pa.types.is_string(t) or pa.types.is_large_string(t) or (view is not None and view(t))
+    )
 
 
-def _is_binary(t: pa.DataType) -> bool:
+def is_binary(t: pa.DataType) -> bool:
+    """Whether ``t`` is an Arrow binary type (plain, large, fixed-size or view)."""
     view = getattr(pa.types, "is_binary_view", None)  # pyarrow ≥ 16
     return bool(
         pa.types.is_binary(t)

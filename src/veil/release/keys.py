@@ -34,6 +34,7 @@ import pyarrow as pa
 from veil.compile.lower import key_transport
 from veil.errors import InternalError
 from veil.plan.nodes import Aggregate, ColumnType, KeyValue
+from veil.plan.tree import is_binary, is_text
 
 __all__ = ["blob_text", "decode_key", "group_keys", "released_key"]
 
@@ -70,33 +71,14 @@ def _arrived(column: pa.ChunkedArray) -> list[KeyValue]:
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
         kind = column.type
-    if _is_text(kind):
+    if is_text(kind):
         raw = column.cast(pa.large_binary()).to_pylist()
         return [None if v is None else v.decode("utf-8", "surrogateescape") for v in raw]
     values = column.to_pylist()
-    if _is_bytes(kind):
+    if is_binary(kind):
         return [None if v is None else blob_text(v) for v in values]
     out: list[KeyValue] = values
     return out
-
-
-def _is_text(kind: pa.DataType) -> bool:
-    view = getattr(pa.types, "is_string_view", None)  # pyarrow ≥ 16
-    return bool(
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or (view is not None and view(kind))
-    )
-
-
-def _is_bytes(kind: pa.DataType) -> bool:
-    view = getattr(pa.types, "is_binary_view", None)  # pyarrow ≥ 16
-    return bool(
-        pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or pa.types.is_fixed_size_binary(kind)
-        or (view is not None and view(kind))
-    )
 
 
 def decode_key(kind: ColumnType, value: KeyValue) -> KeyValue:
