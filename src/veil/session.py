@@ -38,7 +38,14 @@ from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
-from veil.engines.base import DeclaredTypes, Engine, Progress, ProgressReporting, SchemaNotes
+from veil.engines.base import (
+    DeclaredTypes,
+    Engine,
+    Progress,
+    ProgressReporting,
+    SchemaNotes,
+    StoredTypes,
+)
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -620,8 +627,11 @@ class Session:
         table = _table(agg)
         # the footers' stored types are not in the Arrow schema (a millisecond Parquet column
         # reads as microseconds): an engine that refuses by them keys the memo by them too
-        unreadable = getattr(self.engine, "unreadable_columns", None)
-        stored = unreadable(table) if unreadable is not None else frozenset()
+        stored = (
+            self.engine.unreadable_columns(table)
+            if isinstance(self.engine, StoredTypes)
+            else frozenset()
+        )
         checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
         if checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)

@@ -20,7 +20,14 @@ from typing import Protocol, runtime_checkable
 import pyarrow as pa
 from sqlglot import exp
 
-__all__ = ["DeclaredTypes", "Engine", "Progress", "ProgressReporting", "SchemaNotes"]
+__all__ = [
+    "DeclaredTypes",
+    "Engine",
+    "Progress",
+    "ProgressReporting",
+    "SchemaNotes",
+    "StoredTypes",
+]
 
 Progress = Callable[[float | None], None]
 """A progress callback: ``None`` while the engine cannot tell, then fractions of the query done
@@ -101,6 +108,19 @@ class ProgressReporting(Protocol):
         unchanged; an exception raised by ``progress`` stops the reports and is raised after
         the query ends. The result is the same as ``execute(query)``'s.
         """
+        ...
+
+
+@runtime_checkable
+class StoredTypes(Protocol):
+    """An engine that refuses, in ``check``, columns by how a file stores them rather than by
+    their Arrow type (optional, besides :class:`Engine`): a Parquet TIMESTAMP in milliseconds
+    reads as microseconds but overflows converting a far value, so the refusal depends on what
+    the schema hides, and whatever remembers a passed check must key it by these too."""
+
+    def unreadable_columns(self, table: str) -> frozenset[str]:
+        """The columns (lower-cased) of ``table`` that ``check`` refuses to read, from the
+        files' metadata alone (no data row)."""
         ...
 
 
