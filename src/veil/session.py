@@ -654,7 +654,7 @@ class Session:
         )
         try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)
-            salt = int.from_bytes(src.random_bytes(8), "big") >> 1
+            salt = self._salt(src)
             lowered = lower(agg, sql_dialect, salt=salt)
         except BaseException:
             reservation.refund()
@@ -676,7 +676,7 @@ class Session:
             buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
-            measured: Measured | None = measure(agg, exact, counts, src, private=is_private(chosen))
+            measured: Measured | None = self._measure(compiled, agg, exact, counts, src, chosen)
         except Exception as exc:
             measured, failure = None, exc
         result: Result | None = None
@@ -704,6 +704,25 @@ class Session:
             )
         reservation.commit(measured.to_json() if measured is not None else None)
         return result
+
+    # the two seams veil.audit.query overrides (a data-owner tool, never a DP release): the
+    # same bounding salt on both neighbours, and the exact statistics the noise is added to
+    def _salt(self, source: RandomSource) -> int:
+        """The secret per-query salt of contribution bounding (63 random bits)."""
+        return int.from_bytes(source.random_bytes(8), "big") >> 1
+
+    def _measure(
+        self,
+        compiled: Plan,
+        agg: Aggregate,
+        exact: Mapping[Key, Mapping[str, int]],
+        counts: Mapping[str, Mapping[Key, Mapping[int, int]]],
+        source: RandomSource,
+        chosen: RandomSource | None,
+    ) -> Measured:
+        """The measurement of ``agg`` (:func:`veil.release.draw.measure`) from the exact
+        statistics the engine returned; ``chosen`` is the caller's source, if any."""
+        return measure(agg, exact, counts, source, private=is_private(chosen))
 
     def explain(
         self,
