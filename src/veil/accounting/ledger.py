@@ -23,12 +23,13 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting import records, spending
@@ -57,7 +58,7 @@ from veil.errors import (
     ReservationStateError,
 )
 
-__all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation"]
+__all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation", "Standing"]
 
 logger = logging.getLogger("veil.ledger")
 
@@ -153,6 +154,28 @@ class _HitLog:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
         self.flush()
+
+
+# built once: a statement made per call costs more than SQLite takes to run it
+_STANDING = (
+    select(budgets, datasets.c.spec)
+    .select_from(budgets.outerjoin(datasets, datasets.c.name == budgets.c.dataset))
+    .where(budgets.c.analyst == bindparam("analyst"), budgets.c.dataset == bindparam("dataset"))
+)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """An analyst's grant on a dataset as one read saw it (see :meth:`Ledger.standing`)."""
+
+    granted: Budget
+    spent: Spent
+    spec: str | None  # the dataset's catalog entry (JSON), None when it is not in the catalog
+
+    @property
+    def remaining(self) -> Budget:
+        """What may still be spent (``veil.accounting.spending.remaining``)."""
+        return spending.remaining(self.granted, self.spent)
 
 
 class Ledger:
@@ -434,6 +457,16 @@ class Ledger:
                 )
             ).first()
         return found is not None
+
+    def standing(self, analyst: str, dataset: str) -> Standing | None:
+        """``analyst``'s grant on ``dataset``, what it has spent, and the dataset's catalog
+        entry (JSON, or None), in one snapshot read; None when there is no grant. The
+        service's per-request read: one statement instead of three transactions."""
+        with self._tx(read=True) as conn:
+            row = conn.execute(_STANDING, {"analyst": analyst, "dataset": dataset}).one_or_none()
+        if row is None:
+            return None
+        return Standing(self._granted(row), self._spent(row), row.spec)
 
     def granted(self, analyst: str, dataset: str) -> Budget:
         """The total granted to ``analyst`` on ``dataset``."""
@@ -791,6 +824,29 @@ class Ledger:
         ``HIT_FLUSH_S`` seconds by a background thread, several hits in one transaction: a
         hit costs nothing, so a process killed in that window loses only the record that
         an already released answer was shown again, never a charge."""
+        text = self._hit(analyst, dataset, fingerprint, data_version, loss)
+        if text is None:
+            return None
+        result: dict[str, Any] = json.loads(text)
+        return result
+
+    def shown_again(
+        self,
+        analyst: str,
+        dataset: str,
+        *,
+        fingerprint: str,
+        data_version: str,
+        loss: Budget,
+    ) -> bool:
+        """Record a cache hit as :meth:`cached_answer` does, for a caller that kept the answer
+        it showed (the service's): whether there is such an answer (False: nothing recorded)."""
+        return self._hit(analyst, dataset, fingerprint, data_version, loss) is not None
+
+    def _hit(
+        self, analyst: str, dataset: str, fingerprint: str, data_version: str, loss: Budget
+    ) -> str | None:
+        """The cached answer's JSON text, its hit recorded (or queued); None without one."""
         _name(analyst, "analyst")
         _name(dataset, "dataset")
         _name(fingerprint, "fingerprint")
@@ -837,8 +893,7 @@ class Ledger:
         else:
             with self._tx() as conn:  # the hit, recorded in the history before the answer is out
                 conn.execute(insert(events).values(**event))
-        result: dict[str, Any] = json.loads(text)
-        return result
+        return text
 
     def flush_cache_hits(self) -> None:
         """Write the cache hits queued by this process (``defer_cache_hits=True``) now."""

@@ -31,6 +31,7 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger
     from veil.engines.base import Engine
 
-__all__ = ["Catalog", "Dataset", "Source", "SourceKind", "config_ledger_url"]
+__all__ = ["Catalog", "Dataset", "Source", "SourceKind", "config_ledger_url", "parse_entry"]
 
 SourceKind = Literal["file", "duckdb", "postgres", "spark"]
 KeyValue = str | int | float | bool | None
@@ -228,6 +229,13 @@ class Dataset:
             )
 
 
+@lru_cache(maxsize=256)
+def parse_entry(spec: str) -> Dataset:
+    """The dataset a catalog entry (its JSON text, as the ledger stores it) describes. The
+    same text always describes the same (immutable) dataset, so each is parsed once."""
+    return Dataset.from_json(json.loads(spec))
+
+
 def _limit(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
@@ -370,11 +378,11 @@ class Catalog:
         spec = self.ledger.get_dataset(name)
         if spec is None:
             raise UnknownDatasetError(f"no dataset {name!r} in the catalog")
-        return Dataset.from_json(json.loads(spec))
+        return parse_entry(spec)
 
     def datasets(self) -> list[Dataset]:
         """Every registered dataset, by name."""
-        return [Dataset.from_json(json.loads(s)) for _, s in self.ledger.list_datasets()]
+        return [parse_entry(s) for _, s in self.ledger.list_datasets()]
 
     def remove(self, name: str) -> None:
         """Unregister ``name`` (its grants, charges and cap stay in the ledger: re-adding it

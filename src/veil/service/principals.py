@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting.records import now
@@ -211,9 +211,7 @@ class Principals:
         with self.engine.connect() as conn:
             conn.info[READ_ONLY] = True  # a lock-free snapshot read (no BEGIN IMMEDIATE)
             try:
-                r = conn.execute(
-                    select(principals).where(principals.c.key_hash == digest).limit(1)
-                ).first()
+                r = conn.execute(_BY_KEY, {"digest": digest}).first()
                 conn.rollback()
             finally:
                 conn.info.pop(READ_ONLY, None)
@@ -222,6 +220,10 @@ class Principals:
         if r.revoked_at is not None:
             return None
         return _principal(r.name, r.role, r.created_at, r.revoked_at)
+
+
+# built once: a statement made per request costs more than the database takes to run it
+_BY_KEY = select(principals).where(principals.c.key_hash == bindparam("digest")).limit(1)
 
 
 def _principal(name: str, role: str, created: str, revoked: str | None) -> Principal:
