@@ -170,4 +170,5 @@ def finish(
         models={c.alias: c for c in models},
         noise={n.name: n for n in noise_by_name.values() if family(n.mechanism).additive},
         private=measured.private,
+        charged=agg.budget,
     )

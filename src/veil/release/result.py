@@ -82,6 +82,8 @@ class Result:
     ``error_bars(level)`` the half-widths at ``level`` (same shape, ``None`` for group keys and
     quantiles); ``cost`` what the query was charged (zero for a cached answer); ``usage`` what
     each part of the budget paid for; ``cached`` whether the answer came from the ledger cache;
+    ``charged`` the loss its measurement was charged when first released (for a cached answer,
+    what that first query paid; None where unknown, as in an answer from a service);
     ``private`` is False when its noise was drawn from a caller-supplied random source (a
     seeded one, for tests): such an answer can be replayed and protects nothing, and its
     printout and JSON say so.
@@ -106,6 +108,7 @@ class Result:
     noise: Mapping[str, NoiseModel] = field(default_factory=dict, repr=False)
     released_bars: ReleasedBars | None = field(default=None, repr=False)
     remaining: Budget | None = None
+    charged: Budget | None = field(default=None, repr=False, compare=False)
 
     @property
     def rows(self) -> list[list[Any]]:
