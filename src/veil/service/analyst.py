@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
+from veil.accounting.ledger import Standing
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
@@ -32,11 +33,19 @@ from veil.errors import InvalidArgumentError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
 from veil.service import responses as out
+from veil.service.hot import hot_key
 from veil.service.models import ExplainRequest, PlanBody, QueryRequest
 from veil.service.principals import Principal
 from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
 from veil.service.responses import ok
-from veil.service.state import ServiceState, arrival, caller, state_of
+from veil.service.state import (
+    ServiceState,
+    arrival,
+    authenticated,
+    bearer_key,
+    caller,
+    state_of,
+)
 from veil.session import Session
 
 __all__ = ["router"]
@@ -44,6 +53,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1", tags=["analyst"])
 
 Caller = Annotated[Principal, Depends(caller)]
+BearerKey = Annotated[str, Depends(bearer_key)]
 _AUTH = (401, 429, 500, 503)  # what every endpoint here may answer: no key, rate, failures
 Answer = tuple[int, dict[str, Any]]
 
@@ -179,8 +189,16 @@ def _built(session: Session, table: str, plan: PlanBody) -> Builder:
     return q
 
 
-def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
-    """Answer ``body``: released values, error bars, cost and what is left."""
+def _run_query(
+    state: ServiceState,
+    who: Principal,
+    ds: Dataset,
+    body: QueryRequest,
+    standing: Standing | None = None,
+) -> Answer:
+    """Answer ``body``: released values, error bars, cost and what is left. With the
+    ``standing`` read that found ``ds``, a cached answer's body is kept for
+    :func:`_shown_again`."""
 
     def ask(session: Session) -> dict[str, Any]:
         if body.plan is not None:
@@ -192,9 +210,33 @@ def _run_query(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequ
             result = session.sql(body.sql, consistent=body.consistent, **_options(body))
         remaining = session.remaining()
         state.metrics.query(ds.name, cached=result.cached)
-        return result_payload(result, remaining=remaining)
+        payload = result_payload(result, remaining=remaining)
+        if standing is not None and result.cached and result.charged is not None:
+            key = hot_key(who.name, standing, body, session.engine.data_version(ds.name))
+            state.hot.remember(key, payload, fingerprint=result.fingerprint, loss=result.charged)
+        return payload
 
     return _answered(state, who, ds, body, ask)
+
+
+def _shown_again(
+    state: ServiceState, who: Principal, ds: Dataset, standing: Standing, body: QueryRequest
+) -> Answer | None:
+    """The cached answer this worker showed for the same request, grant, catalog entry and
+    data version, shown again (its hit recorded), or None: see :mod:`veil.service.hot`.
+    Anything unexpected is None too: the full path then answers or refuses as it would."""
+    try:
+        with state.engines.borrow(ds) as engine:
+            version = engine.data_version(ds.name)
+        payload = state.hot.answer(
+            state.ledger, hot_key(who.name, standing, body, version), who.name, ds, standing
+        )
+    except Exception:
+        return None
+    if payload is None:
+        return None
+    state.metrics.query(ds.name, cached=True)
+    return 200, payload
 
 
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
@@ -286,13 +328,14 @@ _QUERY_RESPONSES: dict[int | str, dict[str, Any]] = {
 async def query(
     request: Request,
     body: QueryRequest,
-    who: Caller,
+    key: BearerKey,
     run_async: Annotated[bool, _ASYNC] = False,
 ) -> JSONResponse:
     state = state_of(request)
     start = arrival(request)
-    _check_sql(state, body)
     if run_async:
+        who = await state.run(lambda: authenticated(request, key))
+        _check_sql(state, body)
         ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
         deadline = start + ds.min_response_ms / 1000
         job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
@@ -301,11 +344,17 @@ async def query(
         return _accepted(request, job_id)
     # the grant check and the query in one hand-over to a query thread (a not-found raised
     # there answers as from the check alone: before any session, unpadded)
+    identified: list[Principal] = []
     granted: list[Dataset] = []
 
     def check_then_run() -> Answer:
-        granted.append(state.granted_dataset(who, body.dataset))
-        return _run_query(state, who, granted[0], body)
+        who = authenticated(request, key)
+        identified.append(who)
+        _check_sql(state, body)
+        ds, standing = state.standing(who, body.dataset)
+        granted.append(ds)
+        again = _shown_again(state, who, ds, standing, body)
+        return again if again is not None else _run_query(state, who, ds, body, standing)
 
     future = state.pool.submit(check_then_run)
     try:
@@ -313,6 +362,12 @@ async def query(
             asyncio.shield(asyncio.wrap_future(future)), state.config.limits.query_timeout_s
         )
     except TimeoutError:
+        if not identified:  # still queued: the job checks the key (and its rate) when it starts
+            found = await state.run(lambda: state.principals.authenticate(key))
+            if found is None:
+                raise Problem("unauthorized", "the API key is no longer live") from None
+            identified.append(found)
+        who = identified[0]
         ds = (
             granted[0]
             if granted

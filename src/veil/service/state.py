@@ -15,18 +15,18 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from veil.accounting.ledger import Ledger
-from veil.catalog import Catalog, Dataset
+from veil.accounting.ledger import Ledger, Standing
+from veil.catalog import Catalog, Dataset, parse_entry
 from veil.engines.base import Engine
-from veil.errors import UnknownDatasetError
 from veil.service.config import ServiceConfig
+from veil.service.hot import HotAnswers
 from veil.service.jobs import JobStore
 from veil.service.metrics import Metrics
 from veil.service.principals import Principal, Principals
 from veil.service.problems import Problem
 from veil.service.ratelimit import RateLimiter
 
-__all__ = ["ServiceState", "admin", "caller", "state_of"]
+__all__ = ["ServiceState", "admin", "authenticated", "bearer_key", "caller", "state_of"]
 
 T = TypeVar("T")
 
@@ -95,6 +95,7 @@ class ServiceState:
         default_factory=lambda: ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="veil-query")
     )
     engines: EnginePool = field(init=False)
+    hot: HotAnswers = field(default_factory=HotAnswers)
 
     def __post_init__(self) -> None:
         self.engines = EnginePool(self.catalog)
@@ -112,12 +113,15 @@ class ServiceState:
     def granted_dataset(self, who: Principal, name: str) -> Dataset:
         """The catalog dataset ``name`` if ``who`` holds a grant on it; otherwise the same
         ``not-found`` problem whether it exists or not (no enumeration)."""
-        if not self.ledger.has_grant(who.name, name):
+        return self.standing(who, name)[0]
+
+    def standing(self, who: Principal, name: str) -> tuple[Dataset, Standing]:
+        """The catalog dataset ``name`` and ``who``'s grant on it, in one read; the same
+        ``not-found`` problem without a grant or without such a dataset (no enumeration)."""
+        standing = self.ledger.standing(who.name, name)
+        if standing is None or standing.spec is None:
             raise Problem("not-found", "no such dataset")
-        try:
-            return self.catalog.dataset(name)
-        except UnknownDatasetError:
-            raise Problem("not-found", "no such dataset") from None
+        return parse_entry(standing.spec), standing
 
     async def run(self, fn: Callable[[], T]) -> T:
         """``fn()`` in the query thread pool (the event loop stays free)."""
@@ -145,18 +149,38 @@ def _bearer(request: Request) -> str | None:
     return token.strip() or None
 
 
+_UNAUTHORIZED = (
+    "send a live API key as `Authorization: Bearer <key>` (an administrator creates one with "
+    "`veil admin analyst add NAME`)"
+)
+
+
 def caller(request: Request) -> Principal:
     """The authenticated principal of ``request`` (a dependency); 401 without a live key,
     429 past its rate limit."""
-    state = state_of(request)
+    return authenticated(request, _key(request))
+
+
+async def bearer_key(request: Request) -> str:
+    """The API key ``request`` carries (a dependency that reads no database: the query route
+    checks the key in the same hand-over to a query thread as the query); 401 without one."""
+    return _key(request)
+
+
+def _key(request: Request) -> str:
     key = _bearer(request)
-    who = None if key is None else state.principals.authenticate(key)
+    if key is None:
+        raise Problem("unauthorized", _UNAUTHORIZED)
+    return key
+
+
+def authenticated(request: Request, key: str) -> Principal:
+    """The live principal whose key is ``key`` (401 otherwise), within its rate limit (429
+    past it); a database read."""
+    state = state_of(request)
+    who = state.principals.authenticate(key)
     if who is None:
-        raise Problem(
-            "unauthorized",
-            "send a live API key as `Authorization: Bearer <key>` (an administrator creates "
-            "one with `veil admin analyst add NAME`)",
-        )
+        raise Problem("unauthorized", _UNAUTHORIZED)
     wait = state.limiter.take(who.name)
     if wait is not None:
         raise Problem(
