@@ -52,3 +52,41 @@ def test_a_cache_hit_is_recorded_after_a_lock_free_lookup(tmp_path: Path) -> Non
     events = [e.event for e in ledger.history("alice", "people")]
     assert events == ["grant", "charge", "alert", "cache_hit"]  # the 50 % alert
     assert ledger.remaining("alice", "people") == Budget(epsilon="0.5")
+
+
+def test_standing_is_the_grant_its_spending_and_the_catalog_entry_in_one_read(
+    ledger: Ledger,
+) -> None:
+    ledger.grant("alice", "people", Budget(epsilon=1, delta="1/1000"))
+    ledger.grant("alice", "elsewhere", Budget(epsilon=1))
+    ledger.put_dataset("people", '{"name": "people"}')
+    ledger.reserve("alice", "people", Budget(epsilon="0.25"), fingerprint="q").commit()
+    people = ledger.standing("alice", "people")
+    assert people is not None
+    assert (people.granted, people.spent) == (
+        ledger.granted("alice", "people"),
+        ledger.spent("alice", "people"),
+    )
+    assert people.remaining == ledger.remaining("alice", "people")
+    assert people.spec == '{"name": "people"}'
+    elsewhere = ledger.standing("alice", "elsewhere")  # granted, not in the catalog
+    assert elsewhere is not None
+    assert elsewhere.spec is None
+    assert ledger.standing("bob", "people") is None
+    assert ledger.standing("alice", "nowhere") is None
+
+
+def test_shown_again_records_a_hit_only_for_an_answer_the_ledger_holds(ledger: Ledger) -> None:
+    loss = Budget(epsilon="0.25")
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    ledger.reserve("alice", "people", loss, fingerprint="q", data_version="v").commit({"n": 1})
+
+    def hits() -> int:
+        return sum(r.event == "cache_hit" for r in ledger.history("alice", "people"))
+
+    shown = {"fingerprint": "q", "data_version": "v", "loss": loss}
+    assert ledger.shown_again("alice", "people", **shown)
+    assert hits() == 1
+    assert not ledger.shown_again("alice", "people", **{**shown, "data_version": "w"})
+    assert not ledger.shown_again("alice", "people", **{**shown, "loss": Budget(epsilon=1)})
+    assert hits() == 1
