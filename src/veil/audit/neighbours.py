@@ -201,7 +201,9 @@ def _pull(column: pa.ChunkedArray, bounds: ColumnBounds) -> np.ndarray:
         pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
     ):
         return np.zeros(len(column))
-    x = np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
+    x = np.asarray(
+        pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=float
+    )
     mid = float(bounds.midpoint)
     clamped = np.clip(np.nan_to_num(x, nan=mid), float(bounds.lower), float(bounds.upper))
     return np.asarray(np.abs(clamped - mid) / float(bounds.radius), dtype=float)

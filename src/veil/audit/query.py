@@ -59,11 +59,17 @@ from veil.audit.query_runs import (
     releases,
     run,
 )
-from veil.audit.query_stats import binomial_lower, binomial_upper, detectable, epsilon_lower_bound
+from veil.audit.query_stats import (
+    binomial_lower,
+    binomial_upper,
+    detectable,
+    epsilon_lower_bound,
+    significantly_below,
+)
 from veil.engines.duckdb import DuckDBEngine
 from veil.errors import InvalidArgumentError
 from veil.plan.nodes import Aggregate, as_fraction
-from veil.random import system_source
+from veil.random import RandomSource, system_source
 
 __all__ = ["NOT_DP", "CellBound", "Coverage", "NeighbourAudit", "QueryAudit", "query"]
 
@@ -350,7 +356,7 @@ def _coverage(
                 (lo, hi),
                 None if raw is None else rk,
                 None if raw is None else rn,
-                failed=n > 0 and hi < level,
+                failed=significantly_below(k, n, level, 1 - (1 - confidence) / 2),
             )
         )
     return out
@@ -373,6 +379,7 @@ def query(
     confidence: float = 0.95,
     level: float = 0.95,
     progress: Progress | None = None,
+    source: RandomSource | None = None,
 ) -> QueryAudit:
     """Audit ``sql`` on ``tables`` at its claimed (``epsilon``, ``delta``) — see the module
     docstring. NOT differentially private: the data owner's tool.
@@ -382,7 +389,8 @@ def query(
     :meth:`veil.Session.local`; ``releases_per_side`` releases are drawn on D and on each
     neighbour; ``confidence`` is the whole audit's (its false-alarm rate is at most
     1 − confidence); ``level`` the error bars' confidence level; ``progress(done, total)`` is
-    called as releases are drawn.
+    called as releases are drawn; ``source`` a seeded random source for repeatable tests
+    (default: the operating system's CSPRNG, for the salt and every release).
     """
     if neighbours_of != "auto":
         raise InvalidArgumentError(f"neighbours must be 'auto', got {neighbours_of!r}")
@@ -398,7 +406,7 @@ def query(
     eps = as_fraction(epsilon, "epsilon")
     dlt = None if delta is None else as_fraction(delta, "delta")
     sources = _check_tables(tables)
-    salt = int.from_bytes(system_source().random_bytes(8), "big") >> 1
+    salt = int.from_bytes((source or system_source()).random_bytes(8), "big") >> 1
     options: dict[str, Any] = {
         "privacy_unit": privacy_unit,
         "bounds": dict(bounds or {}),
@@ -409,7 +417,7 @@ def query(
     given = run(sources, sql, salt=salt, epsilon=eps, delta=dlt, options=options, schema=schema)
     data = _read(sources, schema)
     base = run(data, sql, salt=salt, epsilon=eps, delta=dlt, options=options)
-    notes: list[str] = []
+    notes: list[str] = [f"veil warns: {w}" for w in given.advice]
     if given.outcome != base.outcome or dict(given.exact) != dict(base.exact):
         notes.append(
             "the table as given and as read into memory gave different outcomes or statistics: "
@@ -437,12 +445,12 @@ def query(
         if progress is not None:
             progress(done[0], total)
 
-    base_results = list(releases(base, releases_per_side, step=step))
+    base_results = list(releases(base, releases_per_side, step=step, source=source))
     base_cells = [cells_of(r, agg) for r in base_results]
     per_neighbour: list[tuple[Neighbour, Run, list[dict[Cell, Any]]]] = []
     for n, r in runs:
         cells = (
-            [cells_of(x, agg) for x in releases(r, releases_per_side, step=step)]
+            [cells_of(x, agg) for x in releases(r, releases_per_side, step=step, source=source)]
             if r.agg is not None
             else []
         )

@@ -21,6 +21,7 @@ makes, so each release is distributed exactly as a fresh run of the query would 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -81,6 +82,7 @@ class Run:
     exact: Exact = field(default_factory=dict)
     counts: Counts = field(default_factory=dict)
     result: Result | None = None
+    advice: tuple[str, ...] = ()  # the warnings veil gave (from the query alone)
 
 
 class _AuditSession(Session):
@@ -131,7 +133,9 @@ def run(
         raise InternalError("Session.local did not build the audit's session class")
     session.audit_salt = salt
     try:
-        result = session.sql(sql, epsilon=epsilon, delta=delta)
+        with warnings.catch_warnings(record=True) as caught:  # the query's advice: a note
+            warnings.simplefilter("always")
+            result = session.sql(sql, epsilon=epsilon, delta=delta)
     except QueryFailedError as exc:
         return Run(Outcome("failed", type(exc).__name__, str(exc)))
     except VeilError as exc:
@@ -146,18 +150,26 @@ def run(
         seen["exact"],
         seen["counts"],
         result,
+        tuple(dict.fromkeys(str(w.message) for w in caught)),
     )
 
 
-def releases(found: Run, count: int, *, step: Callable[[], None] | None = None) -> Iterator[Result]:
+def releases(
+    found: Run,
+    count: int,
+    *,
+    step: Callable[[], None] | None = None,
+    source: RandomSource | None = None,
+) -> Iterator[Result]:
     """``count`` fresh releases from ``found``'s exact statistics (module docstring); each
-    draws its noise from the operating system's CSPRNG. ``step`` is called after each."""
+    draws its noise from the operating system's CSPRNG (``source``: a seeded one, for
+    repeatable tests). ``step`` is called after each."""
     if found.agg is None or found.compiled is None:
         raise InvalidArgumentError("only a released run has statistics to draw releases from")
     agg, compiled = found.agg, found.compiled
     fingerprint = measurement_fingerprint(agg)
     for _ in range(count):
-        measured = measure(agg, found.exact, found.counts, system_source())
+        measured = measure(agg, found.exact, found.counts, source or system_source())
         yield finish(compiled, agg, measured, fingerprint)
         if step is not None:
             step()

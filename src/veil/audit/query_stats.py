@@ -36,6 +36,7 @@ __all__ = [
     "binomial_upper",
     "detectable",
     "epsilon_lower_bound",
+    "significantly_below",
 ]
 
 _THRESHOLDS = 64  # candidate thresholds per test (quantiles of the pooled first halves)
@@ -269,3 +270,10 @@ def detectable(epsilon: float, samples: int, confidence: float) -> float:
         else:
             lo = mid
     return hi
+
+
+def significantly_below(k: int, n: int, level: float, confidence: float) -> bool:
+    """Whether a coverage of ``k`` in ``n`` is significantly below ``level``: its one-sided
+    Clopper–Pearson upper bound at ``confidence`` is below ``level`` (a calibrated bar then
+    fails with probability at most 1 − confidence)."""
+    return n > 0 and binomial_upper(k, n, confidence) < level
