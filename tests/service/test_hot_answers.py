@@ -10,9 +10,12 @@ import time
 from fractions import Fraction
 from typing import Any
 
+import pytest
+
 import veil
 from service_support import SQL, Service, write_people
 from veil.catalog import Source
+from veil.service.state import ServiceState
 
 
 def _ask(service: Service, who: str = "alice", sql: str = SQL) -> tuple[int, dict[str, Any]]:
@@ -115,3 +118,18 @@ def test_a_changed_grant_is_answered_by_the_full_path(service: Service) -> None:
         Fraction(body["remaining"]["epsilon"])
         == service.ledger.remaining("alice", "people").epsilon
     )
+
+
+def test_an_answer_is_shown_again_from_a_query_thread_where_reads_are_round_trips(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the ledger is PostgreSQL the event loop reads nothing: the same answer is shown
+    again from the query thread, its hit recorded."""
+    monkeypatch.setattr(ServiceState, "ledger_reads_are_local", property(lambda _self: False))
+    hit = _shown_from_memory(service)
+    before = _hits(service)
+    code, again = _ask(service)
+    assert (code, again) == (200, hit)
+    assert _hits(service) == before + 1
+    service.client.app.state.veil.principals.revoke("alice")  # type: ignore[attr-defined]
+    assert _ask(service)[0] == 401

@@ -346,8 +346,25 @@ async def query(
     # there answers as from the check alone: before any session, unpadded)
     identified: list[Principal] = []
     granted: list[Dataset] = []
+    checked: list[Standing] = []
+    if state.ledger_reads_are_local and state.hot.holds(body):
+        # a request this worker answered from the cache before: answered on the event loop
+        # if it still is one (two local, lock-free reads), with no hand-over to a thread
+        identified.append(authenticated(request, key))
+        _check_sql(state, body)
+        ds, standing = state.standing(identified[0], body.dataset)
+        granted.append(ds)
+        checked.append(standing)
+        # the data version of a file is a stat; of a PostgreSQL or Spark table, a round trip
+        local = ds.source.kind in ("file", "duckdb")
+        again = _shown_again(state, identified[0], ds, standing, body) if local else None
+        if again is not None:
+            await _pad_until(start + ds.min_response_ms / 1000)
+            return _answer(*again)
 
     def check_then_run() -> Answer:
+        if checked:  # the key, the SQL and the grant were checked on the event loop
+            return _run_query(state, identified[0], granted[0], body, checked[0])
         who = authenticated(request, key)
         identified.append(who)
         _check_sql(state, body)

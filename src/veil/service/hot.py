@@ -21,7 +21,7 @@ and anything unexpected falls back to the full path, which gives its own answer 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +53,13 @@ def hot_key(who: str, standing: Standing, body: QueryRequest, data_version: str)
         who,
         standing.spec or "",
         records.loss_key(standing.granted),
-        body.model_dump_json(),
+        _request(body),
         data_version,
     )
+
+
+def _request(body: QueryRequest) -> str:
+    return body.model_dump_json()
 
 
 class HotAnswers:
@@ -64,8 +68,14 @@ class HotAnswers:
 
     def __init__(self, size: int = HOT_ANSWERS) -> None:
         self._shown: OrderedDict[Key, _Shown] = OrderedDict()
+        self._requests: Counter[str] = Counter()  # the request bodies of the keys kept
         self._size = size
         self._lock = threading.Lock()
+
+    def holds(self, body: QueryRequest) -> bool:
+        """Whether an answer to this request body (by anyone, on any version) is kept: a hint
+        read without the database; :meth:`answer` decides."""
+        return _request(body) in self._requests
 
     def __len__(self) -> int:
         with self._lock:
@@ -82,10 +92,19 @@ class HotAnswers:
             return
         kept = {k: v for k, v in payload.items() if k not in ("remaining", "dataset")}
         with self._lock:
+            if key not in self._shown:
+                self._requests[key[3]] += 1
             self._shown[key] = _Shown(kept, fingerprint, loss)
             self._shown.move_to_end(key)
             while len(self._shown) > self._size:
-                self._shown.popitem(last=False)
+                self._forget(next(iter(self._shown)))
+
+    def _forget(self, key: Key) -> None:
+        """Drop ``key`` (the lock held)."""
+        if self._shown.pop(key, None) is not None:
+            self._requests[key[3]] -= 1
+            if self._requests[key[3]] <= 0:
+                del self._requests[key[3]]
 
     def answer(
         self, ledger: Ledger, key: Key, who: str, ds: Dataset, standing: Standing
@@ -103,7 +122,7 @@ class HotAnswers:
             who, ds.name, fingerprint=shown.fingerprint, data_version=key[4], loss=shown.loss
         ):
             with self._lock:
-                self._shown.pop(key, None)
+                self._forget(key)
             return None
         body = dict(shown.payload)
         body["remaining"] = budget_json(standing.remaining)

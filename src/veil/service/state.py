@@ -101,6 +101,12 @@ class ServiceState:
         self.engines = EnginePool(self.catalog)
 
     @property
+    def ledger_reads_are_local(self) -> bool:
+        """Whether reading the ledger is a local, lock-free file read (SQLite in WAL mode), short
+        enough to do on the event loop; PostgreSQL reads are round trips, done in a thread."""
+        return self.ledger.url.startswith("sqlite")
+
+    @property
     def ledger(self) -> Ledger:
         return self.catalog.ledger
 
