@@ -30,8 +30,9 @@ What it runs, for SQL ``sql`` with claimed (ε, δ) (see :mod:`veil.audit.query_
 
 Verdict: FAIL if any outcome differs, any change exceeds its sensitivity, any ε (or δ) lower
 bound exceeds the claim, or a column's coverage is significantly below ``level``; INCONCLUSIVE
-if no violation was found but these samples could not have shown one of twice the claimed ε
-(:func:`veil.audit.query_stats.detectable`); PASS otherwise. PASS does not prove privacy.
+if no violation was found but these samples could not have shown a loss of twice the claimed
+ε (:func:`veil.audit.query_stats.detectable` above 2ε: raise ``releases_per_side``); PASS
+otherwise. PASS does not prove privacy.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ class QueryAudit:
             "delta": None if self.delta is None else float(self.delta),
             "releases_per_side": self.releases,
             "confidence": self.confidence,
-            "false_alarm_rate": 1 - self.confidence,
+            "false_alarm_rate": round(1 - self.confidence, 12),
             "tests": self.tests,
             "smallest_detectable_epsilon": self.detectable,
             "worst": None if worst is None else worst.__dict__,
@@ -513,9 +514,7 @@ def query(
     coverage = _coverage(base, base_results, raw, level, 1 - (1 - confidence) / (tests + 1), agg)
     power = detectable(float(eps), releases_per_side, each)
     failed = any(a.problems for a in audits) or any(c.failed for c in coverage)
-    verdict: Verdict = (
-        "FAIL" if failed else "INCONCLUSIVE" if power > 2 * float(eps) + 0.1 else "PASS"
-    )
+    verdict: Verdict = "FAIL" if failed else "INCONCLUSIVE" if power > 2 * float(eps) else "PASS"
     return QueryAudit(
         sql,
         eps,

@@ -1,0 +1,164 @@
+"""``veil audit query``: the command line of :func:`veil.audit.query.query` (thin: parse the
+options, run the audit with a progress bar on stderr, print the report, exit 0 PASS, 1 FAIL,
+2 INCONCLUSIVE). :func:`register` adds it to the ``veil audit`` group."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from veil.cli_errors import run as _run
+from veil.cli_errors import stderr as _stderr
+from veil.cli_options import (
+    OutputFormat,
+    merge_schemas,
+    parse_bounds,
+    parse_columns,
+    parse_delta,
+    parse_epsilon,
+    parse_schema_files,
+    parse_tables,
+)
+from veil.errors import InvalidArgumentError
+
+__all__ = ["audit_query", "register"]
+
+_Tables = Annotated[
+    list[str],
+    typer.Option("--table", "-t", help="A table as NAME=PATH (CSV or Parquet); repeatable."),
+]
+_Epsilon = Annotated[str, typer.Option("--epsilon", "-e", help="The claimed ε of the query.")]
+_Delta = Annotated[str | None, typer.Option("--delta", "-d", help="The claimed δ (e.g. 1e-6).")]
+_Unit = Annotated[
+    str | None,
+    typer.Option("--privacy-unit", "-u", help="The column naming the person; omit for rows."),
+]
+_Bounds = Annotated[
+    list[str] | None,
+    typer.Option("--bounds", "-b", help="Clamping bounds COLUMN=LOWER:UPPER; repeatable."),
+]
+_MaxGroups = Annotated[
+    int | None, typer.Option("--max-groups", help="Groups one unit may contribute to (L0).")
+]
+_MaxRows = Annotated[
+    int | None,
+    typer.Option("--max-rows-per-group", help="Rows one unit may contribute per group (L∞)."),
+]
+_Schema = Annotated[
+    list[str] | None,
+    typer.Option("--schema", help="Declared column types [TABLE=]FILE.json; repeatable."),
+]
+_Column = Annotated[
+    list[str] | None,
+    typer.Option("--column", help="A declared column type [TABLE.]COLUMN:TYPE; repeatable."),
+]
+_Buckets = Annotated[
+    int, typer.Option("--quantile-buckets", help="Candidates of a continuous quantile.")
+]
+_Releases = Annotated[
+    int, typer.Option("--releases", "-n", help="Releases drawn on D and on each neighbour.")
+]
+_Neighbours = Annotated[
+    str, typer.Option("--neighbours", help="How neighbouring datasets are built: auto.")
+]
+_Confidence = Annotated[
+    float,
+    typer.Option("--confidence", help="The audit's confidence (false-alarm rate: 1 − it)."),
+]
+_Format = Annotated[
+    OutputFormat, typer.Option("--format", "-f", help="table (people) or json (programs).")
+]
+
+
+@contextmanager
+def _progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar of the releases on stderr, only when stderr is a terminal."""
+    console = _stderr()
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    display = Progress(
+        "auditing: releases", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True,
+    )  # fmt: skip
+    task = display.add_task("releases", total=None)
+
+    def report(done: int, total: int) -> None:
+        display.update(task, total=total, completed=done)
+
+    with display:
+        yield report
+
+
+def audit_query(
+    sql: Annotated[str, typer.Argument(help="The SQL query to audit; - reads stdin.")],
+    table: _Tables,
+    epsilon: _Epsilon,
+    delta: _Delta = None,
+    privacy_unit: _Unit = None,
+    bounds: _Bounds = None,
+    max_groups: _MaxGroups = None,
+    max_rows_per_group: _MaxRows = None,
+    schema: _Schema = None,
+    column: _Column = None,
+    quantile_buckets: _Buckets = 1024,
+    releases: _Releases = 2000,
+    neighbours: _Neighbours = "auto",
+    confidence: _Confidence = 0.95,
+    fmt: _Format = OutputFormat.table,
+) -> None:
+    """Audit a query on your own data against its claimed ε (and δ), by sampling releases on
+    neighbouring datasets. NOT differentially private: it reads every row and its report
+    reveals the true values — for the data owner only. Exit code 0 PASS, 1 FAIL, 2
+    INCONCLUSIVE."""
+    from veil.audit.query import query
+
+    def go() -> int:
+        if fmt is OutputFormat.csv:
+            raise InvalidArgumentError("--format must be table or json for an audit, not csv")
+        if neighbours != "auto":
+            raise InvalidArgumentError(f"--neighbours must be auto, got {neighbours!r}")
+        tables = parse_tables(table)
+        if not tables:
+            raise InvalidArgumentError("give at least one table: --table people=people.csv")
+        names = list(tables)
+        declared = merge_schemas(
+            parse_schema_files(schema or [], names), parse_columns(column or [], names)
+        )
+        text = sys.stdin.read() if sql.strip() == "-" else sql
+        with _progress() as progress:
+            audit = query(
+                text,
+                tables,
+                epsilon=parse_epsilon(epsilon),
+                delta=parse_delta(delta),
+                privacy_unit=privacy_unit,
+                bounds=parse_bounds(bounds or []),
+                max_groups=max_groups,
+                max_rows_per_group=max_rows_per_group,
+                schema=declared or None,
+                quantile_buckets=quantile_buckets,
+                releases_per_side=releases,
+                confidence=confidence,
+                progress=progress,
+            )
+        if fmt is OutputFormat.json:
+            sys.stdout.write(json.dumps(audit.to_json(), ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write("\n".join(audit.lines()) + "\n")
+        return audit.exit_code
+
+    code = _run(go, fmt)
+    raise typer.Exit(code)
+
+
+def register(group: typer.Typer) -> None:
+    """Add ``query`` to the ``veil audit`` group."""
+    group.command("query")(audit_query)
