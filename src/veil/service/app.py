@@ -198,7 +198,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         config=config,
         catalog=catalog,
         principals=principals,
-        jobs=JobStore(principals.engine, ttl_s=config.limits.job_ttl_s),
+        jobs=JobStore(
+            principals.engine, ttl_s=config.limits.job_ttl_s, keep_s=config.limits.job_keep_s
+        ),
         limiter=RateLimiter(config.limits.rate_limit),
     )
     catalog.ledger.on_alert(state.metrics.alert)

@@ -10,6 +10,7 @@
     max_sql_chars = 20000       # longer SQL is refused (413)
     query_timeout_s = 30        # a query still running then answers 202 with its job URL
     job_ttl_s = 86400           # a job still "running" after this is reported lost
+    job_keep_s = 604800         # a job's stored answer is deleted this long after it ended
 
     [[datasets]]                # the catalog (veil.catalog.Catalog.load_toml), loaded at start
     name = "people"
@@ -45,6 +46,7 @@ class ServiceLimits:
     max_sql_chars: int = 20_000
     query_timeout_s: float = 30.0
     job_ttl_s: float = 86_400.0
+    job_keep_s: float = 604_800.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -53,6 +55,12 @@ class ServiceLimits:
                 raise InvalidArgumentError(
                     f"[service] {f.name} must be a positive number, got {value!r}"
                 )
+        if self.job_keep_s < self.job_ttl_s:
+            raise InvalidArgumentError(
+                f"[service] job_keep_s = {self.job_keep_s:g} is shorter than job_ttl_s = "
+                f"{self.job_ttl_s:g}: a job would be deleted while it may still finish; set "
+                f"job_keep_s = {self.job_ttl_s:g} or more"
+            )
 
     @staticmethod
     def from_toml(table: object) -> ServiceLimits:

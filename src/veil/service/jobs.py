@@ -8,7 +8,10 @@ A job is visible to its owner only; anyone else gets the same 404 as for an unkn
 is a random 128-bit token, so ids cannot be guessed either.
 
 A worker killed while a job runs leaves it ``running``; after ``job_ttl_s`` it is reported
-``lost`` (the ledger keeps whatever was reserved for it charged, as for any crash).
+``lost`` (the ledger keeps whatever was reserved for it charged, as for any crash). The table
+does not grow without bound: a job is deleted ``job_keep_s`` after it finished, or after it
+started if it never did (each new job deletes those due); its answer stays in the ledger's
+cache, so the same query asked again is answered free.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
+    delete,
     insert,
+    or_,
     select,
     update,
 )
@@ -82,14 +88,24 @@ class Job:
 class JobStore:
     """The jobs table of the ledger database behind ``engine`` (created if missing)."""
 
-    def __init__(self, engine: Engine, *, ttl_s: float) -> None:
+    def __init__(self, engine: Engine, *, ttl_s: float, keep_s: float = 604_800.0) -> None:
         self._engine = engine
         self._ttl = timedelta(seconds=ttl_s)
+        self._keep = timedelta(seconds=keep_s)
         _metadata.create_all(engine, checkfirst=True)
 
     def create(self, owner: str, dataset: str) -> str:
         job_id = token_hex(16)
+        due = (datetime.now(UTC) - self._keep).isoformat(timespec="microseconds")
         with self._engine.begin() as conn:
+            conn.execute(  # jobs ended (or started, if they never ended) longer ago than kept
+                delete(jobs).where(
+                    or_(
+                        and_(jobs.c.state == "done", jobs.c.finished_at < due),
+                        and_(jobs.c.state == "running", jobs.c.created_at < due),
+                    )
+                )
+            )
             conn.execute(
                 insert(jobs).values(
                     id=job_id, owner=owner, dataset=dataset, state="running", created_at=now()
