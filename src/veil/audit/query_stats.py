@@ -13,9 +13,13 @@ violation these samples could have shown.
   the samples of each side are cut in halves; on the first halves the event E is chosen among
   "absent" (the group was not released), "value ≥ t" and "value ≤ t" for thresholds t at
   quantiles of the pooled values, in both directions (D against D′ and D′ against D), as the
-  one whose first-half lower bound is largest; on the second halves, independent of that
-  choice, p_lo = binomial_lower(E on one side) and q_hi = binomial_upper(E on the other), each at
-  confidence 1 − α/2 (Bonferroni), and ε_lb = ln((p_lo − δ)/q_hi), δ_lb = p_lo − e^ε·q_hi.
+  one whose first-half lower bound is largest — and, for reachability (Mironov 2012: outputs
+  possible from one input and impossible from its neighbour), "the value lies on a grid of
+  2^e or coarser / finer" (:func:`lowest_bit`), which separates outputs whose float
+  granularity depends on the input (a float Laplace's low bits); on the second halves,
+  independent of that choice, p_lo = binomial_lower(E on one side) and q_hi =
+  binomial_upper(E on the other), each at confidence 1 − α/2 (Bonferroni), and
+  ε_lb = ln((p_lo − δ)/q_hi), δ_lb = p_lo − e^ε·q_hi.
   (ε, δ)-DP implies P(E | D) ≤ e^ε·P(E | D′) + δ for every event, so with probability at
   least 1 − α the bounds do not exceed the true ε and δ: the false-alarm rate of a FAIL is at
   most α = 1 − confidence.
@@ -36,6 +40,7 @@ __all__ = [
     "binomial_upper",
     "detectable",
     "epsilon_lower_bound",
+    "lowest_bit",
     "significantly_below",
 ]
 
@@ -133,13 +138,32 @@ class Bound:
     confidence: float
 
 
-Event = tuple[str, float]  # ("absent" | ">=" | "<=", threshold)
+Event = tuple[str, float]  # ("absent" | ">=" | "<=" | "lsb>=" | "lsb<=", threshold)
+
+
+def lowest_bit(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The exponent e of each value's least significant set bit (x = odd · 2^e): the finest
+    power-of-two grid it lies on; +inf for 0, NaN for NaN and ±inf. Exact (frexp and integer
+    arithmetic on the 53-bit significand)."""
+    x = np.asarray(values, dtype=float)
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x)
+    mantissa, exponent = np.frexp(x[ok])
+    significand = np.abs(mantissa * 2.0**53).astype(np.int64)  # exact: |mantissa| < 1
+    low = significand & -significand
+    with np.errstate(divide="ignore"):
+        bits = np.where(low > 0, np.log2(np.maximum(low, 1)), np.inf)
+    out[ok] = np.where(significand == 0, np.inf, exponent - 53 + bits)
+    return out
 
 
 def _hits(values: NDArray[np.float64], event: Event) -> int:
     kind, t = event
     if kind == "absent":
         return int(np.isnan(values).sum())
+    if kind.startswith("lsb"):
+        values = lowest_bit(values)
+        kind = kind[3:]
     if kind == ">=":
         return int((values >= t).sum())
     return int((values <= t).sum())
@@ -159,6 +183,9 @@ def _events(a: NDArray[np.float64], b: NDArray[np.float64]) -> list[Event]:
         qs = np.unique(np.quantile(present, np.linspace(0, 1, _THRESHOLDS + 1)))
         for t in qs:
             out += [(">=", float(t)), ("<=", float(t))]
+        bits = np.unique(lowest_bit(present))
+        for e in bits[np.isfinite(bits)][:_THRESHOLDS]:
+            out += [("lsb>=", float(e)), ("lsb<=", float(e))]
     return out
 
 
@@ -206,7 +233,11 @@ def _normal_quantile(p: float) -> float:
 
 def _describe(event: Event) -> str:
     kind, t = event
-    return "not released" if kind == "absent" else f"value {kind} {t:.6g}"
+    if kind == "absent":
+        return "not released"
+    if kind.startswith("lsb"):
+        return f"value on a grid of 2^{t:g} {'or coarser' if kind == 'lsb>=' else 'or finer'}"
+    return f"value {kind} {t:.6g}"
 
 
 def epsilon_lower_bound(
