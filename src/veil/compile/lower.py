@@ -10,6 +10,8 @@ The main statement computes, per group, every exact integer statistic the measur
                   DENSE_RANK() OVER (PARTITION BY __unit ORDER BY HASH(salt, __unit, __k0), __k0)
                     AS __gr
         FROM __rows) WHERE __rn <= R AND __gr <= G)
+                                -- with max_rows T < G·R, then the first T of those per unit:
+                                -- ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY HASH(…)) <= T
     SELECT __k0, COUNT(*) AS __n, SUM(<clamped fixed-point integer>) AS __m1, …
     FROM __bounded GROUP BY __k0
 
@@ -473,7 +475,22 @@ class _Lowering:
             cond.append(exp.LTE(this=_col("__gr"), expression=exp.Literal.number(g)))
         inner = exp.select(exp.Star(), *windows).from_(exp.Table(this=exp.to_identifier("__rows")))
         where = _and(cond)
-        return exp.select(exp.Star()).from_(inner.subquery("__ranked")).where(where)
+        kept = exp.select(exp.Star()).from_(inner.subquery("__ranked")).where(where)
+        t = self.agg.contribution.max_rows
+        if t is None or (g == 1 and r == 1) or t >= min(g, self._possible_groups()) * r:
+            return kept  # the total-rows bound T cannot bind: G·R ≤ T already
+        # then at most T of the kept rows per unit, the first T in the same keyed-hash order
+        # (a uniformly random choice given the salt; ties only between identical rows)
+        tn = exp.Window(
+            this=exp.RowNumber(),
+            partition_by=[_col("__unit")],
+            order=exp.Order(expressions=[exp.Ordered(this=row_hash.copy())]),
+        )
+        totalled = exp.select(exp.Star(), exp.alias_(tn, "__tn", quoted=True)).from_(
+            kept.subquery("__kept")
+        )
+        within = exp.LTE(this=_col("__tn"), expression=exp.Literal.number(t))
+        return exp.select(exp.Star()).from_(totalled.subquery("__totalled")).where(within)
 
     def _possible_groups(self) -> int | float:
         n = 1
@@ -536,7 +553,8 @@ class _Lowering:
         """Whether the bounded rows hold at most one row per unit (a row count is a unit
         count)."""
         c = self.agg.contribution
-        return self.agg.privacy_unit is None or (c.max_groups == 1 and c.max_rows_per_group == 1)
+        one = (c.max_groups == 1 and c.max_rows_per_group == 1) or c.max_rows == 1
+        return self.agg.privacy_unit is None or one
 
     # statements ------------------------------------------------------------------------------
     def _from_bounded(self, select: exp.Select) -> exp.Select:

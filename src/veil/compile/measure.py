@@ -37,8 +37,8 @@ from veil.accounting.conversions import zcdp_to_approx
 from veil.aggregates.base import Moments, measurement_name
 from veil.compile.constants import fixed_point, nearest_double
 from veil.compile.statistics import (
-    effective_groups,
     per_group_bound,
+    reach,
     sensitivity,
     thresholded,
 )
@@ -132,8 +132,11 @@ def _scale(b: ColumnBounds) -> Fraction:
 
 def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
     """Moment measurements with their objective weights A_m·D_m (D_m per unit budget)."""
-    g = effective_groups(agg)
-    r = float(per_group_bound(agg, "count", 1))
+    rows = reach(agg)
+    # L1 and L2² of a unit's rows (b = 1), and of the groups it touches (count_units)
+    l1, l2 = float(rows.total), float(rows.squares)
+    g = float(reach(agg, "count_units").total)
+    r = rows.rows
     a: dict[str, float] = {}
 
     def add(name: str, value: float) -> None:
@@ -152,7 +155,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
             scale = _scale(b)
             c = centres[col or ""]
             moments = Moments(float(b.midpoint / scale), float(b.radius / scale), float(c / scale))
-        for statistic, coef in k.split(agg_call.call(int(r)), float(w), moments).items():
+        for statistic, coef in k.split(agg_call.call(r), float(w), moments).items():
             per_column = statistic in ("sum", "sum_squares")
             add(measurement_name(statistic, col if per_column else None), coef)
     if not agg.public_keys and "count" not in a and "count_units" not in a:
@@ -161,7 +164,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
     for name, coef in a.items():
         d: float
         if name == "count":
-            d = (2 * (g * r) ** 2) if not gaussian else g * r * r / 2
+            d = (2 * l1**2) if not gaussian else l2 / 2
             needs[name] = _Need(name, "count", weight=coef * d)
         elif name == "count_units":
             d = 2.0 * g * g if not gaussian else g / 2
@@ -174,9 +177,9 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
             width = _width(b, c)
             wid = float(width / _scale(b))  # the column's scale, as in the weights above
             if stat == "sum":
-                d = 2 * (g * r * wid) ** 2 if not gaussian else g * r * r * wid * wid / 2
+                d = 2 * (l1 * wid) ** 2 if not gaussian else l2 * wid * wid / 2
             else:
-                d = 2 * (g * r * wid * wid / 2) ** 2 if not gaussian else g * r * r * wid**4 / 8
+                d = 2 * (l1 * wid * wid / 2) ** 2 if not gaussian else l2 * wid**4 / 8
             step, limit = fixed_point(width, FIXED_POINT_LIMIT)
             needs[name] = _Need(
                 name,
@@ -346,7 +349,7 @@ def _calibrate(
     gaussian: bool,
     selecting: bool,
 ) -> Design:
-    g = effective_groups(agg)
+    spread = reach(agg)
     total_weight = sum(float(w) for w in _weights(agg))
     q_weights = [q.weight for q in quantiles]
     moment_weight = max(total_weight - sum(q_weights), 0.0)
@@ -369,11 +372,11 @@ def _calibrate(
         sens = sensitivity(agg, "quantile", "exponential", q.limit, q.quantile)
         if gaussian:
             # ε_g-DP exponential mechanism per group is ε_g²/8-zCDP (bounded range; Cesar &
-            # Rogers 2021, Lemma 3.2); G groups compose to G·ε_g²/8.
-            eps_g = _sqrt_floor(8 * share / g)
-            loss = Budget(rho=g * eps_g * eps_g / 8)
+            # Rogers 2021, Lemma 3.2); a unit's groups compose to spread_squared·ε_g²/8.
+            eps_g = _sqrt_floor(8 * share / spread.spread_squared)
+            loss = Budget(rho=spread.spread_squared * eps_g * eps_g / 8)
         else:
-            eps_g = share / g
+            eps_g = share / spread.spread
             loss = Budget(epsilon=share)
         measurements.append(
             Measurement(
@@ -412,7 +415,7 @@ def _calibrate(
             if scale <= 0 or scale > cap:
                 raise InvalidArgumentError(
                     f"the noise for {n.name} would be too large to sample (scale {float(scale):.3g}"
-                    "); raise epsilon or lower max_groups / max_rows_per_group"
+                    "); raise epsilon or lower max_groups / max_rows_per_group / max_rows"
                 )
             measurements.append(
                 Measurement(
@@ -437,7 +440,7 @@ def _selection(agg: Aggregate, ms: Sequence[Measurement], delta: Fraction) -> Se
     count = thresholded(ms)
     if count is None:
         raise InternalError("partition selection needs a count measurement")
-    g = effective_groups(agg)
+    g = reach(agg).groups
     r = int(per_group_bound(agg, count.statistic, 1))
     tau = family(count.mechanism).threshold(count.scale, groups=g, rows=r, delta=delta)
     return Selection(

@@ -133,11 +133,12 @@ def set_privacy_unit(plan: Plan, ctx: Context) -> Plan:
 
 def set_contribution(plan: Plan, ctx: Context) -> Plan:
     """Contribution limits: the query's override, else the plan's (defaults 1 and 1); with
-    row-level privacy every row is a unit and the limits are 1 and 1."""
+    row-level privacy every row is a unit and the limits are 1 and 1, with the declared rows
+    per person (``contributions=k``, kept in ``max_rows``) when there is one."""
     agg = aggregate_of(plan)
     wanted = ctx.contribution if ctx.contribution is not None else agg.contribution
     if agg.privacy_unit is None:
-        wanted = Contribution()
+        wanted = Contribution(max_rows=wanted.max_rows)
     if wanted == agg.contribution:
         return plan
     return replace_aggregate(plan, dataclasses.replace(agg, contribution=wanted))

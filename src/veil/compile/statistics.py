@@ -19,18 +19,31 @@ terms :class:`PerRow`):
 Sensitivities come from bounds and contribution limits only — never from data.
 
 Proof note. Neighbouring datasets differ by all rows of one privacy unit (DESIGN §1). After
-bounding, the unit has rows in at most G = :func:`effective_groups` groups and at most R =
-``max_rows_per_group`` rows in each. Every per-row integer the engine sums lies in
-[−limit, limit] (clamped in SQL *after* rounding, so no float value can escape), hence per group
-the unit changes
+bounding, the unit has c_g rows in group g with 0 ≤ c_g ≤ R, at most G groups with c_g > 0
+and Σ c_g ≤ T (``max_rows``; T = G·R when not given), G capped by the public keys
+(:func:`reach`). Every per-row integer the engine sums lies in [−b, b] with b = ``limit``
+(clamped in SQL *after* rounding, so no float value can escape; b = 1 for a row count), hence
+group g's statistic moves by at most c_g·b, and ``count_units`` by at most 1 in each of at most
+G' = min(G, T) groups. So
 
-- ``count`` by at most R, ``count_units`` by at most 1,
-- ``sum`` / ``sum_squares`` by at most R·limit,
+- L1 = Σ_g c_g·b ≤ b·min(T, G·R) (attained: fill groups with R rows until T is used);
+- L2² = Σ_g (c_g·b)² ≤ b²·(q·R'² + r²) with R' = min(R, T), q·R' + r = min(T, G·R), 0 ≤ r < R'
+  (the greedy allocation). Proof: sort any feasible c decreasingly; its partial sums are at most
+  min(k·R', total), the greedy vector's, so c is weakly submajorised by it and Σ φ(c_g) is at
+  most the greedy vector's for the convex increasing φ(x) = x² (Tomić–Weyl; Marshall–Olkin
+  5.A.1); ``tests/compile/test_reach.py`` checks it by brute force on small cases.
 
-and it touches at most G groups. So the L1 sensitivity of the vector of per-group statistics is
-G·(per-group bound) and the squared L2 sensitivity is G·(per-group bound)². For a quantile the
-score −|rank(c) − q·n| of every candidate c moves by at most R·max(q, 1 − q) in each group
-(each row moves the rank by at most 1 and q·n by q).
+For a quantile the score −|rank(c) − q·n| of every candidate moves by at most c_g·max(q, 1 − q)
+in group g (each row moves the rank by at most 1 and q·n by q); the per-group mechanism is
+calibrated to R'·max(q, 1 − q), so group g costs ε_g·c_g/R' and the unit at most
+ε_g·min(T, G·R)/R' (pure ε) or (ε_g²/8)·Σ(c_g/R')² (zCDP, bounded range) —
+:attr:`Reach.spread` and :attr:`Reach.spread_squared`; without T these are G and G.
+
+Rows without a unit, ``contributions=k``: a person's ≤ k rows are an allocation with G = R =
+T = k, so the same bounds hold with neighbours that add or remove one person's rows —
+sensitivity scaling, exact for every statistic here since each is a sum over rows (or a score
+that is). No group-privacy factor is needed for these; ``veil.accounting.conversions``'s
+``group_privacy`` is what applies to a mechanism that is not (a row-level loss ε, δ or ρ).
 """
 
 from __future__ import annotations
@@ -44,13 +57,17 @@ from sqlglot import exp
 from veil.compile.constants import literal
 from veil.errors import InternalError
 from veil.noise.families import family
+from veil.noise.reach import Reach
 from veil.plan.nodes import Aggregate, Measurement, Mechanism, Statistic
 
 __all__ = [
     "PerRow",
+    "Reach",
     "bucket_sql",
     "effective_groups",
     "per_group_bound",
+    "per_row_bound",
+    "reach",
     "rows_per_group",
     "sensitivity",
     "statistic_sql",
@@ -58,45 +75,73 @@ __all__ = [
 ]
 
 
+def _limits(agg: Aggregate) -> tuple[int, int, int | None]:
+    """(G, R, T) of the aggregation's units, G already capped by the public keys.
+
+    Without a privacy unit each row is a unit (1, 1, none) — unless the owner declared
+    ``contributions=k`` (``Contribution.max_rows``): each person then has at most k rows, in
+    any groups, which is the reach of (k, k, k)."""
+    c = agg.contribution
+    if agg.privacy_unit is None:
+        k = c.max_rows or 1
+        g, r, t = k, k, (k if c.max_rows is not None else None)
+    else:
+        g, r, t = c.max_groups, c.max_rows_per_group, c.max_rows
+    if not agg.keys:
+        return 1, r, t
+    if agg.public_keys:
+        possible = 1
+        for k_ in agg.keys:
+            possible *= len(k_.labels())
+            if possible >= g:
+                return g, r, t
+        return min(g, possible), r, t
+    return g, r, t
+
+
+def reach(agg: Aggregate, statistic: Statistic = "count") -> Reach:
+    """The :class:`Reach` of one unit for ``statistic``: the rows' reach, or for
+    ``count_units`` (1 per group a unit touches) that of one 'row' per group."""
+    g, r, t = _limits(agg)
+    rows = Reach.of(g, r, t)
+    if statistic == "count_units":
+        return Reach.of(rows.groups, 1)
+    return rows
+
+
 def rows_per_group(agg: Aggregate) -> int:
-    """R: rows a unit may have in one group (1 when each row is its own unit)."""
-    return 1 if agg.privacy_unit is None else agg.contribution.max_rows_per_group
+    """R': rows a unit may have in one group (1 when each row is its own unit)."""
+    return 1 if agg.privacy_unit is None else reach(agg).rows
 
 
 def effective_groups(agg: Aggregate) -> int:
-    """G: groups one unit can touch — 1 without GROUP BY or without a privacy unit, never more
-    than the number of public keys, else ``max_groups``."""
-    if not agg.keys or agg.privacy_unit is None:
-        return 1
-    g = agg.contribution.max_groups
-    if agg.public_keys:
-        possible = 1
-        for k in agg.keys:
-            possible *= len(k.labels())
-            if possible >= g:
-                return g
-        return min(g, possible)
-    return g
+    """G': groups one unit can touch — 1 without GROUP BY, never more than the number of
+    public keys nor than the total-rows bound, else ``max_groups``."""
+    return reach(agg).groups
+
+
+def per_row_bound(statistic: Statistic, limit: int, quantile: Fraction | None = None) -> Fraction:
+    """How much one row can change the statistic of its group (integer units): 1 for a
+    count, ``limit`` for a fixed-point sum, max(q, 1 − q) for a quantile's score; for
+    ``count_units``, 1 per group (see :func:`reach`)."""
+    match statistic:
+        case "count" | "count_units":
+            return Fraction(1)
+        case "sum" | "sum_squares":
+            return Fraction(limit)
+        case "quantile":
+            if quantile is None:
+                raise InternalError("a quantile measurement without q")
+            return max(quantile, 1 - quantile)
+        case _:
+            assert_never(statistic)
 
 
 def per_group_bound(
     agg: Aggregate, statistic: Statistic, limit: int, quantile: Fraction | None = None
 ) -> Fraction:
     """How much one unit can change the statistic of one group (integer units)."""
-    r = rows_per_group(agg)
-    match statistic:
-        case "count":
-            return Fraction(r)
-        case "count_units":
-            return Fraction(1)
-        case "sum" | "sum_squares":
-            return Fraction(r * limit)
-        case "quantile":
-            if quantile is None:
-                raise InternalError("a quantile measurement without q")
-            return r * max(quantile, 1 - quantile)
-        case _:
-            assert_never(statistic)
+    return reach(agg, statistic).rows * per_row_bound(statistic, limit, quantile)
 
 
 def sensitivity(
@@ -108,11 +153,12 @@ def sensitivity(
 ) -> Fraction:
     """The sensitivity a measurement is calibrated to (see the module proof note).
 
-    L1 = G·b for ``discrete_laplace``; L2² = G·b² for ``discrete_gaussian``; the per-group score
-    bound b for ``exponential`` (composition over the G groups is accounted in the budget).
+    L1 = b·total for ``discrete_laplace``; L2² = b²·squares for ``discrete_gaussian``; the
+    per-group score bound b·R' for ``exponential`` (composition over the groups is accounted
+    in the budget with :attr:`Reach.spread`), b the per-row bound.
     """
     return family(mechanism).sensitivity(
-        per_group_bound(agg, statistic, limit, quantile), effective_groups(agg)
+        per_row_bound(statistic, limit, quantile), reach(agg, statistic)
     )
 
 

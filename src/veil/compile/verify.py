@@ -14,8 +14,8 @@ from fractions import Fraction
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
 from veil.compile.statistics import (
-    effective_groups,
     per_group_bound,
+    reach,
     sensitivity,
     thresholded,
 )
@@ -33,7 +33,6 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
     """
     if not agg.measurements:
         raise PrivacyInvariantError("the aggregation has no measurements to account for")
-    g = effective_groups(agg)
     eps = Fraction(0)
     rho = Fraction(0)
     pure = True  # every measurement has a pure-ε privacy map
@@ -44,7 +43,7 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
                 f"measurement {m.name!r} is calibrated to sensitivity {m.sensitivity}, but the "
                 f"plan's bounds and contribution limits give {expected}"
             )
-        e, rho_m = family(m.mechanism).loss(m.sensitivity, m.scale, g)
+        e, rho_m = family(m.mechanism).loss(m.sensitivity, m.scale, reach(agg, m.statistic))
         pure = pure and e is not None
         eps += e or 0
         rho += rho_m
@@ -55,6 +54,8 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
         if count is None or count.scale != sel.scale or count.mechanism != sel.mechanism:
             raise PrivacyInvariantError("partition selection does not threshold the noisy count")
         d_sel = sel.budget.delta
+        # a unit creates at most G' = min(G, T) new groups, each with ≤ R' = min(R, T) rows
+        g = reach(agg).groups
         r = int(per_group_bound(agg, count.statistic, 1))
         need = family(sel.mechanism).threshold(sel.scale, groups=g, rows=r, delta=d_sel)
         if sel.threshold < need:

@@ -5,8 +5,8 @@ Each family says, for itself and nowhere else:
 - ``norm``: the sensitivity it is calibrated to — ``"L1"`` (discrete Laplace), ``"L2^2"`` (the
   *square* of the L2 sensitivity, for the discrete Gaussian, so that it stays exact) or
   ``"score"`` (the per-group score sensitivity of the exponential mechanism);
-- :meth:`NoiseFamily.sensitivity`: that sensitivity from the per-group bound b of one unit and
-  the G groups it can touch (G·b, G·b², b);
+- :meth:`NoiseFamily.sensitivity`: that sensitivity from the per-row bound b and the unit's
+  :class:`veil.noise.reach.Reach` (b·total, b²·squares, b·R' per group);
 - :meth:`NoiseFamily.scale`: the noise scale for a sensitivity and a share of the budget (the
   calibration), and :meth:`NoiseFamily.loss`: the privacy map back from scale to loss, as pure
   ε (None when the family has none) and as ρ-zCDP;
@@ -28,6 +28,7 @@ from typing import Literal, assert_never, get_args
 
 from veil.errors import InternalError
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
+from veil.noise.reach import Reach
 from veil.noise.samplers import discrete_gaussian, discrete_laplace
 from veil.noise.selection import gaussian_threshold, laplace_threshold
 from veil.random import RandomSource
@@ -58,9 +59,9 @@ class NoiseFamily(ABC):
     additive: bool = True  # integer noise added to an exact statistic
 
     @abstractmethod
-    def sensitivity(self, bound: Fraction, groups: int) -> Fraction:
-        """The sensitivity in :attr:`norm` when one unit changes each of at most ``groups``
-        groups' statistic by at most ``bound``."""
+    def sensitivity(self, bound: Fraction, reach: Reach) -> Fraction:
+        """The sensitivity in :attr:`norm` when each row of one unit changes its group's
+        statistic by at most ``bound`` and the unit's rows spread as ``reach`` says."""
 
     @abstractmethod
     def scale(self, sensitivity: Fraction, share: Fraction) -> Fraction:
@@ -70,11 +71,11 @@ class NoiseFamily(ABC):
 
     @abstractmethod
     def loss(
-        self, sensitivity: Fraction, scale: Fraction, groups: int
+        self, sensitivity: Fraction, scale: Fraction, reach: Reach
     ) -> tuple[Fraction | None, Fraction]:
-        """The privacy map: (pure ε or None, ρ-zCDP) of one measurement at ``scale`` over
-        ``groups`` groups per unit (only the exponential mechanism composes per group here:
-        the additive families' sensitivity already covers every group)."""
+        """The privacy map: (pure ε or None, ρ-zCDP) of one measurement at ``scale`` for a
+        unit of ``reach`` (only the exponential mechanism composes per group here: the
+        additive families' sensitivity already covers every group)."""
 
     def sample(self, scale: Fraction, size: int, source: RandomSource) -> list[int]:
         """``size`` independent draws of the noise (exact integers)."""
@@ -96,14 +97,14 @@ class _DiscreteLaplace(NoiseFamily):
     name: Mechanism = "discrete_laplace"
     norm: Norm = "L1"
 
-    def sensitivity(self, bound: Fraction, groups: int) -> Fraction:
-        return groups * bound
+    def sensitivity(self, bound: Fraction, reach: Reach) -> Fraction:
+        return reach.total * bound
 
     def scale(self, sensitivity: Fraction, share: Fraction) -> Fraction:
         return sensitivity / share
 
     def loss(
-        self, sensitivity: Fraction, scale: Fraction, groups: int
+        self, sensitivity: Fraction, scale: Fraction, reach: Reach
     ) -> tuple[Fraction | None, Fraction]:
         eps = sensitivity / scale
         return eps, eps * eps / 2
@@ -124,14 +125,14 @@ class _DiscreteGaussian(NoiseFamily):
     name: Mechanism = "discrete_gaussian"
     norm: Norm = "L2^2"
 
-    def sensitivity(self, bound: Fraction, groups: int) -> Fraction:
-        return groups * bound * bound
+    def sensitivity(self, bound: Fraction, reach: Reach) -> Fraction:
+        return reach.squares * bound * bound
 
     def scale(self, sensitivity: Fraction, share: Fraction) -> Fraction:
         return sensitivity / (2 * share)
 
     def loss(
-        self, sensitivity: Fraction, scale: Fraction, groups: int
+        self, sensitivity: Fraction, scale: Fraction, reach: Reach
     ) -> tuple[Fraction | None, Fraction]:
         return None, sensitivity / (2 * scale)
 
@@ -147,24 +148,27 @@ class _DiscreteGaussian(NoiseFamily):
 
 class _Exponential(NoiseFamily):
     """Weights exp(score/T) with temperature T = 2Δ/ε_g: ε_g-DP per group (McSherry & Talwar
-    2007) and ε_g²/8-zCDP (bounded range; Cesar & Rogers 2021, Lemma 3.2); G groups compose to
-    G·ε_g and G·ε_g²/8."""
+    2007) and ε_g²/8-zCDP (bounded range; Cesar & Rogers 2021, Lemma 3.2). A unit with c_g of
+    the R' rows Δ is calibrated to in group g moves its scores by c_g/R'·Δ, so that group costs
+    ε_g·c_g/R' (and is ε_g·c_g/R'-bounded-range); the groups compose to ε_g·spread and
+    (ε_g²/8)·spread_squared (:class:`veil.noise.reach.Reach`; G·ε_g and G·ε_g²/8 without a
+    total-rows bound)."""
 
     name: Mechanism = "exponential"
     norm: Norm = "score"
     additive = False
 
-    def sensitivity(self, bound: Fraction, groups: int) -> Fraction:
-        return bound
+    def sensitivity(self, bound: Fraction, reach: Reach) -> Fraction:
+        return reach.rows * bound
 
     def scale(self, sensitivity: Fraction, share: Fraction) -> Fraction:
         return 2 * sensitivity / share if sensitivity > 0 else Fraction(1)
 
     def loss(
-        self, sensitivity: Fraction, scale: Fraction, groups: int
+        self, sensitivity: Fraction, scale: Fraction, reach: Reach
     ) -> tuple[Fraction | None, Fraction]:
         eps_g = 2 * sensitivity / scale
-        return groups * eps_g, groups * eps_g * eps_g / 8
+        return reach.spread * eps_g, reach.spread_squared * eps_g * eps_g / 8
 
 
 def mechanism_of(name: object) -> Mechanism:

@@ -20,6 +20,7 @@ from veil.plan.nodes import (
     Aggregate,
     AggregateCall,
     ColumnBounds,
+    Contribution,
     Filter,
     GroupKey,
     Having,
@@ -84,6 +85,13 @@ def _call(a: AggregateCall) -> Json:
     }
 
 
+def _contribution(c: Contribution) -> list[int]:
+    """[G, R], and the total-rows bound T after them when there is one (so the fingerprints of
+    plans without it are unchanged)."""
+    limits = [c.max_groups, c.max_rows_per_group]
+    return limits if c.max_rows is None else [*limits, c.max_rows]
+
+
 def _bounds(b: ColumnBounds) -> Json:
     return {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
 
@@ -138,7 +146,7 @@ class _Canonical(PlanVisitor[Json]):
             "keys": [_key(k) for k in node.keys],
             "aggregates": [_call(a) for a in node.aggregates],
             "privacy_unit": node.privacy_unit,
-            "contribution": [node.contribution.max_groups, node.contribution.max_rows_per_group],
+            "contribution": _contribution(node.contribution),
             "bounds": [_bounds(b) for b in node.bounds],
             "budget": _budget(node.budget),
             "measurements": [_measurement(m) for m in node.measurements],

@@ -178,21 +178,45 @@ class ColumnBounds:
 
 @dataclass(frozen=True)
 class Contribution:
-    """How much one privacy unit may contribute: at most ``max_groups`` groups (L0) and at most
-    ``max_rows_per_group`` rows in each (L∞). Defaults: 1 and 1 (visible in ``explain``)."""
+    """How much one privacy unit may contribute: at most ``max_groups`` groups (L0), at most
+    ``max_rows_per_group`` rows in each (L∞) and, when given, at most ``max_rows`` rows in all
+    (the total-rows bound). Defaults: 1 and 1, no total (visible in ``explain``).
+
+    With a privacy unit the engine enforces all three. Without one (each row is a unit)
+    ``max_rows`` is the declared ``contributions=k``: each person has at most k rows, which
+    veil cannot enforce and accounts for instead (``veil.compile.statistics``)."""
 
     max_groups: int = 1
     max_rows_per_group: int = 1
+    max_rows: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_groups", "max_rows_per_group"):
+        for name in ("max_groups", "max_rows_per_group", "max_rows"):
             value = getattr(self, name)
+            if name == "max_rows" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 flag = "--" + name.replace("_", "-")
                 raise InvalidArgumentError(
                     f"{name} must be a positive integer, got {value!r}; e.g. {name}=1",
                     cli=f"{flag} must be a positive integer, got {value!r}; e.g. {flag} 1",
                 )
+
+    @staticmethod
+    def of(
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
+    ) -> Contribution:
+        """The limits as an analyst gives them: a limit left out is 1, unless ``max_rows`` is
+        given, which then bounds it alone (a unit with at most T rows has at most T groups and
+        T rows in one)."""
+        default = 1 if max_rows is None else Contribution(max_rows=max_rows).max_rows or 1
+        return Contribution(
+            default if max_groups is None else max_groups,
+            default if max_rows_per_group is None else max_rows_per_group,
+            max_rows,
+        )
 
 
 @dataclass(frozen=True)

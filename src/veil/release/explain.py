@@ -12,7 +12,7 @@ from typing import Protocol, assert_never
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
 from veil.aggregates.base import Expected
-from veil.compile.statistics import effective_groups, rows_per_group, thresholded
+from veil.compile.statistics import effective_groups, reach, rows_per_group, thresholded
 from veil.noise.families import family
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
@@ -34,6 +34,7 @@ __all__ = [
     "Explained",
     "Explanation",
     "budget_line",
+    "describe_contribution",
     "describe_usage",
     "expected_errors",
     "explanation_lines",
@@ -74,7 +75,7 @@ def _sensitivity_text(m: Measurement) -> str:
             assert_never(norm)
 
 
-def _noise_text(m: Measurement, groups: int) -> str:
+def _noise_text(m: Measurement, groups: Fraction) -> str:
     match m.mechanism:
         case "discrete_laplace":
             return f"discrete Laplace, scale {_g(m.scale * _unit(m))}"
@@ -85,10 +86,27 @@ def _noise_text(m: Measurement, groups: int) -> str:
             return (
                 f"exponential mechanism over {m.limit + (0 if m.discrete else 1)} candidates "
                 f"(step {_g(m.step)}), "
-                f"ε = {_g(eps_g)} per group × {groups} group(s) per unit"
+                f"ε = {_g(eps_g)} per group × {_g(groups)} group(s) per unit"
             )
         case _:
             assert_never(m.mechanism)
+
+
+def describe_contribution(agg: Aggregate) -> str:
+    """The privacy unit and the bound on what one unit contributes, in words."""
+    c = agg.contribution
+    if agg.privacy_unit is None:
+        if c.max_rows is None:
+            return "row-level privacy (each row is a unit)"
+        return (
+            f"each person: at most {c.max_rows} row(s), declared (contributions={c.max_rows}; "
+            "the table has no id column, so veil accounts for it without enforcing it)"
+        )
+    text = (
+        f"privacy unit {agg.privacy_unit}: at most {c.max_groups} group(s) and "
+        f"{c.max_rows_per_group} row(s) per group"
+    )
+    return text if c.max_rows is None else f"{text}, {c.max_rows} row(s) in all"
 
 
 def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
@@ -101,7 +119,14 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
         if agg.selection is not None and m is thresholded(agg.measurements):
             used = (*used, "(partition selection)")
         out.append(
-            Usage(m.name, m.mechanism, m.budget, _sensitivity_text(m), _noise_text(m, g), used)
+            Usage(
+                m.name,
+                m.mechanism,
+                m.budget,
+                _sensitivity_text(m),
+                _noise_text(m, reach(agg).spread),
+                used,
+            )
         )
     if agg.selection is not None:
         s = agg.selection
