@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from veil.cli_audit import audit_app
 from veil.cli_errors import USER_ERROR_EXIT, _report
 from veil.cli_errors import run as _run
 from veil.cli_errors import stderr as _stderr
@@ -68,6 +69,7 @@ budget_app = typer.Typer(
 )
 app.add_typer(budget_app, name="budget")
 app.add_typer(admin_app, name="admin")
+app.add_typer(audit_app, name="audit")
 app.command("serve")(serve)
 
 

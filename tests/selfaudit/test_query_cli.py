@@ -1,5 +1,5 @@
-"""``veil audit query`` on the command line: the report for people and for programs, its exit
-code, and user errors in the CLI's syntax."""
+"""``veil audit query`` on the command line (``veil.cli_audit``): the report for people and
+for programs, its exit code, and user errors in the CLI's syntax."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from veil.audit.query import NOT_DP
-from veil.audit.query_cli import register
+from cli_support import invoke
+from veil.audit import NOT_DP
 
 pytestmark = pytest.mark.statistical
 
@@ -19,17 +17,7 @@ PUMS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "pums_ca
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """veil"""
-
-    group = typer.Typer()
-    app.add_typer(group, name="audit")
-    register(group)
-    result = CliRunner().invoke(app, ["audit", "query", *args])
-    return result.exit_code, result.stdout, result.stderr
+    return invoke("audit", "query", *args)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,10 @@
-"""``veil audit query``: the command line of :func:`veil.audit.query.query` (thin: parse the
-options, run the audit with a progress bar on stderr, print the report, exit 0 PASS, 1 FAIL,
-2 INCONCLUSIVE). :func:`register` adds it to the ``veil audit`` group."""
+"""The ``veil audit`` command group: sampling-based checks of privacy claims (see
+:mod:`veil.audit`). Thin: options are parsed here, the audits live in ``veil.audit`` (loaded
+only when a command runs, so ``veil --help`` stays fast).
+
+``veil audit query``: :func:`veil.audit.query.query` on the command line — run the audit with a
+progress bar on stderr, print the report, exit 0 PASS, 1 FAIL, 2 INCONCLUSIVE.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,12 @@ from veil.cli_options import (
 )
 from veil.errors import InvalidArgumentError
 
-__all__ = ["audit_query", "register"]
+__all__ = ["audit_app", "audit_query"]
+
+audit_app = typer.Typer(
+    help="Test a query against its claimed privacy by sampling (NOT private: for data owners).",
+    no_args_is_help=True,
+)
 
 _Tables = Annotated[
     list[str],
@@ -97,6 +106,7 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
         yield report
 
 
+@audit_app.command("query")
 def audit_query(
     sql: Annotated[str, typer.Argument(help="The SQL query to audit; - reads stdin.")],
     table: _Tables,
@@ -157,8 +167,3 @@ def audit_query(
 
     code = _run(go, fmt)
     raise typer.Exit(code)
-
-
-def register(group: typer.Typer) -> None:
-    """Add ``query`` to the ``veil audit`` group."""
-    group.command("query")(audit_query)
