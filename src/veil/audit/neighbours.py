@@ -8,7 +8,8 @@ privacy unit), added or removed. :func:`neighbours` builds, from the rows the qu
 keeps:
 
 - ``remove-largest``: the unit with the largest contribution — most rows plus, for every
-  clamped column, Σ |clamp(x) − midpoint| / radius (its pull on the sums);
+  clamped column, Σ |clamp(x) − midpoint| / radius (its pull on the sums); among equals, the
+  one in the largest groups (a group too small to be released would hide the change);
 - ``remove-smallest-group``: the unit with the most rows in the smallest group (unknown keys
   only: removing it may delete the group, which partition selection must hide);
 - ``add-new-group``: a new unit whose rows (``max_rows_per_group`` in each of ``max_groups``
@@ -186,13 +187,18 @@ class _Units:
         return sizes
 
     def largest_unit(self, rows: np.ndarray | None = None) -> Any:
-        """The unit with the largest contribution among ``rows`` (default: every kept row)."""
+        """The unit with the largest contribution among ``rows`` (default: every kept row);
+        among equals, the one in the largest groups (most likely released, so its effect is
+        seen rather than hidden by partition selection)."""
         chosen = self.kept if rows is None else rows
+        sizes = self.group_sizes()
         totals: dict[Any, float] = {}
+        reach: dict[Any, int] = {}
         for i in chosen:
             u = self.unit_of[i]
             totals[u] = totals.get(u, 0.0) + 1.0 + float(self.score[i])
-        return max(totals, key=lambda u: (totals[u], repr(u)))
+            reach[u] = reach.get(u, 0) + sizes.get(self.group_of[i], 0)
+        return max(totals, key=lambda u: (totals[u], reach[u], repr(u)))
 
 
 def _pull(column: pa.ChunkedArray, bounds: ColumnBounds) -> np.ndarray:
