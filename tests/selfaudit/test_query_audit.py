@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv
 import pytest
 
 from support import SeededSource
-from veil.audit.query import NOT_DP, QueryAudit, query
+from veil.audit.query import NOT_DP, QueryAudit, judge, query
 from veil.audit.query_controls import UPPER, overflow_pairs, wrapping_sum
+from veil.audit.query_runs import Outcome, Run, changes, run
 from veil.audit.query_stats import epsilon_lower_bound
 from veil.errors import InvalidArgumentError
 
@@ -244,3 +246,24 @@ def test_the_audit_keeps_no_ledger(pums: Path, tmp_path: Path, monkeypatch: Any)
         source=SeededSource("ledger"),
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_neighbour_whose_outcome_or_statistics_differ_fails(pums: Path) -> None:
+    """The two checks made before any sampling, on real runs of the same query: a failure on
+    one side only, and exact statistics that moved by more than the sensitivity (D against
+    a dataset two units away, which a neighbour never is)."""
+    sql = "SELECT COUNT(*) AS n FROM pums"
+    table = pa.csv.read_csv(pums)
+    options = {"bounds": {}}
+    base = run({"pums": table}, sql, salt=1, epsilon=Fraction(1), delta=None, options=options)
+    two_away = run(
+        {"pums": table.slice(2)}, sql, salt=1, epsilon=Fraction(1), delta=None, options=options
+    )
+    assert base.agg is not None
+    moved = changes(base.agg, base, two_away)
+    assert moved["count"] == (2, 1)
+    assert judge(base, two_away, moved) == ["count moved by 2, more than its sensitivity 1"]
+    failed = Run(Outcome("failed", "QueryFailedError", "the query failed after the engine began"))
+    (problem,) = judge(base, failed, {})
+    assert problem.startswith("the outcome differs: D released; D′ failed: QueryFailedError")
+    assert judge(base, base, changes(base.agg, base, base)) == []

@@ -72,7 +72,15 @@ from veil.errors import InvalidArgumentError
 from veil.plan.nodes import Aggregate, as_fraction
 from veil.random import RandomSource, system_source
 
-__all__ = ["NOT_DP", "CellBound", "Coverage", "NeighbourAudit", "QueryAudit", "query"]
+__all__ = [
+    "NOT_DP",
+    "CellBound",
+    "Coverage",
+    "NeighbourAudit",
+    "QueryAudit",
+    "judge",
+    "query",
+]
 
 NOT_DP = (
     "NOT DIFFERENTIALLY PRIVATE: this audit read every row of the table and its report reveals "
@@ -363,6 +371,23 @@ def _coverage(
     return out
 
 
+def judge(base: Run, other: Run, moved: Mapping[str, tuple[Fraction, Fraction]]) -> list[str]:
+    """Why a neighbour's run FAILs before any sampling: its outcome (status, error class and
+    message) differs from D's (DESIGN §1: failure is an output), or a measurement's exact
+    statistics moved by more than its sensitivity (``moved``: :func:`changes`)."""
+    problems: list[str] = []
+    if other.outcome != base.outcome:
+        problems.append(
+            f"the outcome differs: D {base.outcome.describe()}; D′ {other.outcome.describe()}"
+        )
+    for name, (change, sens) in moved.items():
+        if change > sens:
+            problems.append(
+                f"{name} moved by {float(change):.6g}, more than its sensitivity {float(sens):.6g}"
+            )
+    return problems
+
+
 def query(
     sql: str,
     tables: Mapping[str, Any],
@@ -466,18 +491,8 @@ def query(
     claimed_delta = float(dlt or 0)
     audits: list[NeighbourAudit] = []
     for (n, r, cells), cell_list in zip(per_neighbour, universe, strict=True):
-        problems: list[str] = []
-        if r.outcome != base.outcome:
-            problems.append(
-                f"the outcome differs: D {base.outcome.describe()}; D′ {r.outcome.describe()}"
-            )
         moved = changes(agg, base, r) if r.agg is not None else {}
-        for name, (change, sens) in moved.items():
-            if change > sens:
-                problems.append(
-                    f"{name} moved by {float(change):.6g}, more than its sensitivity "
-                    f"{float(sens):.6g}"
-                )
+        problems = judge(base, r, moved)
         worst: CellBound | None = None
         for cell in cell_list if r.agg is not None else []:
             b = epsilon_lower_bound(
