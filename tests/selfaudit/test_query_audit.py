@@ -34,17 +34,8 @@ from veil.errors import InvalidArgumentError
 
 pytestmark = pytest.mark.statistical
 
-DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-PUMS = DATA / "pums_california_1000.csv"
 PUMS_SCHEMA = {"pums": {"age": "INTEGER", "sex": "INTEGER", "educ": "INTEGER", "income": "DOUBLE"}}
 INCOME = {"income": (0, 200_000)}
-
-
-@pytest.fixture(scope="module")
-def pums() -> Path:
-    if not PUMS.is_file():
-        pytest.skip(f"SKIPPED LOUDLY: {PUMS.name} is missing from ../shared/data")
-    return PUMS
 
 
 def _passes(audit: QueryAudit) -> None:
@@ -127,11 +118,8 @@ def test_bars_cover_the_bounded_value_and_bounding_bias_shows_against_the_raw(pu
     assert m.raw_covered / m.raw_total < 0.8
 
 
-def test_lfs_grouped_hours_pass(tmp_path: Path) -> None:
-    archive = DATA / "sample_FR_LFS.csv.zip"
-    if not archive.is_file():
-        pytest.skip(f"SKIPPED LOUDLY: {archive.name} is missing from ../shared/data")
-    with zipfile.ZipFile(archive) as z:
+def test_lfs_grouped_hours_pass(lfs_zip: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(lfs_zip) as z:
         (name,) = [n for n in z.namelist() if n.endswith(".csv")]
         z.extract(name, tmp_path)
     audit = query(
@@ -179,14 +167,18 @@ def test_veil_sums_the_same_overflowing_data_exactly() -> None:
     assert change == sensitivity
 
 
-def test_every_output_says_the_audit_is_not_private(pums: Path) -> None:
-    audit = query(
+def _count(pums: Path, *, epsilon: float, releases: int) -> QueryAudit:
+    return query(
         "SELECT COUNT(*) AS n FROM pums",
         {"pums": pums},
-        epsilon=1,
-        releases_per_side=100,
-        source=SeededSource("text"),
+        epsilon=epsilon,
+        releases_per_side=releases,
+        source=SeededSource(f"count-{releases}"),
     )
+
+
+def test_every_output_says_the_audit_is_not_private(pums: Path) -> None:
+    audit = _count(pums, epsilon=1, releases=100)
     lines = audit.lines()
     assert lines[0] == NOT_DP
     assert lines[-1] == NOT_DP
@@ -199,13 +191,7 @@ def test_every_output_says_the_audit_is_not_private(pums: Path) -> None:
 
 
 def test_too_few_releases_for_a_large_epsilon_is_inconclusive(pums: Path) -> None:
-    audit = query(
-        "SELECT COUNT(*) AS n FROM pums",
-        {"pums": pums},
-        epsilon=4,
-        releases_per_side=40,
-        source=SeededSource("few"),
-    )
+    audit = _count(pums, epsilon=4, releases=40)
     assert audit.verdict == "INCONCLUSIVE"
     assert audit.exit_code == 2
 

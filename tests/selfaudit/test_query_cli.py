@@ -13,18 +13,9 @@ from veil.audit import NOT_DP
 
 pytestmark = pytest.mark.statistical
 
-PUMS = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "pums_california_1000.csv"
-
 
 def _invoke(*args: str) -> tuple[int, str, str]:
     return invoke("audit", "query", *args)
-
-
-@pytest.fixture(scope="module")
-def pums() -> Path:
-    if not PUMS.is_file():
-        pytest.skip(f"SKIPPED LOUDLY: {PUMS.name} is missing from ../shared/data")
-    return PUMS
 
 
 def test_a_passing_query_prints_its_table_and_exits_0(pums: Path) -> None:
