@@ -178,6 +178,16 @@ MaxRowsOpt = Annotated[
     int | None,
     typer.Option("--max-rows-per-group", help="Rows one unit may contribute per group (L∞)."),
 ]
+TotalRowsOpt = Annotated[
+    int | None,
+    typer.Option("--max-rows", help="Rows one unit may contribute in all groups (total)."),
+]
+ContributionsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--contributions", help="Without --privacy-unit: rows one person has at most (declared)."
+    ),
+]
 SchemaOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -246,6 +256,8 @@ class _Ask:
     schema: dict[str, dict[str, str]] = field(default_factory=dict)
     connection: str | None = None
     quantile_buckets: int = 1024
+    max_rows: int | None = None
+    contributions: int | None = None
 
     @staticmethod
     def parse(
@@ -264,6 +276,8 @@ class _Ask:
         column: Sequence[str] | None = None,
         connection: str | None = None,
         quantile_buckets: int = 1024,
+        max_rows: int | None = None,
+        contributions: int | None = None,
     ) -> _Ask:
         from veil.compile.constants import check_quantile_buckets
 
@@ -299,6 +313,8 @@ class _Ask:
             declared,
             connection,
             check_quantile_buckets(quantile_buckets),
+            max_rows,
+            contributions,
         )
 
     def session(self) -> Session:
@@ -331,6 +347,8 @@ class _Ask:
             dataset=self.dataset,
             max_groups=self.max_groups,
             max_rows_per_group=self.max_rows_per_group,
+            max_rows=self.max_rows,
+            contributions=self.contributions,
             schema=self.schema or None,
             quantile_buckets=self.quantile_buckets,
         )
@@ -352,6 +370,8 @@ def query(
     dataset: DatasetNameOpt = None,
     max_groups: MaxGroupsOpt = None,
     max_rows_per_group: MaxRowsOpt = None,
+    max_rows: TotalRowsOpt = None,
+    contributions: ContributionsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     engine: EngineOpt = "duckdb",
     schema: SchemaOpt = None,
@@ -378,6 +398,8 @@ def query(
             column,
             connection,
             quantile_buckets,
+            max_rows,
+            contributions,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
@@ -397,6 +419,8 @@ def explain(
     dataset: DatasetNameOpt = None,
     max_groups: MaxGroupsOpt = None,
     max_rows_per_group: MaxRowsOpt = None,
+    max_rows: TotalRowsOpt = None,
+    contributions: ContributionsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
     engine: EngineOpt = "duckdb",
     schema: SchemaOpt = None,
@@ -423,6 +447,8 @@ def explain(
             column,
             connection,
             quantile_buckets,
+            max_rows,
+            contributions,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True)
 
@@ -889,6 +915,8 @@ def catalog_add(
     max_rows: Annotated[
         int, typer.Option("--max-rows-per-group", help="Rows per unit and group.")
     ] = 1,
+    total_rows: TotalRowsOpt = None,
+    contributions: ContributionsOpt = None,
     bounds: BoundsOpt = None,
     domain: Annotated[
         list[str] | None,
@@ -929,6 +957,8 @@ def catalog_add(
                 privacy_unit=unit,
                 max_groups=max_groups,
                 max_rows_per_group=max_rows,
+                max_rows=total_rows,
+                contributions=contributions,
                 bounds=parse_bounds(bounds or []),
                 domains=_domains(domain or []),
                 schema=declared,
@@ -998,7 +1028,8 @@ def catalog_show(
                 d.name,
                 f"{d.source.kind}: {d.source.path or d.source.table or ''}",
                 d.privacy_unit or "each row",
-                f"{d.max_groups} group(s), {d.max_rows_per_group} row(s)",
+                f"{d.max_groups} group(s), {d.max_rows_per_group} row(s)"
+                + ("" if d.max_rows is None else f", {d.max_rows} in all"),
                 bounds_text,
                 "" if d.max_epsilon is None else f"ε ≤ {float(d.max_epsilon):g}",
                 "" if cap is None else f"{cap[0]} (left {cap[1]})",

@@ -60,6 +60,7 @@ import pyarrow.compute as pc
 
 from veil import noise
 from veil.accounting.budget import Budget, exact, show
+from veil.accounting.conversions import group_privacy
 from veil.accounting.limits import MIN_EPSILON
 from veil.compile.constants import check_bounds
 from veil.engines.spark import is_spark_dataframe, require_pyspark
@@ -269,7 +270,9 @@ def perturb(
       randomized response is ε-LDP (Warner 1965; Kairouz et al. 2016); the row's columns
       compose sequentially (basic composition, Dwork–Roth 2014, Thm 3.14).
     - Charge: with a ``ledger``, ``Budget(epsilon=epsilon)`` is reserved for ``(analyst,
-      dataset)`` before any record is read and committed once the release is materialised.
+      dataset)`` before any record is read and committed once the release is materialised;
+      on a ``session=`` declaring ``contributions=k`` (each person has at most k records),
+      the person's loss, k·ε (group privacy: ``veil.accounting.conversions.group_privacy``).
       Everything decidable from the schema (columns, types, categories of the column's type)
       is refused before that, free; no engine reads a record before it (a DuckDB relation's
       types come from a zero-row query). The kernel is total; a failure that still happens
@@ -292,6 +295,9 @@ def perturb(
                 "use a row-level session (privacy_unit=None) on a table with one row per unit"
             )
         ledger, analyst, dataset = session.ledger, session.analyst, session.dataset
+        rows = session.contribution.max_rows if session.contribution is not None else None
+        if rows is not None:  # contributions=k: a person's k records lose kε (group privacy)
+            loss = group_privacy(loss, rows)
     if ledger is not None:
         refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
     if ledger is not None and (not analyst or not dataset):

@@ -71,7 +71,12 @@ from veil.random import RandomSource, is_private, refuse_replayable, system_sour
 from veil.release.draw import Measured, finish, measure
 from veil.release.estimators import check_models, column_models
 from veil.release.exact import bucket_counts, exact_stats, may_wrap
-from veil.release.explain import Explanation, describe_usage, expected_errors
+from veil.release.explain import (
+    Explanation,
+    describe_contribution,
+    describe_usage,
+    expected_errors,
+)
 from veil.release.result import Result
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
@@ -129,6 +134,8 @@ class SessionOptions(TypedDict, total=False):
     bounds: BoundsArg
     max_groups: int | None
     max_rows_per_group: int | None
+    max_rows: int | None
+    contributions: int | None
     domains: DomainsArg
     quantile_buckets: int
     source: RandomSource | None
@@ -153,7 +160,11 @@ class Session:
 
     Build one with :meth:`local` (DuckDB in-process). ``privacy_unit`` is the column whose
     rows are protected together (``None``: each row); ``bounds`` default clamping bounds per
-    column; ``max_groups`` / ``max_rows_per_group`` the contribution limits (defaults 1 and 1).
+    column; ``max_groups`` / ``max_rows_per_group`` / ``max_rows`` the contribution limits
+    (defaults 1 and 1; ``max_rows`` alone bounds the rows of a unit in all groups, and the other
+    two then default to it). A table without an id column (``privacy_unit=None``) may declare
+    ``contributions=k``: each person has at most k rows (OpenDP's ``unit_of(contributions=k)``),
+    which veil accounts for but cannot enforce.
     """
 
     def __init__(
@@ -170,6 +181,8 @@ class Session:
         domains: DomainsArg = None,
         quantile_buckets: int = 1024,
         source: RandomSource | None = None,
+        max_rows: int | None = None,
+        contributions: int | None = None,
     ) -> None:
         self.engine = engine
         self.ledger = ledger
@@ -177,7 +190,9 @@ class Session:
         self.dataset = dataset
         self.privacy_unit = privacy_unit
         self.bounds = _bounds(bounds)
-        self.contribution = _contribution(max_groups, max_rows_per_group)
+        self.contribution = _contribution(
+            privacy_unit, max_groups, max_rows_per_group, max_rows, contributions
+        )
         self.domains: dict[str, tuple[KeyValue, ...]] = {
             k: tuple(v) for k, v in (domains or {}).items()
         }
@@ -247,6 +262,8 @@ class Session:
             domains=options.get("domains"),
             quantile_buckets=buckets,
             source=options.get("source"),
+            max_rows=options.get("max_rows"),
+            contributions=options.get("contributions"),
         )
 
     @classmethod
@@ -286,6 +303,8 @@ class Session:
                 bounds=dict(spec.bounds),
                 max_groups=spec.max_groups,
                 max_rows_per_group=spec.max_rows_per_group,
+                max_rows=spec.max_rows if spec.privacy_unit is not None else None,
+                contributions=spec.max_rows if spec.privacy_unit is None else None,
                 domains=dict(spec.domains),
                 quantile_buckets=quantile_buckets,
                 source=source,
@@ -458,13 +477,14 @@ class Session:
         bounds: BoundsArg,
         max_groups: int | None,
         max_rows_per_group: int | None,
+        max_rows: int | None = None,
     ) -> Plan:
         if epsilon is None:
             raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
         if self.owner is not None:  # the data owner's limits: a query may only narrow them
             asked = _bounds(bounds)
             self.owner.check_bounds({c: (b.lower, b.upper) for c, b in asked.items()})
-            self.owner.check_limits(max_groups, max_rows_per_group)
+            self.owner.check_limits(max_groups, max_rows_per_group, max_rows)
         agg = aggregate_of(plan)
         if isinstance(epsilon, Budget):  # what even_split / split_budget return
             if delta is not None:
@@ -487,11 +507,14 @@ class Session:
         if self.owner is not None:
             self.owner.check_cost(budget)
         contribution = self.contribution
-        if max_groups is not None or max_rows_per_group is not None:
+        if max_rows is not None and self.privacy_unit is None:
+            raise _max_rows_without_unit(max_rows)
+        if max_groups is not None or max_rows_per_group is not None or max_rows is not None:
             base = contribution or agg.contribution
             contribution = Contribution(
                 max_groups if max_groups is not None else base.max_groups,
                 max_rows_per_group if max_rows_per_group is not None else base.max_rows_per_group,
+                max_rows if max_rows is not None else base.max_rows,
             )
         ctx = Context(
             budget=budget,
@@ -554,12 +577,14 @@ class Session:
         consistent: bool = False,
         source: RandomSource | None = None,
         progress: Progress | None = None,
+        max_rows: int | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
         ``epsilon`` (and ``delta``, needed when group keys are not public; by default the
         grant's δ in proportion to ε) is the query's cost; ``bounds``, ``domains``,
-        ``max_groups`` and ``max_rows_per_group`` override the session's for this query;
+        ``max_groups``, ``max_rows_per_group`` and ``max_rows`` override the session's for this
+        query (a limit not given keeps the session's);
         ``consistent=True`` makes released group counts add up to their noisy total;
         ``progress`` is called with the scan's progress (see :meth:`run`).
         """
@@ -571,6 +596,7 @@ class Session:
             bounds=bounds,
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
+            max_rows=max_rows,
             consistent=consistent,
             source=source,
             progress=progress,
@@ -590,6 +616,7 @@ class Session:
         source: RandomSource | None = None,
         progress: Progress | None = None,
         text: str | None = None,
+        max_rows: int | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
 
@@ -611,7 +638,9 @@ class Session:
                 f"progress must be a function taking a fraction (or None), got {progress!r}"
             )
         _refuse_replayable(source, self.ledger)
-        compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        compiled = self._compile(
+            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
+        )
         agg = aggregate_of(compiled)
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
@@ -734,6 +763,7 @@ class Session:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
+        max_rows: int | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -751,7 +781,9 @@ class Session:
             except InvalidArgumentError:
                 delta = Fraction(1, 10**6)
                 notes.append("no delta given: partition selection is shown for delta=1e-6")
-        compiled = self._compile(plan, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        compiled = self._compile(
+            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
+        )
         agg = aggregate_of(compiled)
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
@@ -760,13 +792,7 @@ class Session:
             notes.extend(self.engine.notes(_table(agg)))
         # the bounding salt is secret and drawn per run: explain shows a placeholder
         lowered = lower(agg, dialect_of(self.engine.dialect), salt=None)
-        unit = agg.privacy_unit or "each row"
-        contribution = (
-            f"privacy unit {unit}: at most {agg.contribution.max_groups} group(s) and "
-            f"{agg.contribution.max_rows_per_group} row(s) per group"
-            if agg.privacy_unit
-            else "row-level privacy (each row is a unit)"
-        )
+        contribution = describe_contribution(agg)
         remaining: Budget | None = None
         covered: bool | None = None
         if self.ledger.has_grant(self.analyst, self.dataset):
@@ -869,13 +895,46 @@ def _refuse_replayable(source: RandomSource | None, ledger: Ledger | ScratchLedg
     refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
 
 
-def _contribution(max_groups: int | None, max_rows: int | None) -> Contribution | None:
-    if max_groups is None and max_rows is None:
-        return None
-    # None means the default (1); any other value, 0 included, is checked by Contribution
-    return Contribution(
-        1 if max_groups is None else max_groups, 1 if max_rows is None else max_rows
+def _max_rows_without_unit(max_rows: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"max_rows={max_rows} bounds the rows of a privacy unit, but none is declared; pass "
+        f"privacy_unit='user_id' (say), or for a table without an id column declare "
+        f"contributions={max_rows} (each person has at most {max_rows} rows)",
+        cli=f"--max-rows {max_rows} bounds the rows of a privacy unit, but none is declared; "
+        f"pass --privacy-unit user_id (say), or for a table without an id column "
+        f"--contributions {max_rows}",
     )
+
+
+def _contribution(
+    privacy_unit: str | None,
+    max_groups: int | None,
+    max_rows_per_group: int | None,
+    max_rows: int | None,
+    contributions: int | None,
+) -> Contribution | None:
+    """The session's limits; ``contributions`` (rows per person, declared) only without a
+    privacy unit, ``max_rows`` (enforced) only with one."""
+    if contributions is not None:
+        if privacy_unit is not None:
+            raise InvalidArgumentError(
+                f"contributions={contributions!r} declares the rows of one person in a table "
+                f"without an id column, but privacy_unit={privacy_unit!r} is declared: veil "
+                f"bounds its rows itself; pass max_rows={contributions!r} instead",
+                cli=f"--contributions {contributions!r} is for a table without an id column, "
+                f"but --privacy-unit {privacy_unit} is given; pass --max-rows "
+                f"{contributions!r} instead",
+            )
+        Contribution(max_rows=contributions)  # checks the value
+        return Contribution(max_rows=contributions)
+    if max_rows is not None and privacy_unit is None:
+        Contribution(max_rows=max_rows)
+        raise _max_rows_without_unit(max_rows)
+    if max_groups is None and max_rows_per_group is None and max_rows is None:
+        return None
+    # None means the default (1, or max_rows when given); any other value, 0 included, is
+    # checked by Contribution
+    return Contribution.of(max_groups, max_rows_per_group, max_rows)
 
 
 def _table(agg: Aggregate) -> str:

@@ -17,7 +17,13 @@ from fractions import Fraction
 from veil.accounting.budget import Budget, Number, exact
 from veil.errors import InternalError, InvalidArgumentError
 
-__all__ = ["bun_steinke_epsilon", "pure_to_zcdp", "round_up", "zcdp_to_approx"]
+__all__ = [
+    "bun_steinke_epsilon",
+    "group_privacy",
+    "pure_to_zcdp",
+    "round_up",
+    "zcdp_to_approx",
+]
 
 _PRECISION = 60
 _PAD = Decimal("1e-40")
@@ -128,3 +134,47 @@ def _zcdp_to_approx(r: Fraction, d: Fraction) -> Budget:
         if not implied <= _dec(d).ln():  # pragma: no cover - the check the rounding guarantees
             raise InternalError(f"zCDP→(ε, δ) conversion failed its check for rho={r}, delta={d}")
     return Budget(epsilon=eps, delta=d)
+
+
+def group_privacy(loss: Budget, k: int) -> Budget:
+    """The loss toward groups of ``k`` rows of a mechanism with ``loss`` toward one row.
+
+    Contract: precondition k ≥ 1 (an int), ``loss`` any kind. Postcondition: a mechanism that
+    is ``loss``-private for neighbours differing in one row is private with the result for
+    neighbours differing in up to k rows (a person's rows when each person has at most k):
+
+    - ε-DP → kε-DP (chain of k neighbours; exact);
+    - (ε, δ)-DP → (kε, k·e^{(k−1)ε}·δ)-DP (Dwork & Roth 2014, Thm 2.2's chain: δ_j = δ +
+      e^ε·δ_{j−1} sums to δ·(e^{kε} − 1)/(e^ε − 1) ≤ k·e^{(k−1)ε}·δ); the δ is rounded *up* to
+      a multiple of 10⁻¹² of itself in 60-digit arithmetic, and is refused when it reaches 1;
+    - ρ-zCDP → k²ρ-zCDP (Bun & Steinke 2016, Prop. 1.9; exact).
+
+    Where a mechanism's sensitivity can be scaled instead (every aggregate of
+    ``veil.compile.statistics``: a person's k rows are an allocation of limits (k, k, k)), the
+    scaled sensitivity is used, which is never worse; this is for the per-row mechanisms
+    (``veil.perturbation``).
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidArgumentError(
+            f"a group has at least one row: k must be an integer ≥ 1, got {k!r}"
+        )
+    if k == 1:
+        return loss
+    if loss.kind == "zcdp":
+        return Budget(rho=k * k * loss.rho_value)
+    eps = k * loss.eps
+    if loss.kind == "pure":
+        return Budget(epsilon=eps)
+    with localcontext() as ctx:
+        ctx.prec = _PRECISION
+        factor = ((k - 1) * _dec(loss.eps)).exp() * k
+        bound = _dec(loss.delta) * factor
+        # up to 12 significant digits: a grid of 10^(12 − exponent of the bound)
+        delta = round_up(bound, grid=10 ** max(12, 12 - bound.adjusted()))
+    if delta >= 1:
+        raise InvalidArgumentError(
+            f"group privacy over {k} rows turns delta={float(loss.delta):g} at "
+            f"epsilon={float(loss.eps):g} into k·e^((k−1)ε)·δ = {float(bound):.3g} ≥ 1, which "
+            "protects nothing; lower epsilon or delta, or contributions"
+        )
+    return Budget(epsilon=eps, delta=delta)

@@ -117,6 +117,7 @@ class Dataset:
     privacy_unit: str | None = None
     max_groups: int = 1
     max_rows_per_group: int = 1
+    max_rows: int | None = None  # total rows per unit; without a unit, rows per person
     bounds: Mapping[str, tuple[Fraction, Fraction]] = field(default_factory=dict)
     domains: Mapping[str, tuple[KeyValue, ...]] = field(default_factory=dict)
     schema: Mapping[str, str] = field(default_factory=dict)
@@ -132,12 +133,14 @@ class Dataset:
         return d
 
     def to_json(self) -> dict[str, Any]:
+        extra = {} if self.max_rows is None else {"max_rows": self.max_rows}
         return {
             "name": self.name,
             "source": self.source.to_json(),
             "privacy_unit": self.privacy_unit,
             "max_groups": self.max_groups,
             "max_rows_per_group": self.max_rows_per_group,
+            **extra,
             "bounds": {c: [str(lo), str(hi)] for c, (lo, hi) in sorted(self.bounds.items())},
             "domains": {c: list(v) for c, v in sorted(self.domains.items())},
             "schema": dict(sorted(self.schema.items())),
@@ -155,6 +158,7 @@ class Dataset:
             privacy_unit=d.get("privacy_unit"),
             max_groups=d.get("max_groups", 1),
             max_rows_per_group=d.get("max_rows_per_group", 1),
+            max_rows=d.get("max_rows"),
             bounds={c: tuple(v) for c, v in (d.get("bounds") or {}).items()},
             domains=d.get("domains") or {},
             schema=d.get("schema") or {},
@@ -182,13 +186,20 @@ class Dataset:
                     "query may only narrow them"
                 )
 
-    def check_limits(self, max_groups: int | None, max_rows_per_group: int | None) -> None:
-        """Refuse contribution limits above the owner's."""
+    def check_limits(
+        self,
+        max_groups: int | None,
+        max_rows_per_group: int | None,
+        max_rows: int | None = None,
+    ) -> None:
+        """Refuse contribution limits above the owner's (a total-rows bound the owner did not
+        set only adds a bound: any is a narrowing)."""
         for name, asked, owner in (
             ("max_groups", max_groups, self.max_groups),
             ("max_rows_per_group", max_rows_per_group, self.max_rows_per_group),
+            ("max_rows", max_rows, self.max_rows),
         ):
-            if asked is not None and asked > owner:
+            if asked is not None and owner is not None and asked > owner:
                 raise InvalidArgumentError(
                     f"{name}={asked} raises the owner's limit of {owner} in dataset "
                     f"{self.name!r}; a query may only lower it",
@@ -242,6 +253,26 @@ def _limit(value: object, name: str) -> int:
     return value
 
 
+def _rows(privacy_unit: object, max_rows: object, contributions: object) -> object:
+    """The one stored field of ``max_rows`` (a unit's total rows, enforced) and
+    ``contributions`` (a person's rows in a table without an id column, declared)."""
+    if contributions is not None and privacy_unit is not None:
+        raise InvalidArgumentError(
+            f"contributions={contributions!r} is for a dataset without a privacy unit; with "
+            f"privacy_unit={privacy_unit!r} pass max_rows={contributions!r}",
+            cli=f"--contributions is for a dataset without --privacy-unit; pass --max-rows "
+            f"{contributions!r}",
+        )
+    if max_rows is not None and privacy_unit is None:
+        raise InvalidArgumentError(
+            f"max_rows={max_rows!r} bounds a privacy unit's rows, but the dataset has none; "
+            f"declare privacy_unit=… or contributions={max_rows!r} (rows per person)",
+            cli=f"--max-rows needs --privacy-unit; for a table without an id column pass "
+            f"--contributions {max_rows!r}",
+        )
+    return max_rows if contributions is None else contributions
+
+
 def _dataset(
     name: object,
     *,
@@ -249,6 +280,7 @@ def _dataset(
     privacy_unit: object = None,
     max_groups: object = 1,
     max_rows_per_group: object = 1,
+    max_rows: object = None,
     bounds: Mapping[str, Sequence[object]] | None = None,
     domains: Mapping[str, Sequence[KeyValue]] | None = None,
     schema: Mapping[str, str] | None = None,
@@ -284,6 +316,7 @@ def _dataset(
         privacy_unit=privacy_unit,  # type: ignore[arg-type]
         max_groups=_limit(max_groups, "max_groups"),
         max_rows_per_group=_limit(max_rows_per_group, "max_rows_per_group"),
+        max_rows=None if max_rows is None else _limit(max_rows, "max_rows"),
         bounds=checked,
         domains=keys,
         schema={
@@ -319,6 +352,8 @@ class Catalog:
         privacy_unit: str | None = None,
         max_groups: int = 1,
         max_rows_per_group: int = 1,
+        max_rows: int | None = None,
+        contributions: int | None = None,
         bounds: Mapping[str, Sequence[Number]] | None = None,
         domains: Mapping[str, Sequence[KeyValue]] | None = None,
         schema: Mapping[str, str] | None = None,
@@ -344,6 +379,7 @@ class Catalog:
             privacy_unit=privacy_unit,
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
+            max_rows=_rows(privacy_unit, max_rows, contributions),
             bounds=bounds,
             domains=domains,
             schema=schema,
@@ -442,6 +478,8 @@ _TOML_KEYS = {
     "privacy_unit",
     "max_groups",
     "max_rows_per_group",
+    "max_rows",
+    "contributions",
     "bounds",
     "domains",
     "schema",

@@ -158,8 +158,14 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
         for statistic, coef in k.split(agg_call.call(r), float(w), moments).items():
             per_column = statistic in ("sum", "sum_squares")
             add(measurement_name(statistic, col if per_column else None), coef)
-    if not agg.public_keys and "count" not in a and "count_units" not in a:
-        a["count"] = 1.0  # partition selection thresholds the noisy count
+    if not agg.public_keys and a.get("count", 0.0) == 0:
+        # partition selection thresholds a noisy count: the unit count if there is one (a
+        # row count no aggregate weighs would get a vanishing share of the budget), else a
+        # row count of its own weight
+        if "count_units" in a:
+            a.pop("count", None)
+        else:
+            a["count"] = 1.0
     needs: dict[str, _Need] = {}
     for name, coef in a.items():
         d: float

@@ -12,7 +12,7 @@ from typing import Protocol, assert_never
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
 from veil.aggregates.base import Expected
-from veil.compile.statistics import effective_groups, reach, rows_per_group, thresholded
+from veil.compile.statistics import effective_groups, reach, thresholded
 from veil.noise.families import family
 from veil.plan.canonical import canonical
 from veil.plan.nodes import (
@@ -135,7 +135,7 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
                 "partition selection",
                 f"threshold on the noisy count ({s.mechanism})",
                 s.budget,
-                f"≤ {g} group(s) per unit, ≤ {rows_per_group(agg)} row(s) each",
+                f"≤ {g} group(s) per unit, ≤ {reach(agg).rows} row(s) each",
                 f"release a group iff noisy count ≥ {_g(s.threshold)}",
                 tuple(k.alias for k in agg.keys if not k.is_public),
             )
