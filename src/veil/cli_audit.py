@@ -106,7 +106,13 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
         yield report
 
 
-@audit_app.command("query")
+@audit_app.command(
+    "query",
+    help="Audit a query on your own data against its claimed ε (and δ), by sampling releases "
+    "on neighbouring datasets. NOT differentially private: it reads every row and its report "
+    "reveals the true values; for the data owner only. Exit code 0 PASS, 1 FAIL, "
+    "2 INCONCLUSIVE.",
+)
 def audit_query(
     sql: Annotated[str, typer.Argument(help="The SQL query to audit; - reads stdin.")],
     table: _Tables,
