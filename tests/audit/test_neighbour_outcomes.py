@@ -290,6 +290,7 @@ def cases(draw: st.DrawFn, engine: str = "duckdb") -> Case:
         "bounds": {"x": draw(BOUNDS)},
         "max_groups": draw(st.sampled_from([None, 1, 2])),
         "max_rows_per_group": draw(st.sampled_from([None, 1, 2])),
+        "max_rows": draw(st.sampled_from([None, None, 1, 2, 3])),
     }
     group = ""
     if grouping in ("unknown", "public"):
