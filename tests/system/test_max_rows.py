@@ -151,3 +151,51 @@ def test_contributions_without_an_id_column_bound_each_persons_rows() -> None:
             if name == "count":
                 worst = max(worst, change / sens)
     assert worst == 1  # a person with 3 rows moves the count by the whole L1 of 3
+
+
+@pytest.mark.parametrize("harness", HARNESSES)
+def test_a_unit_kept_in_a_group_is_counted_there_even_with_duplicate_rows(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # identical rows tie in the hash order; the total window breaks ties by __rn, so the row
+    # count_units reads (__rn = 1) is kept whenever any of the unit's rows in the group is,
+    # whatever order an engine gives tied rows in two windows
+    t = pa.table({"uid": [7] * 9, "g": list("aaabbbccc"), "x": [1.0] * 9})
+    sql = "SELECT g, COUNT(*) AS n, COUNT(DISTINCT uid) AS u FROM t GROUP BY g"
+    with harness.session(
+        t, {}, tmp_path, privacy_unit="uid", budget=Budget(epsilon=1), max_rows=2
+    ) as session:
+        agg = session_aggregate(session, sql, epsilon=1, domains={"g": ["a", "b", "c"]})
+        for salt in range(1, 13):
+            stats = exact(session.engine, agg, salt=salt).stats
+            assert sum(s["count"] for s in stats.values()) == 2
+            for s in stats.values():
+                assert (s["count"] > 0) == (s["count_units"] == 1), (salt, stats)
+
+
+@pytest.mark.parametrize(
+    ("contribution", "windows"),
+    [
+        pytest.param(Contribution(1, 5), {"__rn", "__gr"}, id="no-total"),
+        pytest.param(Contribution(3, 5, 15), {"__rn", "__gr"}, id="total-above-G-R"),
+        pytest.param(Contribution.of(max_rows=5), {"__rn", "__tn"}, id="total-alone"),
+        pytest.param(Contribution(3, 5, 8), {"__rn", "__gr", "__tn"}, id="all-three"),
+    ],
+)
+def test_the_bounding_emits_only_the_windows_that_can_bind(
+    contribution: Contribution, windows: set[str]
+) -> None:
+    from veil.compile import dialect, lower, to_sql
+
+    engine = DuckDBEngine({"t": many_rows(3)})
+    agg = compile_query(
+        engine,
+        "SELECT g, COUNT(*) AS n FROM t GROUP BY g",
+        budget=Budget(epsilon=1.0, delta=1e-6),
+        bounds={},
+        privacy_unit="uid",
+        contribution=contribution,
+    )
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=None).main, "duckdb")
+    assert {w for w in ("__rn", "__gr", "__tn") if f'AS "{w}"' in sql} == windows
+    assert ('"__rn" <= 5' in sql) == (contribution.max_rows != 5)

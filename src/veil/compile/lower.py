@@ -448,22 +448,24 @@ class _Lowering:
             return None
         g = self.agg.contribution.max_groups
         r = self.agg.contribution.max_rows_per_group
+        t = self.agg.contribution.max_rows
+        one = g == 1 and r == 1  # one row per unit: at most one group and one row in it
+        # the total bound T binds unless G·R ≤ T; where it binds, R ≥ T (G ≥ T) makes the
+        # per-group row (group) bound redundant: T rows are at most T in a group (T groups)
+        total = t is not None and not one and t < min(g, self._possible_groups()) * r
         row_hash = self._hash(["__unit", *self.keys, *self.x.values()])
         windows: list[exp.Expr] = []
         cond: list[exp.Expr] = []
-        if g == 1 and r == 1:
-            # one row per unit: at most one group and one row in it
-            part: list[exp.Expr] = [_col("__unit")]
-        else:
-            part = [_col("__unit"), *(_col(k) for k in self.keys)]
+        part = [_col("__unit")] if one else [_col("__unit"), *(_col(k) for k in self.keys)]
         rn = exp.Window(
             this=exp.RowNumber(),
             partition_by=part,
             order=exp.Order(expressions=[exp.Ordered(this=row_hash)]),
         )
-        windows.append(exp.alias_(rn, "__rn", quoted=True))
-        cond.append(exp.LTE(this=_col("__rn"), expression=exp.Literal.number(r)))
-        if not (g == 1 and r == 1) and self.keys and g < self._possible_groups():
+        windows.append(exp.alias_(rn, "__rn", quoted=True))  # also what count_units reads
+        if not (total and t is not None and r >= t):
+            cond.append(exp.LTE(this=_col("__rn"), expression=exp.Literal.number(r)))
+        if not one and self.keys and g < self._possible_groups() and not (total and g >= (t or 0)):
             group_hash = self._hash(["__unit", *self.keys])
             order = [exp.Ordered(this=group_hash), *(exp.Ordered(this=_col(k)) for k in self.keys)]
             gr = exp.Window(
@@ -474,17 +476,20 @@ class _Lowering:
             windows.append(exp.alias_(gr, "__gr", quoted=True))
             cond.append(exp.LTE(this=_col("__gr"), expression=exp.Literal.number(g)))
         inner = exp.select(exp.Star(), *windows).from_(exp.Table(this=exp.to_identifier("__rows")))
-        where = _and(cond)
-        kept = exp.select(exp.Star()).from_(inner.subquery("__ranked")).where(where)
-        t = self.agg.contribution.max_rows
-        if t is None or (g == 1 and r == 1) or t >= min(g, self._possible_groups()) * r:
-            return kept  # the total-rows bound T cannot bind: G·R ≤ T already
-        # then at most T of the kept rows per unit, the first T in the same keyed-hash order
-        # (a uniformly random choice given the salt; ties only between identical rows)
+        kept = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
+        if cond:
+            kept = kept.where(_and(cond))
+        if not total or t is None:
+            return kept
+        # then at most T of the kept rows per unit, the first T in the same keyed-hash order (a
+        # uniformly random choice given the salt), ties broken by __rn: a group's first row
+        # precedes its others, so a unit with a row kept in a group keeps its __rn = 1 row
         tn = exp.Window(
             this=exp.RowNumber(),
             partition_by=[_col("__unit")],
-            order=exp.Order(expressions=[exp.Ordered(this=row_hash.copy())]),
+            order=exp.Order(
+                expressions=[exp.Ordered(this=row_hash.copy()), exp.Ordered(this=_col("__rn"))]
+            ),
         )
         totalled = exp.select(exp.Star(), exp.alias_(tn, "__tn", quoted=True)).from_(
             kept.subquery("__kept")
