@@ -154,6 +154,7 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
         "bounds": _bounds(body),
         "max_groups": body.max_groups,
         "max_rows_per_group": body.max_rows_per_group,
+        "max_rows": body.max_rows,
     }
 
 

@@ -139,6 +139,9 @@ class ExplainRequest(_Body):
     )
     max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
     max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
+    )
     privacy_unit: Name | None = Field(
         default=None,
         description="the data owner's privacy unit; any other value is refused (it is not "
@@ -224,6 +227,15 @@ class DatasetCreate(_Body):
     privacy_unit: Column | None = None
     max_groups: int = Field(default=1, ge=1, le=1_000_000)
     max_rows_per_group: int = Field(default=1, ge=1, le=1_000_000)
+    max_rows: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
+    )
+    contributions: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="without a privacy unit: rows one person has at most (declared)",
+    )
     bounds: dict[Column, tuple[Num, Num]] = Field(default_factory=dict)
     domains: dict[Column, list[Scalar]] = Field(default_factory=dict)
     schema_: dict[Column, str] = Field(default_factory=dict, alias="schema")
@@ -240,6 +252,8 @@ class DatasetCreate(_Body):
             "privacy_unit": self.privacy_unit,
             "max_groups": self.max_groups,
             "max_rows_per_group": self.max_rows_per_group,
+            "max_rows": self.max_rows,
+            "contributions": self.contributions,
             "bounds": {c: tuple(b) for c, b in self.bounds.items()},
             "domains": self.domains,
             "schema": self.schema_,

@@ -100,6 +100,11 @@ class DatasetPublic(_Out):
     privacy_unit: str | None
     max_groups: int
     max_rows_per_group: int
+    max_rows: int | None = Field(
+        default=None,
+        description="rows one unit may contribute in all groups (without a privacy unit: "
+        "the rows one person has at most, declared)",
+    )
     bounds: dict[str, list[str]] = Field(description="column → [lower, upper], exact strings")
     domains: dict[str, list[JSONScalar]]
     schema_: dict[str, str] = Field(alias="schema")
