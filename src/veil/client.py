@@ -374,6 +374,7 @@ class Client:
         bounds: Bounds | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
         consistent: bool = False,
         wait: Literal[True] = True,
         timeout: float | None = None,
@@ -390,6 +391,7 @@ class Client:
         bounds: Bounds | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
         consistent: bool = False,
         wait: Literal[False],
         timeout: float | None = None,
@@ -405,6 +407,7 @@ class Client:
         bounds: Bounds | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
         consistent: bool = False,
         wait: bool = True,
         timeout: float | None = None,
@@ -417,6 +420,8 @@ class Client:
         wait for). ``wait=False``: start it as a job and return the :class:`Job` at once.
         """
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        if max_rows is not None:
+            body["max_rows"] = max_rows
         body["consistent"] = bool(consistent)
         status, payload = self._call(
             "POST",
@@ -443,10 +448,13 @@ class Client:
         bounds: Bounds | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
     ) -> Explanation:
         """What the query would cost and its expected error; reads no data, charges nothing
         (without ``epsilon``: shown for ε = 1)."""
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        if max_rows is not None:
+            body["max_rows"] = max_rows
         _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
         return Explanation.from_json(payload)
 

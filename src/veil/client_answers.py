@@ -105,6 +105,7 @@ class DatasetInfo:
     max_delta: Fraction | None
     total: Budget | None  # the cap across all analysts, if any
     min_response_ms: int
+    max_rows: int | None = None  # total rows per unit (without a unit: rows per person)
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> DatasetInfo:
@@ -123,6 +124,7 @@ class DatasetInfo:
             max_delta=frac(d.get("max_delta")),
             total=None if d.get("total") is None else Budget.from_dict(d["total"]),
             min_response_ms=int(d.get("min_response_ms", 0)),
+            max_rows=None if d.get("max_rows") is None else int(d["max_rows"]),
         )
 
 

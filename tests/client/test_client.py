@@ -189,6 +189,8 @@ def test_an_explanation_says_the_cost_and_charges_nothing(connect: Callable[...,
     assert "cost: ε=0.1" in str(e)
     assert "covers it" in str(e)
     assert alice.remaining("people") == before
+    narrowed = alice.explain("people", "SELECT COUNT(*) AS n FROM people", max_rows=1)
+    assert narrowed.contribution.endswith("1 row(s) in all")  # a total the owner did not set
 
 
 def test_datasets_budget_and_history_are_the_callers_own(connect: Callable[..., Client]) -> None:
