@@ -2,6 +2,8 @@
 :mod:`veil.audit`). Thin: options are parsed here, the audits live in ``veil.audit`` (loaded
 only when a command runs, so ``veil --help`` stays fast).
 
+``veil audit mechanism NAME``: :func:`veil.audit.mechanisms.builtin` (veil's own mechanisms);
+``veil audit command -- CMD ARG… {input}``: :func:`veil.audit.mechanisms.command` (a program);
 ``veil audit query``: :func:`veil.audit.query.query` on the command line — run the audit with a
 progress bar on stderr, print the report, exit 0 PASS, 1 FAIL, 2 INCONCLUSIVE.
 """
@@ -12,7 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,7 +32,7 @@ from veil.cli_options import (
 )
 from veil.errors import InvalidArgumentError
 
-__all__ = ["audit_app", "audit_query"]
+__all__ = ["audit_app", "audit_command", "audit_mechanism", "audit_query"]
 
 audit_app = typer.Typer(
     help="Test a query against its claimed privacy by sampling (NOT private: for data owners).",
@@ -173,3 +175,117 @@ def audit_query(
 
     code = _run(go, fmt)
     raise typer.Exit(code)
+
+
+_Samples = Annotated[int, typer.Option("--samples", "-n", help="Outputs drawn per input.")]
+_Sensitivity = Annotated[float, typer.Option("--sensitivity", help="The claimed sensitivity Δ.")]
+
+
+def _report(audit: Any, fmt: OutputFormat) -> int:
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(audit.to_json(), ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write("\n".join(audit.lines()) + "\n")
+    return int(audit.exit_code)
+
+
+def _format(fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.csv:
+        raise InvalidArgumentError("--format must be table or json for an audit, not csv")
+
+
+@audit_app.command(
+    "mechanism",
+    help="Audit one of veil's mechanisms (laplace, discrete_laplace, gaussian, "
+    "discrete_gaussian, exponential, randomized_response) at its claimed ε (and δ) by sampling "
+    "its outputs on neighbouring inputs. Exit code 0 PASS, 1 FAIL, 2 INCONCLUSIVE.",
+)
+def audit_mechanism(
+    name: Annotated[str, typer.Argument(help="The mechanism, e.g. laplace.")],
+    epsilon: _Epsilon,
+    delta: _Delta = None,
+    sensitivity: _Sensitivity = 1.0,
+    samples: _Samples = 1_000_000,
+    confidence: _Confidence = 0.95,
+    fmt: _Format = OutputFormat.table,
+) -> None:
+    """Audit one of veil's mechanisms at its claimed parameters."""
+    from veil.audit.mechanisms import builtin
+
+    def go() -> int:
+        _format(fmt)
+        dlt = parse_delta(delta)
+        with _progress() as progress:
+            audit = builtin(
+                name, epsilon=float(parse_epsilon(epsilon)),
+                delta=float(dlt) if dlt is not None else 0.0, sensitivity=sensitivity,
+                samples=samples, confidence=confidence, progress=progress,
+            )  # fmt: skip
+        return _report(audit, fmt)
+
+    raise typer.Exit(_run(go, fmt))
+
+
+@audit_app.command(
+    "command",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    help="Audit a program against its claimed ε (and δ): veil audit command --epsilon 1 -- "
+    "php noise.php {input} {count}. {input} is replaced by each neighbouring input (--inputs, "
+    "default 0,1); with {count} the program prints that many numbers, one per line, in one "
+    "run, else it is run once per output. --claim-scores 85,72,67 tests an exponential "
+    "mechanism's outputs (0-based indexes) against its pmf too. Exit code 0 PASS, 1 FAIL, "
+    "2 INCONCLUSIVE.",
+)
+def audit_command(
+    ctx: typer.Context,
+    epsilon: _Epsilon,
+    delta: _Delta = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--inputs", help="A neighbouring pair A,B; repeatable (default 0,1)."),
+    ] = None,
+    claim_scores: Annotated[
+        str | None,
+        typer.Option("--claim-scores", help="Claim the exponential mechanism over these scores."),
+    ] = None,
+    sensitivity: _Sensitivity = 1.0,
+    samples: _Samples = 10_000,
+    confidence: _Confidence = 0.95,
+    fmt: _Format = OutputFormat.table,
+) -> None:
+    """Audit a program (black box) against its claimed privacy."""
+    from veil.audit.mechanisms import command
+
+    def go() -> int:
+        _format(fmt)
+        argv = list(ctx.args)
+        if not argv:
+            raise InvalidArgumentError(
+                "give the program after --: veil audit command --epsilon 1 -- "
+                "php noise.php {input} {count}"
+            )
+        pairs = []
+        for text in inputs or ["0,1"]:
+            parts = text.split(",")
+            if len(parts) != 2:
+                raise InvalidArgumentError(f"--inputs takes A,B (two inputs), got {text!r}")
+            pairs.append((parts[0], parts[1]))
+        scores = None
+        if claim_scores is not None:
+            try:
+                scores = [float(v) for v in claim_scores.split(",")]
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"--claim-scores takes numbers separated by commas, got {claim_scores!r}"
+                ) from None
+        dlt = parse_delta(delta)
+        with _progress() as progress:
+            audit = command(
+                argv, neighbours=pairs, epsilon=float(parse_epsilon(epsilon)),
+                delta=float(dlt) if dlt is not None else 0.0, samples=samples,
+                confidence=confidence, claim_scores=scores, sensitivity=sensitivity,
+                progress=progress,
+            )  # fmt: skip
+        return _report(audit, fmt)
+
+    raise typer.Exit(_run(go, fmt))
