@@ -32,7 +32,7 @@ from veil.cli_options import (
 )
 from veil.errors import InvalidArgumentError
 
-__all__ = ["audit_app", "audit_command", "audit_mechanism", "audit_query"]
+__all__ = ["audit_app", "audit_command", "audit_mechanism", "audit_query", "audit_selftest"]
 
 audit_app = typer.Typer(
     help="Test a query against its claimed privacy by sampling (NOT private: for data owners).",
@@ -289,3 +289,25 @@ def audit_command(
         return _report(audit, fmt)
 
     raise typer.Exit(_run(go, fmt))
+
+
+@audit_app.command(
+    "selftest",
+    help="Check this installation: veil's mechanisms must PASS their audits and known-broken "
+    "controls (numpy's float Laplace, a Laplace at 70 % scale, a Gaussian with 10×δ, the PHP "
+    "seed's code when php is installed) must FAIL. Exit code 0 when every verdict is as "
+    "expected, 1 otherwise.",
+)
+def audit_selftest(samples: _Samples = 200_000) -> None:
+    """Run the selftest and print its table."""
+    from veil.audit.selftest import lines, run
+
+    def go() -> int:
+        if samples < 1000:
+            raise InvalidArgumentError(f"--samples must be at least 1000, got {samples}")
+        with _progress() as progress:
+            checks = run(samples, progress=progress)
+        sys.stdout.write("\n".join(lines(checks)) + "\n")
+        return 0 if all(c.ok for c in checks) else 1
+
+    raise typer.Exit(_run(go, OutputFormat.table))

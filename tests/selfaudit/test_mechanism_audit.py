@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from support import SeededSource
+from veil.audit import selftest
 from veil.audit.mechanisms import (
     BUILTINS,
     NOT_PROOF,
@@ -44,10 +45,7 @@ def test_veils_exponential_mechanism_passes_and_follows_its_pmf() -> None:
 
 
 def test_numpy_float_laplace_fails_by_reachability() -> None:
-    rng = np.random.default_rng(7)
-    audit = mechanism(
-        lambda x, n: x + rng.laplace(0.0, 1.0, n), epsilon=1.0, samples=50_000, batch=True
-    )
+    audit = selftest.float_laplace(50_000)
     assert audit.verdict == "FAIL"
     assert "grid of 2^" in audit.pairs[0].bound.event
     assert audit.pairs[0].bound.epsilon > 5  # absent on one side: a huge loss
@@ -55,29 +53,14 @@ def test_numpy_float_laplace_fails_by_reachability() -> None:
 
 
 def test_a_laplace_at_70_percent_of_its_scale_fails_the_epsilon_bound() -> None:
-    src = SeededSource("70")
-    scale = Fraction(7, 10)  # ε = 1, Δ = 1 needs scale 1
-    audit = mechanism(
-        lambda x, n: x + samplers.discrete_laplace(scale, n, source=src),
-        epsilon=1.0,
-        samples=100_000,
-        batch=True,
-    )
+    audit = selftest.laplace_70(100_000, SeededSource("70"))
     assert audit.verdict == "FAIL"
     assert audit.pairs[0].bound.epsilon > 1.0
     assert "grid" not in audit.pairs[0].bound.event  # a genuine ε violation, not reachability
 
 
 def test_a_gaussian_calibrated_for_ten_times_delta_fails_the_delta_bound() -> None:
-    src = SeededSource("delta")
-    wide = mech.discrete_gaussian(0, sensitivity=1, epsilon=1, delta=1e-2, source=src)
-    audit = mechanism(
-        lambda x, n: x + samplers.discrete_gaussian(wide.noise_scale, n, source=src),
-        epsilon=1.0,
-        delta=1e-3,
-        samples=400_000,
-        batch=True,
-    )
+    audit = selftest.gaussian_10_delta(400_000, SeededSource("delta"))
     assert audit.verdict == "FAIL"
     assert audit.pairs[0].bound.delta > 1e-3
 

@@ -63,3 +63,15 @@ def test_a_command_without_its_input_placeholder_is_refused() -> None:
     code, _, err = invoke("audit", "command", "--epsilon", "1", "--", "php", "noise.php")
     assert code == 2
     assert "placeholder {input}" in err
+
+
+def test_selftest_prints_its_table_and_every_verdict_is_as_expected() -> None:
+    code, out, _ = invoke("audit", "selftest", "--samples", "20000")
+    assert code == 0, out
+    assert "veil laplace             PASS      PASS" in out
+    assert "numpy float laplace      FAIL      FAIL" in out
+    assert "selftest: OK" in out
+    if shutil.which("php") is None:
+        assert "skipped: php is not on the PATH" in out
+    else:
+        assert "php seed exponential     FAIL      FAIL" in out
