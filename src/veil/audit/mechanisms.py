@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from veil.audit.fit import noise_fit
 from veil.audit.query_stats import (
     Bound,
     binomial_lower,
@@ -110,6 +111,7 @@ class MechanismAudit:
     detectable: float
     verdict: Verdict
     failures: tuple[str, ...] = field(default=())
+    conformance_alarm: float = 0.0  # the conformance checks' own false-alarm rate, in total
 
     @property
     def exit_code(self) -> int:
@@ -117,8 +119,9 @@ class MechanismAudit:
 
     @property
     def false_alarm_rate(self) -> float:
-        """The chance a correct mechanism FAILs the statistical test, per pair (Bonferroni)."""
-        return 1 - self.confidence
+        """A bound on the chance a correct mechanism FAILs: 1 − confidence per pair for the ε/δ
+        bounds (union bound), plus the conformance checks' rate."""
+        return (1 - self.confidence) * len(self.pairs) + self.conformance_alarm
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,7 +141,7 @@ class MechanismAudit:
         out = [
             f"audit of {self.name}: claimed ε = {self.epsilon:g}, δ = {self.delta:g}",
             f"samples: {self.samples} per side per pair; confidence {self.confidence:g} "
-            f"(false-alarm rate ≤ {self.false_alarm_rate:.3g} per pair)",
+            f"(false-alarm rate ≤ {self.false_alarm_rate:.3g} in all)",
             f"power: the smallest violation these samples could show: ε ≈ {self.detectable:.3g}",
         ]
         for p in self.pairs:
@@ -209,6 +212,7 @@ def mechanism(
     batch: bool = False,
     name: str = "mechanism",
     conformance: Callable[[Any, NDArray[np.float64]], str | None] | None = None,
+    conformance_alarm: float = 0.0,
     progress: Progress | None = None,
 ) -> MechanismAudit:
     """Audit ``fn`` against the claim that it is (``epsilon``, ``delta``)-DP on each pair of
@@ -216,9 +220,10 @@ def mechanism(
     ``n`` outputs when ``batch``), an ε and δ lower bound per pair, a verdict (module docstring).
 
     ``conformance(input, outputs)`` may return the description of a failed check (e.g. an output off
-    the claimed grid), which FAILs the audit whatever the bounds say.
+    the claimed grid), which FAILs the audit whatever the bounds say; ``conformance_alarm`` is
+    the total false-alarm rate of those checks.
     Postcondition: a correct mechanism FAILs with probability at most
-    ``len(neighbours)·(1 − confidence)``.
+    ``len(neighbours)·(1 − confidence) + conformance_alarm`` (the report's false-alarm rate).
     """
     _check_claim(epsilon, delta, samples, confidence)
     if not neighbours:
@@ -241,8 +246,9 @@ def mechanism(
         "FAIL" if violated or failures else "INCONCLUSIVE" if power > 2 * epsilon else "PASS"
     )
     return MechanismAudit(
-        name, epsilon, delta, confidence, samples, tuple(pairs), power, verdict, tuple(failures)
-    )
+        name, epsilon, delta, confidence, samples, tuple(pairs), power, verdict, tuple(failures),
+        conformance_alarm if conformance is not None else 0.0,
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------- conformance
@@ -296,6 +302,20 @@ def _on_grid(k: int) -> Callable[[Any, NDArray[np.float64]], str | None]:
     return check
 
 
+def _noise_pmf(gaussian: bool, noise_scale: Fraction) -> tuple[Any, float]:
+    """The exact pmf (as floats) of veil's integer noise and its scale: discrete Laplace of
+    scale t, P(k) = (1 − r)/(1 + r)·r^|k| with r = e^{−1/t}; discrete Gaussian of variance
+    parameter σ², P(k) ∝ e^{−k²/(2σ²)} normalised over ±(40σ + 10) (the rest is < 1e-300)."""
+    if not gaussian:
+        t = float(noise_scale)
+        r = math.exp(-1 / t)
+        return (lambda k: (1 - r) / (1 + r) * r ** np.abs(k)), t
+    sigma = math.sqrt(float(noise_scale))
+    reach = int(40 * sigma + 10)
+    z = float(np.exp(-(np.arange(-reach, reach + 1, dtype=float) ** 2) / (2 * sigma**2)).sum())
+    return (lambda k: np.exp(-(np.asarray(k, dtype=float) ** 2) / (2 * sigma**2)) / z), sigma
+
+
 def builtin(
     name: str,
     *,
@@ -345,11 +365,12 @@ def builtin(
 
         def follows(x: tuple[int, ...], out: NDArray[np.float64]) -> str | None:
             pmf = exponential_pmf(x, epsilon, sensitivity)
-            return categorical_conformance(out, pmf, confidence)
+            return categorical_conformance(out, pmf, 1 - (1 - confidence) / 4)
 
         return mechanism(
             choose, neighbours=[pair], epsilon=epsilon, samples=samples,
-            confidence=confidence, name=label, conformance=follows, progress=progress,
+            confidence=confidence, name=label, conformance=follows,
+            conformance_alarm=(1 - confidence) / 2, progress=progress,
         )  # fmt: skip
     if name == "randomized_response":
 
@@ -384,13 +405,26 @@ def builtin(
     inputs: tuple[Any, Any] = (0, int(sensitivity)) if integer else (0.0, float(sensitivity))
     if integer and sensitivity != int(sensitivity):
         raise InvalidArgumentError(f"{name} needs an integer sensitivity, got {sensitivity!r}")
-    if not integer:
-        probe = release(0.0, sensitivity=sens, source=source, **kwargs)
-        conformance = _on_grid(int(probe.grid))
+    probe = release(inputs[0], sensitivity=sens, source=source, **kwargs)
+    on_grid = _on_grid(int(probe.grid)) if probe.grid is not None else None
+    step = math.ldexp(1.0, probe.grid) if probe.grid is not None else 1.0
+    pmf, scale = _noise_pmf(gaussian, Fraction(probe.noise_scale))
+    check_level = 1 - (1 - confidence) / 4  # per input: α/2 for the two conformance checks
+
+    def conforms(x: Any, out: NDArray[np.float64]) -> str | None:
+        """The grid (reachability), then the noise in grid units against its exact pmf."""
+        problem = on_grid(x, out) if on_grid is not None else None
+        if problem is not None:
+            return problem
+        units = to_grid(np.asarray([x], dtype=float), probe.grid)[0] if probe.grid else int(x)
+        noise = np.round(out / step).astype(np.int64) - int(units)
+        return noise_fit(noise, pmf, scale, check_level)
+
+    conformance = conforms
     return mechanism(
         run, neighbours=[inputs], epsilon=epsilon, delta=delta, samples=samples,
         confidence=confidence, batch=True, name=label, conformance=conformance,
-        progress=progress,
+        conformance_alarm=(1 - confidence) / 2, progress=progress,
     )  # fmt: skip
 
 
@@ -473,11 +507,12 @@ def command(
 
         def follows(x: str, out: NDArray[np.float64]) -> str | None:
             pmf = exponential_pmf([float(v) for v in x.split(",")], epsilon, sensitivity)
-            return categorical_conformance(out, pmf, confidence)
+            return categorical_conformance(out, pmf, 1 - (1 - confidence) / 4)
 
         conformance = follows
     return mechanism(
         fn, neighbours=neighbours, epsilon=epsilon, delta=delta, samples=samples,
         confidence=confidence, batch=batch, name=shlex.join(argv), conformance=conformance,
+        conformance_alarm=(1 - confidence) / 2 if conformance is not None else 0.0,
         progress=progress,
     )  # fmt: skip
