@@ -1,0 +1,223 @@
+"""The smallest ε whose data-independent error bars meet every target (APEx, Ge et al.
+SIGMOD 2019, for one query).
+
+Contract of :func:`choose_epsilon`:
+
+- Preconditions: ``targets`` name output columns of ``query``; each kind's bar is
+  computable from public parameters (COUNT, COUNT(DISTINCT), SUM: constant bars; AVG: the bar
+  of a group whose noisy count is the stated public ``min_group_size`` and whose mean lies at a
+  bound, the worst case); quantile kinds are refused (their bar is a rank statement).
+- Search: every bar is a nonincreasing function of ε (each noise scale is
+  sensitivity·share/ε, and each bar is monotone in the scales), so the set of ε meeting the
+  targets is an interval [ε*, ∞). A doubling bracket then a geometric bisection returns ε with
+  ε* ≤ ε ≤ ε*·(1 + tolerance): ε meets every target and ε/(1 + tolerance) does not.
+- δ is not searched: it is the one the query would use anyway (the grant's or the stated
+  ``delta``; none with public keys), so only ε is minimised.
+- Nothing is read or charged: each probe is :meth:`Session.explain`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from veil.accounting.budget import Budget
+from veil.accuracy.targets import Target, parse_targets
+from veil.aggregates import kind
+from veil.aggregates.base import Group
+from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
+from veil.plan.nodes import Plan
+from veil.plan.tree import aggregate_of
+from veil.release.estimators import column_models, noise_models
+from veil.release.explain import Explanation
+
+if TYPE_CHECKING:
+    from veil.session import Session
+
+__all__ = ["Choice", "choose_epsilon", "target_bars"]
+
+_CONSTANT = ("count", "count_distinct", "sum")
+_LOWEST = Fraction(1, 10**6)
+_HIGHEST = Fraction(10**4)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen ε, the bar of each targeted column there, and the explanation at that cost."""
+
+    epsilon: Fraction
+    bars: dict[str, float]
+    targets: tuple[Target, ...]
+    explanation: Explanation
+    assumptions: tuple[str, ...]
+
+    def __str__(self) -> str:
+        lines = [f"smallest epsilon meeting every target: {float(self.epsilon):.6g}"]
+        for t in self.targets:
+            lines.append(f"  {t}: bar ± {self.bars[t.column]:.6g} (limit ± {t.limit:.6g})")
+        lines += [f"  assumption: {a}" for a in self.assumptions]
+        return "\n".join([*lines, str(self.explanation)])
+
+
+def _check(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
+    """Refuse targets decidable as wrong without data; return the assumptions in words."""
+    agg = aggregate_of(plan)
+    calls = {a.alias: a for a in agg.aggregates}
+    notes: list[str] = []
+    for t in targets:
+        a = calls.get(t.column)
+        if a is None:
+            raise InvalidArgumentError(
+                f"target for unknown column {t.column!r}; the query's aggregates are "
+                f"{', '.join(sorted(calls))}: name one of them (the output column name)"
+            )
+        if a.function not in (*_CONSTANT, "avg"):
+            raise UnsupportedQueryError(
+                f"a target on {t.column!r} ({a.function.upper()}) is not supported yet: its "
+                "error bar is a rank statement; target COUNT, SUM or AVG columns"
+            )
+        if t.relative is not None and t.reference is None:
+            raise InvalidArgumentError(
+                f"relative target on {t.column!r} needs a public reference value (a relative "
+                "error of the private value would read data); pass "
+                f"references={{{t.column!r}: 1000}} (say) or an absolute target like "
+                f"'{t.column}=±50'"
+            )
+        if t.relative is not None:
+            notes.append(
+                f"{t.column}: ±{100 * t.relative:g}% taken of the public reference value "
+                f"{t.reference:g}"
+            )
+        if a.function == "avg":
+            if t.min_group_size is None:
+                raise InvalidArgumentError(
+                    f"the error of AVG column {t.column!r} depends on the group's size, which "
+                    "is private; state a public assumption: min_group_size=100 (say)"
+                )
+            notes.append(
+                f"{t.column}: bar of a group whose noisy count is {t.min_group_size} "
+                "(min_group_size, a public assumption) with its mean at a bound"
+            )
+    return notes
+
+
+def target_bars(explanation: Explanation, targets: Iterable[Target]) -> dict[str, float]:
+    """The released bar of each targeted column under ``explanation``'s compiled plan."""
+    agg = aggregate_of(explanation.plan)
+    noise = noise_models(agg)
+    models = {c.alias: c for c in column_models(agg)}
+    out: dict[str, float] = {}
+    for t in targets:
+        model = models[t.column]
+        k = kind(model.function)
+        if model.function == "avg":
+            assert t.min_group_size is not None
+            n = t.min_group_size
+            sm = noise[model.reads("sum") or ""]
+            lo, hi = float(model.lower or 0), float(model.upper or 0)
+            far = hi if abs(hi - float(sm.centre)) >= abs(lo - float(sm.centre)) else lo
+            # the noisy centred sum of n rows all at the far bound, in grid steps
+            stats = {
+                model.reads("count") or "": n,
+                model.reads("sum") or "": round((far - float(sm.centre)) * n / float(sm.step)),
+            }
+            bar = k.halfwidth(Group(model, stats, noise), far, t.level)
+        else:  # constant bars read no released value
+            bar = k.halfwidth(Group(model, {}, noise), 0.0, t.level)
+        out[t.column] = math.inf if bar is None else float(bar)
+    return out
+
+
+def _meets(bars: Mapping[str, float], targets: tuple[Target, ...]) -> bool:
+    return all(bars[t.column] <= (t.limit or 0) for t in targets)
+
+
+def choose_epsilon(
+    session: Session,
+    query: str | Plan,
+    target: Any,
+    *,
+    references: Mapping[str, float] | None = None,
+    min_group_size: int | None = None,
+    tolerance: float = 0.001,
+    **options: Any,
+) -> Choice:
+    """The smallest ε (to ``tolerance``, relative) meeting every target; see the module's
+    contract. ``options``: those of :meth:`Session.explain` but ``epsilon``. Refuses, at no
+    cost, targets not met below ε = 10⁴ or not covered by the remaining budget (with the ε
+    they need)."""
+    if "epsilon" in options:
+        raise InvalidArgumentError("pass target= or epsilon=, not both: the target chooses ε")
+    if not (0 < tolerance < 1):
+        raise InvalidArgumentError(f"tolerance={tolerance!r} must be in (0, 1); 0.001 is 0.1 %")
+    targets = parse_targets(target, references=references, min_group_size=min_group_size)
+    domains = options.pop("domains", None)
+    plan = (
+        query
+        if not isinstance(query, str)
+        else session.plan(query, bounds=options.get("bounds"), domains=domains)
+    )
+    assumptions = _check(plan, targets)
+
+    def probe(eps: Fraction) -> tuple[bool, Explanation, dict[str, float]]:
+        e = session.explain(plan, epsilon=eps, **options)
+        bars = target_bars(e, targets)
+        return _meets(bars, targets), e, bars
+
+    hi = Fraction(1)
+    ok, best, bars = probe(hi)
+    lo = hi
+    if ok:
+        while lo > _LOWEST:
+            lo = lo / 2
+            if not probe(lo)[0]:
+                break
+            hi, (ok, best, bars) = lo, probe(lo)
+        else:  # met even at the floor: the floor is the answer
+            return _result(best, hi, bars, targets, assumptions)
+    else:
+        while not ok:
+            lo = hi
+            if hi >= _HIGHEST:
+                raise InvalidArgumentError(
+                    f"the targets ({'; '.join(map(str, targets))}) need more than epsilon="
+                    f"{float(_HIGHEST):g}; loosen them"
+                )
+            hi = hi * 2
+            ok, best, bars = probe(hi)
+    ratio = Fraction(1 + tolerance).limit_denominator(10**9)
+    while hi > lo * ratio:
+        mid = Fraction(math.sqrt(lo * hi)).limit_denominator(10**12)
+        if not (lo < mid < hi):
+            break
+        m_ok, m_e, m_bars = probe(mid)
+        if m_ok:
+            hi, best, bars = mid, m_e, m_bars
+        else:
+            lo = mid
+    return _result(best, hi, bars, targets, assumptions)
+
+
+def _result(
+    best: Explanation,
+    eps: Fraction,
+    bars: dict[str, float],
+    targets: tuple[Target, ...],
+    assumptions: list[str],
+) -> Choice:
+    if best.covered is False and best.remaining is not None:
+        raise _short(best.cost, best.remaining, targets)
+    return Choice(eps, bars, targets, best, tuple(assumptions))
+
+
+def _short(cost: Budget, remaining: Budget, targets: tuple[Target, ...]) -> BudgetExhaustedError:
+    err = BudgetExhaustedError(cost, remaining)
+    err.args = (
+        f"the targets ({'; '.join(map(str, targets))}) need {cost.precise()}, but the "
+        f"remaining budget is {remaining.precise()}; loosen the targets or ask for more budget "
+        "(nothing was charged)",
+    )
+    return err

@@ -1,0 +1,143 @@
+"""The smallest ε meeting accuracy targets: exact to the tolerance, monotone, refusals free."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import veil
+from support import SeededSource
+from veil.accuracy import Target, choose_epsilon, parse_target, target_bars
+from veil.engines.fake import FakeEngine
+from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
+
+STATES = ("CA", "NY", "TX")
+BOUNDS = {"income": (0, 1000)}
+Q = (
+    "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean "
+    "FROM people GROUP BY state"
+)
+
+
+def session(budget: veil.Budget | None = None) -> veil.Session:
+    rng = np.random.default_rng(3)
+    n = 2000
+    table = pa.table(
+        {
+            "user_id": np.arange(n),
+            "state": rng.choice(list(STATES), n),
+            "income": rng.uniform(0, 1000, n),
+        }
+    )
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "people", budget or veil.Budget(epsilon=10))
+    return veil.Session(
+        FakeEngine({"people": table}),
+        ledger=ledger,
+        analyst="alice",
+        dataset="people",
+        privacy_unit="user_id",
+        domains={"state": STATES},
+        source=SeededSource(1),
+    )
+
+
+def bars_at(s: veil.Session, eps: Fraction, targets: tuple[Target, ...]) -> dict[str, float]:
+    return target_bars(s.explain(Q, epsilon=eps, bounds=BOUNDS), targets)
+
+
+def test_count_target_of_50_yields_the_smallest_epsilon_to_within_one_percent() -> None:
+    s = session()
+    before = s.remaining()
+    c = choose_epsilon(s, Q, "n=±50", bounds=BOUNDS)
+    assert c.bars["n"] <= 50
+    assert bars_at(s, c.epsilon, c.targets)["n"] <= 50
+    assert bars_at(s, c.epsilon * Fraction(99, 100), c.targets)["n"] > 50
+    assert s.remaining() == before  # the search charged nothing
+    # the released bars at that cost are within the target
+    r = s.sql(Q, epsilon=c.epsilon, bounds=BOUNDS)
+    col = r.columns.index("n")
+    assert all(b[col] is not None and b[col] <= 50 for b in r.error_bars(0.95))
+    assert r.cost == veil.Budget(epsilon=c.epsilon)
+
+
+def test_every_target_is_met_and_the_binding_one_is_tight() -> None:
+    s = session()
+    c = choose_epsilon(
+        s, Q, ["n=±50@90%", "total=±20000", "mean=±25"], min_group_size=500, bounds=BOUNDS
+    )
+    assert c.bars["n"] <= 50
+    assert c.bars["total"] <= 20000
+    assert c.bars["mean"] <= 25
+    lower = bars_at(s, c.epsilon * Fraction(99, 100), c.targets)
+    assert any(lower[t.column] > (t.limit or 0) for t in c.targets)
+    assert any("min_group_size" in a for a in c.assumptions)
+
+
+def test_bars_are_nonincreasing_in_epsilon() -> None:
+    s = session()
+    targets = (Target("n", halfwidth=1.0), Target("total", halfwidth=1.0))
+    grid = [Fraction(k, 20) for k in range(1, 60, 3)]
+    rows = [bars_at(s, e, targets) for e in grid]
+    for col in ("n", "total"):
+        seq = [r[col] for r in rows]
+        assert all(a >= b for a, b in itertools.pairwise(seq)), seq
+
+
+def test_relative_target_uses_the_public_reference() -> None:
+    s = session()
+    c = choose_epsilon(s, Q, "n=±5%", references={"n": 600}, bounds=BOUNDS)
+    assert c.bars["n"] <= 30
+    assert "reference" in c.assumptions[0]
+
+
+@pytest.mark.parametrize(
+    ("target", "kwargs", "error", "match"),
+    [
+        ("n=50", {}, InvalidArgumentError, "malformed target 'n=50'"),
+        ("n=±abc", {}, InvalidArgumentError, "'abc' is not a number"),
+        ("n=±50@150%", {}, InvalidArgumentError, "level 1.5 is out of range"),
+        ("n=±-5", {}, InvalidArgumentError, "must be a positive finite"),
+        ("nope=±50", {}, InvalidArgumentError, "unknown column 'nope'.*mean, n, total"),
+        ("n=±2%", {}, InvalidArgumentError, "relative target on 'n' needs a public reference"),
+        ("mean=±5", {}, InvalidArgumentError, "min_group_size=100"),
+        (["n=±5", "n=±6"], {}, InvalidArgumentError, "two targets for 'n'"),
+    ],
+)
+def test_bad_targets_are_refused_free(
+    target: object, kwargs: dict[str, object], error: type[Exception], match: str
+) -> None:
+    s = session()
+    before = s.remaining()
+    with pytest.raises(error, match=match):
+        choose_epsilon(s, Q, target, bounds=BOUNDS, **kwargs)
+    assert s.remaining() == before
+
+
+def test_quantile_targets_are_refused_clearly() -> None:
+    s = session()
+    q = "SELECT MEDIAN(income) AS med FROM people"
+    with pytest.raises(UnsupportedQueryError, match=r"'med' \((MEDIAN|QUANTILE)"):
+        choose_epsilon(s, q, "med=±5", bounds=BOUNDS)
+
+
+def test_targets_beyond_the_remaining_budget_are_refused_with_the_epsilon_needed() -> None:
+    s = session(veil.Budget(epsilon="0.01"))
+    before = s.remaining()
+    with pytest.raises(
+        BudgetExhaustedError, match=r"need ε=1\.0.*remaining budget is ε=0\.01.*nothing was charged"
+    ):
+        choose_epsilon(s, Q, "n=±5", bounds=BOUNDS)
+    assert s.remaining() == before
+
+
+def test_parse_target_reads_level_and_relative() -> None:
+    t = parse_target("avg_income = ±2% @ 90%", reference=30000)
+    assert t.relative == pytest.approx(0.02)
+    assert t.level == pytest.approx(0.9)
+    assert t.limit == pytest.approx(600)
+    assert parse_target("n=+-50@0.9").halfwidth == 50
