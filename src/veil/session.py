@@ -25,6 +25,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -33,6 +34,7 @@ from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
+from veil.accuracy.search import Choice, choose_epsilon
 from veil.compile.constants import check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
@@ -578,6 +580,7 @@ class Session:
         source: RandomSource | None = None,
         progress: Progress | None = None,
         max_rows: int | None = None,
+        target: Any = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -586,9 +589,15 @@ class Session:
         ``max_groups``, ``max_rows_per_group`` and ``max_rows`` override the session's for this
         query (a limit not given keeps the session's);
         ``consistent=True`` makes released group counts add up to their noisy total;
-        ``progress`` is called with the scan's progress (see :meth:`run`).
+        ``progress`` is called with the scan's progress (see :meth:`run`);
+        ``target`` (instead of ``epsilon``): accuracy targets, run at the smallest ε meeting
+        them (:func:`veil.accuracy.choose_epsilon`, which reads no data).
         """
         plan = self.plan(text, bounds=bounds, domains=domains)
+        if target is not None:
+            epsilon = self._targeted(
+                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
+            ).epsilon
         return self.run(
             plan,
             epsilon=epsilon,
@@ -753,6 +762,33 @@ class Session:
         statistics the engine returned; ``chosen`` is the caller's source, if any."""
         return measure(agg, exact, counts, source, private=is_private(chosen))
 
+    def _targeted(
+        self,
+        plan: Plan,
+        target: Any,
+        epsilon: Number | Budget | None,
+        delta: Number | None,
+        bounds: BoundsArg,
+        max_groups: int | None,
+        max_rows_per_group: int | None,
+        max_rows: int | None,
+    ) -> Choice:
+        """The smallest ε meeting ``target`` (refused free if ``epsilon`` is given too)."""
+        if epsilon is not None:
+            raise InvalidArgumentError(
+                f"pass target= or epsilon={epsilon!r}, not both: the target chooses ε"
+            )
+        return choose_epsilon(
+            self,
+            plan,
+            target,
+            delta=delta,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            max_rows=max_rows,
+        )
+
     def explain(
         self,
         query: str | Plan,
@@ -764,13 +800,20 @@ class Session:
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
         max_rows: int | None = None,
+        target: Any = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
         Without ``epsilon`` the explanation assumes ε = 1 (and, for unknown keys without a δ
-        to take from the grant, δ = 10⁻⁶); ``notes`` says so.
+        to take from the grant, δ = 10⁻⁶); ``notes`` says so. ``target`` (instead of
+        ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         """
         plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
+        if target is not None:
+            choice = self._targeted(
+                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
+            )
+            return replace(choice.explanation, notes=(*choice.lines(), *choice.explanation.notes))
         notes: list[str] = []
         if epsilon is None:
             epsilon = 1
