@@ -141,3 +141,18 @@ def test_parse_target_reads_level_and_relative() -> None:
     assert t.level == pytest.approx(0.9)
     assert t.limit == pytest.approx(600)
     assert parse_target("n=+-50@0.9").halfwidth == 50
+
+
+def test_session_explain_and_sql_take_a_target() -> None:
+    s = session()
+    before = s.remaining()
+    e = s.explain(Q, target="n=±50", bounds=BOUNDS)
+    assert e.notes[0].startswith("smallest epsilon meeting every target")
+    assert any(n.startswith("target n ±50 at 95%") for n in e.notes)
+    assert s.remaining() == before
+    c = choose_epsilon(s, Q, "n=±50", bounds=BOUNDS)
+    assert e.cost == c.explanation.cost
+    r = s.sql(Q, target="n=±50", bounds=BOUNDS)
+    assert r.cost == veil.Budget(epsilon=c.epsilon)
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        s.sql(Q, target="n=±50", epsilon=1, bounds=BOUNDS)
