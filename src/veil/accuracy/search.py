@@ -37,7 +37,7 @@ from veil.release.explain import Explanation
 if TYPE_CHECKING:
     from veil.session import Session
 
-__all__ = ["Choice", "choose_epsilon", "target_bars"]
+__all__ = ["Choice", "check_targets", "choose_epsilon", "target_bars"]
 
 _CONSTANT = ("count", "count_distinct", "sum")
 _LOWEST = Fraction(1, 10**6)
@@ -54,15 +54,19 @@ class Choice:
     explanation: Explanation
     assumptions: tuple[str, ...]
 
-    def __str__(self) -> str:
-        lines = [f"smallest epsilon meeting every target: {float(self.epsilon):.6g}"]
+    def lines(self) -> tuple[str, ...]:
+        """The choice in words: ε, each target against its bar, the public assumptions."""
+        out = [f"smallest epsilon meeting every target: {float(self.epsilon):.6g}"]
         for t in self.targets:
-            lines.append(f"  {t}: bar ± {self.bars[t.column]:.6g} (limit ± {t.limit:.6g})")
-        lines += [f"  assumption: {a}" for a in self.assumptions]
-        return "\n".join([*lines, str(self.explanation)])
+            out.append(f"target {t}: bar ± {self.bars[t.column]:.6g} (limit ± {t.limit:.6g})")
+        out += [f"assumption: {a}" for a in self.assumptions]
+        return tuple(out)
+
+    def __str__(self) -> str:
+        return "\n".join([*self.lines(), str(self.explanation)])
 
 
-def _check(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
+def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
     """Refuse targets decidable as wrong without data; return the assumptions in words."""
     agg = aggregate_of(plan)
     calls = {a.alias: a for a in agg.aggregates}
@@ -160,7 +164,7 @@ def choose_epsilon(
         if not isinstance(query, str)
         else session.plan(query, bounds=options.get("bounds"), domains=domains)
     )
-    assumptions = _check(plan, targets)
+    assumptions = check_targets(plan, targets)
 
     def probe(eps: Fraction) -> tuple[bool, Explanation, dict[str, float]]:
         e = session.explain(plan, epsilon=eps, **options)
