@@ -19,7 +19,7 @@ from veil.compile.statistics import (
     sensitivity,
 )
 from veil.compile.verify import recompute_loss
-from veil.errors import InvalidArgumentError
+from veil.errors import InternalError, InvalidArgumentError
 from veil.noise.families import family
 from veil.noise.reach import Reach
 from veil.plan import (
@@ -192,3 +192,9 @@ def test_contribution_limits_are_checked_on_construction() -> None:
     assert Contribution.of() == Contribution()
     with pytest.raises(InvalidArgumentError, match=r"max_rows must be a positive integer"):
         Contribution.of(max_rows=0)
+
+
+def test_a_reach_of_no_rows_is_a_bug_not_a_bound() -> None:
+    for limits in ((0, 1, None), (1, 0, None), (1, 1, 0)):
+        with pytest.raises(InternalError, match="contribution limits must be ≥ 1"):
+            Reach.of(*limits)

@@ -37,7 +37,7 @@ class Reach:
         """The reach of limits G (groups), R (rows per group) and T (rows in all; None: no
         total bound): G' = min(G, T), R' = min(R, T), total = min(T, G·R), and ``squares``
         from the greedy allocation — q = ⌊total/R'⌋ groups of R' rows and one of the rest."""
-        if min(groups, rows, total or 1) < 1:
+        if min(groups, rows, 1 if total is None else total) < 1:
             raise InternalError(f"contribution limits must be ≥ 1: {groups}, {rows}, {total}")
         t = groups * rows if total is None else min(total, groups * rows)
         g, r = min(groups, t), min(rows, t)
