@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from harness import HARNESSES, Harness
-from system.prenoise import compile_query, exact, session_aggregate
+from system.prenoise import Exact, compile_query, exact, session_aggregate
 from system.test_neighbours import BOUNDS, QUERY, QUERY_UNITS, _change, check_every_neighbour
 from system.test_neighbours import dataset as adversarial
 from veil import Budget
@@ -199,3 +199,39 @@ def test_the_bounding_emits_only_the_windows_that_can_bind(
     sql = to_sql(lower(agg, dialect("duckdb"), salt=None).main, "duckdb")
     assert {w for w in ("__rn", "__gr", "__tn") if f'AS "{w}"' in sql} == windows
     assert ('"__rn" <= 5' in sql) == (contribution.max_rows != 5)
+
+
+@pytest.mark.parametrize("contribution", LIMITS)
+def test_a_users_quantile_scores_move_within_the_composed_per_group_budget(
+    contribution: Contribution,
+) -> None:
+    # group g's scores move by at most c_g·max(q, 1 − q); calibrated to R'·max(q, 1 − q) per
+    # group, the unit costs Σ_g c_g/R' ≤ spread groups' worth of ε: the sum over groups of the
+    # largest score change is at most spread × the per-group sensitivity
+    df = many_rows()
+    engine = DuckDBEngine({"t": df})
+    agg = compile_query(
+        engine,
+        "SELECT g, MEDIAN(x) AS med FROM t GROUP BY g",
+        budget=Budget(epsilon=1.0),
+        bounds={"x": (0.0, 50.0)},
+        privacy_unit="uid",
+        contribution=contribution,
+        domains={"g": ["a", "b", "c", "d"]},
+    )
+    (m,) = [m for m in agg.measurements if m.statistic == "quantile"]
+    spread = reach(agg).spread
+    full = exact(engine, agg)
+    worst = Fraction(0)
+    for u in df["uid"].unique()[:15]:
+        less = exact(DuckDBEngine({"t": df[df["uid"] != u].reset_index(drop=True)}), agg)
+        moved = Fraction(0)
+        for g in set(full.buckets[m.name]) | set(less.buckets[m.name]):
+            # the largest score change in group g alone (test_neighbours' own comparison)
+            one = [
+                Exact(agg, {}, {m.name: {g: e.buckets[m.name].get(g, {})}}) for e in (full, less)
+            ]
+            moved += _change(agg, *one)[m.name]
+        assert moved <= spread * m.sensitivity, (u, moved, spread, m.sensitivity)
+        worst = max(worst, moved / (spread * m.sensitivity))
+    assert worst > Fraction(1, 2)  # near the bound: a spread claimed too small would fail
