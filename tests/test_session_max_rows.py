@@ -246,3 +246,30 @@ def test_perturbing_a_table_of_k_rows_per_person_charges_k_epsilon() -> None:
         out = veil.perturb(t, epsilon="1/2", bounds={"x": (0, 5)}, session=s)
         assert out.loss == Budget(epsilon="3/2")
         assert s.remaining() == Budget(epsilon="17/2")
+
+
+def test_a_toml_catalog_declares_max_rows_and_contributions(tmp_path: Path, people: Path) -> None:
+    config = tmp_path / "veil.toml"
+    config.write_text(
+        f"""
+[[datasets]]
+name = "t"
+source = {{ kind = "file", path = "{people.name}" }}
+privacy_unit = "uid"
+max_groups = 3
+max_rows_per_group = 5
+max_rows = 8
+
+[[datasets]]
+name = "rows"
+source = {{ kind = "file", path = "copy.parquet" }}
+contributions = 4
+""",
+        encoding="utf-8",
+    )
+    (tmp_path / "copy.parquet").write_bytes(people.read_bytes())
+    c = Catalog(f"sqlite:///{tmp_path / 'ledger.db'}")
+    t, rows = c.load_toml(config)
+    c.load_toml(config)  # idempotent: the stored max_rows reads back the same
+    assert (t.max_groups, t.max_rows_per_group, t.max_rows) == (3, 5, 8)
+    assert (rows.privacy_unit, rows.max_rows) == (None, 4)

@@ -158,7 +158,9 @@ class Dataset:
             privacy_unit=d.get("privacy_unit"),
             max_groups=d.get("max_groups", 1),
             max_rows_per_group=d.get("max_rows_per_group", 1),
-            max_rows=d.get("max_rows"),
+            # one stored field: a unit's total rows, or without a unit the rows per person
+            max_rows=d.get("max_rows") if d.get("privacy_unit") is not None else None,
+            contributions=d.get("max_rows") if d.get("privacy_unit") is None else None,
             bounds={c: tuple(v) for c, v in (d.get("bounds") or {}).items()},
             domains=d.get("domains") or {},
             schema=d.get("schema") or {},
@@ -253,7 +255,7 @@ def _limit(value: object, name: str) -> int:
     return value
 
 
-def _rows(privacy_unit: object, max_rows: object, contributions: object) -> object:
+def _rows(privacy_unit: object, max_rows: object, contributions: object) -> int | None:
     """The one stored field of ``max_rows`` (a unit's total rows, enforced) and
     ``contributions`` (a person's rows in a table without an id column, declared)."""
     if contributions is not None and privacy_unit is not None:
@@ -270,7 +272,8 @@ def _rows(privacy_unit: object, max_rows: object, contributions: object) -> obje
             cli=f"--max-rows needs --privacy-unit; for a table without an id column pass "
             f"--contributions {max_rows!r}",
         )
-    return max_rows if contributions is None else contributions
+    rows = max_rows if contributions is None else contributions
+    return None if rows is None else _limit(rows, "max_rows")
 
 
 def _dataset(
@@ -281,6 +284,7 @@ def _dataset(
     max_groups: object = 1,
     max_rows_per_group: object = 1,
     max_rows: object = None,
+    contributions: object = None,
     bounds: Mapping[str, Sequence[object]] | None = None,
     domains: Mapping[str, Sequence[KeyValue]] | None = None,
     schema: Mapping[str, str] | None = None,
@@ -316,7 +320,7 @@ def _dataset(
         privacy_unit=privacy_unit,  # type: ignore[arg-type]
         max_groups=_limit(max_groups, "max_groups"),
         max_rows_per_group=_limit(max_rows_per_group, "max_rows_per_group"),
-        max_rows=None if max_rows is None else _limit(max_rows, "max_rows"),
+        max_rows=_rows(privacy_unit, max_rows, contributions),
         bounds=checked,
         domains=keys,
         schema={
@@ -379,7 +383,8 @@ class Catalog:
             privacy_unit=privacy_unit,
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
-            max_rows=_rows(privacy_unit, max_rows, contributions),
+            max_rows=max_rows,
+            contributions=contributions,
             bounds=bounds,
             domains=domains,
             schema=schema,
