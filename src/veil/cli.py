@@ -207,7 +207,7 @@ QuantileBucketsOpt = Annotated[
     int,
     typer.Option(
         "--quantile-buckets",
-        help="Candidates of a continuous quantile (MEDIAN, QUANTILE, MIN, MAX), 1 to 65536.",
+        help="Grid cells of a continuous quantile (MEDIAN, QUANTILE, MIN, MAX), 1 to 2^40.",
     ),
 ]
 SqlArg = Annotated[
@@ -255,7 +255,7 @@ class _Ask:
     engine: str = "duckdb"
     schema: dict[str, dict[str, str]] = field(default_factory=dict)
     connection: str | None = None
-    quantile_buckets: int = 1024
+    quantile_buckets: int = 2**32
     max_rows: int | None = None
     contributions: int | None = None
 
@@ -275,7 +275,7 @@ class _Ask:
         schema: Sequence[str] | None = None,
         column: Sequence[str] | None = None,
         connection: str | None = None,
-        quantile_buckets: int = 1024,
+        quantile_buckets: int = 2**32,
         max_rows: int | None = None,
         contributions: int | None = None,
     ) -> _Ask:
@@ -377,7 +377,7 @@ def query(
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
-    quantile_buckets: QuantileBucketsOpt = 1024,
+    quantile_buckets: QuantileBucketsOpt = 2**32,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -426,7 +426,7 @@ def explain(
     schema: SchemaOpt = None,
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
-    quantile_buckets: QuantileBucketsOpt = 1024,
+    quantile_buckets: QuantileBucketsOpt = 2**32,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 

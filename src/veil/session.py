@@ -35,7 +35,7 @@ from sqlglot import exp
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
-from veil.compile.constants import check_quantile_buckets
+from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
@@ -70,7 +70,7 @@ from veil.plan.nodes import (
 )
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
-from veil.release.draw import Measured, finish, measure
+from veil.release.draw import Cells, Measured, finish, measure
 from veil.release.estimators import check_models, column_models
 from veil.release.exact import bucket_counts, exact_stats, may_wrap
 from veil.release.explain import (
@@ -181,7 +181,7 @@ class Session:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
-        quantile_buckets: int = 1024,
+        quantile_buckets: int = DEFAULT_QUANTILE_BUCKETS,
         source: RandomSource | None = None,
         max_rows: int | None = None,
         contributions: int | None = None,
@@ -231,7 +231,8 @@ class Session:
             raise InvalidArgumentError(
                 f"Session: {_unknown_option(sorted(unknown)[0], SessionOptions.__annotations__)}"
             )
-        buckets = check_quantile_buckets(options.get("quantile_buckets", 1024))  # before a grant
+        # before a grant
+        buckets = check_quantile_buckets(options.get("quantile_buckets", DEFAULT_QUANTILE_BUCKETS))
         ledger = options.get("ledger")
         budget = options.get("budget")
         analyst = options.get("analyst", "analyst")
@@ -276,7 +277,7 @@ class Session:
         *,
         analyst: str,
         source: RandomSource | None = None,
-        quantile_buckets: int = 1024,
+        quantile_buckets: int = DEFAULT_QUANTILE_BUCKETS,
         engine: Engine | None = None,
     ) -> Session:
         """A session on the registered ``dataset`` of ``catalog`` (its one table is called
@@ -754,7 +755,7 @@ class Session:
         compiled: Plan,
         agg: Aggregate,
         exact: Mapping[Key, Mapping[str, int]],
-        counts: Mapping[str, Mapping[Key, Mapping[int, int]]],
+        counts: Mapping[str, Mapping[Key, Cells]],
         source: RandomSource,
         chosen: RandomSource | None,
     ) -> Measured:

@@ -112,8 +112,8 @@ def test_quantiles_get_a_bucket_count_statement() -> None:
     assert [name for name, _ in low.quantiles] == ["quantile(income, 1/2)"]
     sql = to_sql(low.quantiles[0][1], "duckdb")
     assert (
-        'CAST(LEAST(GREATEST(FLOOR((LEAST(GREATEST("__x0", 0), 100) - 0) * 10.24e0), 0), 1023) '
-        "AS BIGINT)"
+        'CAST(LEAST(GREATEST(FLOOR((LEAST(GREATEST("__x0", 0), 100) - 0) * 42949672.96e0), 0), '
+        "4294967295) AS BIGINT)"
     ) in sql
     assert sql.endswith('GROUP BY "__k0", 2')
 

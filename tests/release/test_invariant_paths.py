@@ -132,8 +132,12 @@ def test_sums_may_wrap_only_once_rows_times_limit_reaches_2_to_63() -> None:
 
 
 def test_bucket_counts_are_grouped_by_key_then_bucket() -> None:
-    table = pa.table({"__k0": ["CA", "CA", "NY"], "__b": [0, 3, 1], "__c": [4, 2, 9]})
-    assert bucket_counts(AGG, table, ["__k0"]) == {(0,): {0: 4, 3: 2}, (1,): {1: 9}}
+    table = pa.table({"__k0": ["CA", "NY", "CA"], "__b": [3, 1, 0], "__c": [2, 9, 4]})
+    got = bucket_counts(AGG, table, ["__k0"])
+    assert {k: dict(zip(b.tolist(), c.tolist(), strict=True)) for k, (b, c) in got.items()} == {
+        (0,): {0: 4, 3: 2},
+        (1,): {1: 9},
+    }
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────
@@ -258,17 +262,18 @@ MED = next(
 )
 
 
-def test_choose_quantile_needs_one_count_per_bucket() -> None:
-    with pytest.raises(InternalError, match="one count per bucket"):
-        choose_quantile(MED, [1, 2, 3], source=SeededSource(1))
-    with pytest.raises(InternalError, match="needs a quantile measurement"):
-        choose_quantile(dataclasses.replace(MED, quantile=None), [0] * MED.limit)
+def test_choose_quantile_refuses_cells_a_correct_lowering_cannot_return() -> None:
+    for cells, counts in (([1, 2], [3]), ([1, 1], [2, 3]), ([MED.limit], [1]), ([0], [0])):
+        with pytest.raises(InternalError, match=r"one count per|distinct, inside the grid"):
+            choose_quantile(MED, cells, counts, source=SeededSource(1))
+    with pytest.raises(InternalError, match="is not a quantile measurement"):
+        choose_quantile(dataclasses.replace(MED, quantile=None), [0], [1])
 
 
 def test_a_zero_sensitivity_quantile_releases_the_first_candidate_without_drawing() -> None:
     source = SeededSource(1)
     m = dataclasses.replace(MED, sensitivity=Fraction(0))
-    assert choose_quantile(m, [5] * m.limit, source=source) == 0
+    assert choose_quantile(m, [0, 7], [5, 5], source=source) == 0
     assert source.bytes_drawn == 0
 
 

@@ -101,17 +101,3 @@ def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345) -> Exact:
 def sum_in_value_units(m: Measurement, fixed_point_sum: int, rows: int) -> Fraction:
     """Σ clamp(x) recovered from the fixed-point statistic: step·Σv + centre·n."""
     return m.step * fixed_point_sum + m.centre * rows
-
-
-def quantile_scores(m: Measurement, counts: Mapping[int, int]) -> list[Fraction]:
-    """Scores −|rank(c) − q·n| of the candidates c = bucket edges 0…limit, where rank(c) is
-    the number of rows in buckets below c (the utility ``veil.compile.statistics`` bounds)."""
-    if m.quantile is None:
-        raise ValueError(f"{m.name} is not a quantile")
-    n = sum(counts.values())
-    scores = []
-    below = 0
-    for edge in range(m.limit + 1):
-        scores.append(-abs(below - m.quantile * n))
-        below += counts.get(edge, 0)
-    return scores

@@ -1,7 +1,14 @@
 """Quantiles — QUANTILE_CONT(x, q), PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x), MEDIAN (q =
-1/2), MIN (q = 0) and MAX (q = 1) — chosen by the exponential mechanism over bucket edges of the
-bounds (``veil.release.quantiles``). The released value is the chosen candidate; there is no
-error bar (the mechanism's error is not a noise of known law around the truth).
+1/2), MIN and MAX — chosen by the exponential mechanism over a fine grid of the bounds, scored
+by rank intervals (``veil.release.quantiles``). The released value is the chosen candidate.
+
+Its confidence statement is in ranks, not values: with probability ≥ level the released value
+lies between the true order statistics of ranks τ − r and τ + r (τ = q·n; MIN and MAX aim k
+ranks in, see ``extreme_rank``), r = scale·ln(cells/(1 − level)) from the mechanism's tail
+bound (:func:`veil.noise.ranks.rank_halfwidth`). It depends on the plan alone, so
+``explain`` shows it before anything is spent. A value interval would need the data's order
+statistics around the release — private values a bar may not read — so the value bar stays
+``None`` (the rank statement is the honest one).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from sqlglot import exp
 
 from veil.aggregates import register
 from veil.aggregates.base import AggregateKind, Call, Expected, Group, Read
+from veil.noise.ranks import rank_halfwidth
 
 
 class _Quantile(AggregateKind):
@@ -26,7 +34,9 @@ class _Quantile(AggregateKind):
         return None
 
     def expected(self, e: Expected, level: float) -> str:
-        return "no error bar (exponential mechanism)"
+        qm = e.noise("quantile")
+        r = rank_halfwidth(qm.scale, qm.limit, level)
+        return f"rank within ±{r:.3g} rows of the target (exponential mechanism)"
 
 
 @register

@@ -34,8 +34,8 @@ from veil.errors import InternalError, InvalidArgumentError, QueryFailedError, V
 from veil.plan.canonical import measurement_fingerprint
 from veil.plan.nodes import Aggregate, KeyValue, Plan
 from veil.random import RandomSource, system_source
-from veil.release.draw import Measured, finish, measure
-from veil.release.quantiles import quantile_scores
+from veil.release.draw import Cells, Measured, finish, measure
+from veil.release.quantiles import score_change
 from veil.release.result import Result
 from veil.session import Session
 
@@ -53,7 +53,8 @@ __all__ = [
 
 Key = tuple[KeyValue, ...]
 Exact = Mapping[Key, Mapping[str, int]]
-Counts = Mapping[str, Mapping[Key, Mapping[int, int]]]
+Counts = Mapping[str, Mapping[Key, Cells]]
+_NO_CELLS: Cells = ((), ())
 Cell = tuple[tuple[Any, ...], str]
 """A released cell: (the group's key values as released, the column)."""
 Status = Literal["released", "refused", "failed"]
@@ -218,13 +219,8 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
             for g in set(ca) | set(cb):
                 if m.quantile is None:
                     continue
-                sa = quantile_scores(
-                    _vector(ca.get(g, {}), m.limit), m.quantile, discrete=m.discrete
-                )
-                sb = quantile_scores(
-                    _vector(cb.get(g, {}), m.limit), m.quantile, discrete=m.discrete
-                )
-                worst = max(worst, *(abs(x - y) for x, y in zip(sa, sb, strict=True)))
+                change = score_change(m, ca.get(g, _NO_CELLS), cb.get(g, _NO_CELLS))
+                worst = max(worst, change)
             out[m.name] = (worst, m.sensitivity)
             continue
         diffs = [
@@ -251,10 +247,6 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
             )
             out["selection"] = (Fraction(largest), sel.sensitivity)
     return out
-
-
-def _vector(cells: Mapping[int, int], limit: int) -> list[int]:
-    return [cells.get(i, 0) for i in range(limit)]
 
 
 def finite(value: Any) -> float:

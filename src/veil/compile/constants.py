@@ -18,15 +18,16 @@ the one place that knows those rules:
   multiplying a double by a power of two is exact, so the only rounding is the subtraction's.
   The centre ``c`` is itself a double (:func:`nearest_double`).
 - **Quantile buckets.** A continuous quantile cuts its bounds into ``quantile_buckets``
-  buckets of width ``(upper - lower) / quantile_buckets`` (an integer column with integer
-  bounds may use up to four times as many integer candidates), scored in Python one candidate
-  at a time. :func:`check_quantile_buckets` holds the count to ``[1, MAX_QUANTILE_BUCKETS]``
-  (2^16): beyond it the scoring takes minutes per group and the candidate vector may not fit
-  in memory, and past 2^63 a bucket's index overflows the engine's BIGINT (a row at the upper
-  bound failed the cast). Inside it, with bounds in the supported range, the width
-  lies in ``[1.5e-105, 2e100]``, so every constant of a bucket (its width's reciprocal, half
-  a width, the last bucket's index) is a finite, non-zero double and the candidates
-  ``lower + j·width`` are finite: no bucket count or width can make the query fail.
+  cells of width ``(upper - lower) / quantile_buckets`` (2^32 by default; an integer column
+  with integer bounds may use up to four times as many integer candidates). The engine
+  returns only the occupied cells and the release works on runs of equal score
+  (``veil.release.quantiles``), so the cost grows with the rows, not the grid.
+  :func:`check_quantile_buckets` holds the count to ``[1, MAX_QUANTILE_BUCKETS]`` (2^40):
+  a cell index stays far below 2^53 (exact in a double, and in the engine's BIGINT: past
+  2^63 a row at the upper bound failed the cast). Inside it, with bounds in the supported
+  range, the width lies in ``[9e-113, 2e100]``, so every constant of a cell (its width's
+  reciprocal, half a width, the last cell's index) is a finite, non-zero double and the
+  candidates ``lower + j·width`` are finite: no cell count or width can make the query fail.
 - **Literals.** :func:`literal` is the only way the lowering emits a number: an integer below
   10^38 in magnitude as an exact integer literal, anything else as the nearest double in
   exponent form
@@ -48,6 +49,7 @@ from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.plan.nodes import ColumnBounds, GroupKey
 
 __all__ = [
+    "DEFAULT_QUANTILE_BUCKETS",
     "MAX_MAGNITUDE",
     "MAX_QUANTILE_BUCKETS",
     "MIN_WIDTH",
@@ -66,8 +68,11 @@ MAX_MAGNITUDE = Fraction(10) ** 100
 MIN_WIDTH = Fraction(1, 10**100)
 """The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
 
-MAX_QUANTILE_BUCKETS = 2**16
-"""The most buckets a continuous quantile may use (``quantile_buckets``; the default is 1024)."""
+MAX_QUANTILE_BUCKETS = 2**40
+"""The most cells a continuous quantile's grid may have (``quantile_buckets``)."""
+
+DEFAULT_QUANTILE_BUCKETS = 2**32
+"""The default grid of a continuous quantile: 2^32 cells (a width of (upper − lower)/2^32)."""
 
 _EXACT_INTEGER_LITERAL = 10**38  # read exactly by every dialect veil lowers to
 
@@ -125,8 +130,8 @@ def check_quantile_buckets(buckets: object) -> int:
         f"quantile), got {given}; e.g."
     )
     raise InvalidArgumentError(
-        f"quantile_buckets {rule} quantile_buckets=1024",
-        cli=f"--quantile-buckets {rule} --quantile-buckets 1024",
+        f"quantile_buckets {rule} quantile_buckets={DEFAULT_QUANTILE_BUCKETS}",
+        cli=f"--quantile-buckets {rule} --quantile-buckets {DEFAULT_QUANTILE_BUCKETS}",
     )
 
 

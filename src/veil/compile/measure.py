@@ -35,7 +35,7 @@ from fractions import Fraction
 from veil.accounting.budget import Budget
 from veil.accounting.conversions import zcdp_to_approx
 from veil.aggregates.base import Moments, measurement_name
-from veil.compile.constants import fixed_point, nearest_double
+from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, fixed_point, nearest_double
 from veil.compile.statistics import (
     per_group_bound,
     reach,
@@ -295,7 +295,7 @@ def _sqrt_floor(x: Fraction) -> Fraction:
     return s
 
 
-def build(agg: Aggregate, budget: Budget, *, buckets: int = 1024) -> Design:
+def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUCKETS) -> Design:
     """Choose measurements, mechanism, centres and split for ``agg`` under ``budget``.
 
     Contract: the returned measurements compose (sequentially, or in zCDP then converted with

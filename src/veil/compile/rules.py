@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 
 from veil.accounting.budget import Budget
 from veil.accounting.limits import check_spend
-from veil.compile.constants import check_bounds, check_edges, check_quantile_buckets
+from veil.compile.constants import (
+    DEFAULT_QUANTILE_BUCKETS,
+    check_bounds,
+    check_edges,
+    check_quantile_buckets,
+)
 from veil.compile.measure import build
 from veil.errors import BoundsError, SchemaError, UnsupportedQueryError
 from veil.plan.canonical import call_order
@@ -48,7 +53,7 @@ class Context:
     privacy_unit: str | None = None
     bounds: Mapping[str, ColumnBounds] = field(default_factory=dict)
     contribution: Contribution | None = None
-    quantile_buckets: int = 1024
+    quantile_buckets: int = DEFAULT_QUANTILE_BUCKETS
 
 
 Rule = Callable[[Plan, Context], Plan]

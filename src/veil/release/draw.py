@@ -34,7 +34,11 @@ from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
 
-__all__ = ["Measured", "finish", "measure"]
+__all__ = ["Cells", "Measured", "finish", "measure"]
+
+Cells = tuple[Any, Any]
+"""One group's occupied quantile cells and their exact row counts (``bucket_counts``)."""
+_NO_CELLS: Cells = ((), ())
 
 Key = tuple[KeyValue, ...]
 FORMAT = 1  # of Measured's JSON
@@ -86,7 +90,7 @@ def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
 def measure(
     agg: Aggregate,
     exact: Mapping[Key, Mapping[str, int]],
-    counts: Mapping[str, Mapping[Key, Mapping[int, int]]],
+    counts: Mapping[str, Mapping[Key, Cells]],
     source: RandomSource,
     *,
     private: bool = True,
@@ -118,9 +122,8 @@ def measure(
             continue
         per_key = counts.get(m.name, {})
         for k in keys:
-            cells = per_key.get(k, {})
-            vector = [cells.get(b, 0) for b in range(m.limit)]
-            noisy[k][m.name] = choose_quantile(m, vector, source=source)
+            cells, cell_counts = per_key.get(k, _NO_CELLS)
+            noisy[k][m.name] = choose_quantile(m, cells, cell_counts, source=source)
     return Measured(tuple((k, noisy[k]) for k in keys), private)
 
 

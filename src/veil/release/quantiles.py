@@ -1,66 +1,261 @@
-"""Quantiles by the exponential mechanism over a bounded, discretised domain.
+"""Quantiles by the exponential mechanism over a fixed fine grid, scored by rank intervals.
 
-The domain [lower, upper] is cut into ``limit`` buckets of width ``step``; the candidates are
-the ``limit + 1`` bucket edges c_j = lower + j·step. With rank_j = Σ_{i<j} count_i (rows below
-c_j, from exact per-bucket counts computed in SQL) and n = Σ count_i, candidate j scores
-u_j = −|rank_j − q·n|. Adding or removing one row changes every u_j by at most max(q, 1 − q),
-so a unit with ≤ R rows in the group changes it by at most Δ = R·max(q, 1 − q) (the
-measurement's ``sensitivity``). Choosing j with probability ∝ exp(ε_g·u_j/(2Δ)) is ε_g-DP
-(McSherry & Talwar 2007); MIN and MAX are the 0- and 1-quantiles (they lean toward the bounds
-when data are sparse).
+**Candidates.** The bounds [lower, upper] are cut into ``limit`` cells of width ``step``
+(``limit`` = ``quantile_buckets``, 2^32 by default, for a continuous column; the integers
+lower, …, upper themselves for an integer column). A row of value x falls in cell
+b(x) = clamp(floor((clamp(x) − lower)/step), 0, limit − 1), computed in SQL, and candidate j
+releases the value lower + j·step. The candidate set and the released values depend on the
+plan alone, never on the data.
 
-For an integer column (``discrete`` measurements) the candidates are the integers of the
-bounds themselves, v_j = lower + j, scored by their mid-rank: u_j = −|(#{x < v_j} + #{x ≤
-v_j})/2 − q·n|. One row moves the mid-rank by 0, 1/2 or 1 and q·n by q, so the sensitivity is
-the same R·max(q, 1 − q).
+**Scores.** Candidate j covers the rank interval [lt_j, le_j] = [#{b(x) < j}, #{b(x) ≤ j}];
+its score is minus the distance from the target rank τ to that interval,
+u_j = −max(lt_j − τ, τ − le_j, 0). For 0 < q < 1, τ = q·n. So every candidate of a tie (a
+banded column: the LFS ``AGE`` takes six values) whose interval holds q·n scores 0, and the
+empty cells of a gap between two values score the distance of the gap's single rank, never
+the rank "below" them only. MIN and MAX (q = 0, 1) aim at the rank τ = min(k, n/2) from
+their end, k = ⌈scale·ln(limit/β)⌉ with β = 1/20 (:func:`extreme_rank`, public): the
+0-quantile's score −#{x < c} is flat on [lower, min], so it released a value anywhere below
+the true minimum on sparse data (PUMS age: 15 against 18); aiming k ranks in puts the
+release below the true minimum with probability ≤ β when n ≥ 2k.
+
+**Sensitivity** (proof note). Adding one row moves lt_j and le_j by 0 or 1 each, and τ by q
+(resp. by 0 or 1/2 for the extreme ranks, since min(k, n/2) is 1/2-Lipschitz in n). So
+lt_j − τ moves by at most max(q, 1 − q) (resp. 1) and so does τ − le_j; a maximum of
+functions moves by at most the largest of their moves. A unit with ≤ R rows in the group
+therefore moves every score by at most Δ = R·max(q, 1 − q) (Δ = R for q ∈ {0, 1}), the
+measurement's ``sensitivity`` (``veil.compile.statistics``). Choosing j with probability
+∝ exp(ε_g·u_j/(2Δ)) = exp(u_j/scale) over the fixed grid is ε_g-DP (McSherry & Talwar 2007,
+Thm 6): the data-dependent runs below only group candidates of equal score, they do not
+change the candidate set.
+
+**Exact, vectorised sampling.** Scores are integers in units of 1/F (F = q's denominator,
+or 2 for the extreme ranks); the grid is handled as *runs* of consecutive candidates with
+one score (an occupied cell, or a gap between occupied cells), at most 2·(occupied cells) + 1
+of them, built with numpy. A candidate x of integer distance s(x) is proposed with
+probability ∝ 2^−f(x), f(x) = min(⌊s(x)·γ·c⌋, cap), γ = 1/(F·scale), c a rational lower
+bound of log2 e (so 2^−f(x) ≥ exp(−γ·s(x))); the proposal is exact (integer weights, one
+uniform big integer) and f is found by comparing s with exact integer thresholds in bulk. It
+is accepted with probability exp(−γ·s(x))·2^f(x) ≤ 1, decided exactly on a lazily refined
+uniform (``veil.noise._exact``). An accepted x therefore has probability ∝ exp(−γ·s(x)) =
+exp(u_x/scale) exactly; each trial accepts with probability ≳ 1/2. No float decides an
+outcome and no work is done per candidate.
+
+**Confidence** (:func:`rank_halfwidth`). Some candidate covers τ (the intervals [lt_j, le_j]
+tile [0, n]), so the normaliser is ≥ 1 and P(distance > r) < limit·exp(−r/scale) = 1 − level
+for r = scale·ln(limit/(1 − level)): with probability ≥ level the released value lies between
+the true order statistics of ranks τ − r and τ + r. The bound depends on the plan alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from veil.errors import InternalError
-from veil.noise.mechanisms import exponential
+from veil.noise._exact import LazyUniform, draw_u32, exp_neg_bounds, resolve_source
+from veil.noise.ranks import EXTREME_MISS, extreme_rank, rank_halfwidth
 from veil.plan.nodes import Measurement
 from veil.random import RandomSource
 
-__all__ = ["choose_quantile", "quantile_scores"]
+__all__ = [
+    "EXTREME_MISS",
+    "Runs",
+    "choose_quantile",
+    "extreme_rank",
+    "quantile_runs",
+    "quantile_scores",
+    "rank_halfwidth",
+    "score_change",
+]
+
+_LOG2E_LOW = Fraction(14426950408889634, 10**16)  # < log2(e) = 1.44269504088896340735…
+_WIDE = 1 << 62  # scaled ranks at or above this are kept as Python integers (no overflow)
 
 
-def quantile_scores(
-    counts: Sequence[int], q: Fraction, *, discrete: bool = False
-) -> list[Fraction]:
-    """The exact scores of the candidates: −|rank_j − q·n| for the ``len(counts) + 1`` bucket
-    edges, or −|mid-rank_j − q·n| for the ``len(counts)`` integer values when ``discrete``."""
-    n = sum(counts)
-    target = q * n
-    scores: list[Fraction] = []
-    rank = 0
-    if discrete:
-        for c in counts:
-            scores.append(-abs(Fraction(2 * rank + c, 2) - target))
-            rank += c
-        return scores
-    for c in [*counts, 0]:
-        scores.append(-abs(rank - target))
-        rank += c
-    return scores
+def _q(m: Measurement) -> Fraction:
+    if m.statistic != "quantile" or m.quantile is None:
+        raise InternalError(f"{m.name!r} is not a quantile measurement")
+    return m.quantile
+
+
+def _factor(q: Fraction) -> int:
+    return 2 if q in (0, 1) else q.denominator
+
+
+def _target(m: Measurement, n: int) -> int:
+    """F·τ: the target rank in units of 1/F (see the module docstring)."""
+    q = _q(m)
+    if q in (0, 1):
+        near = min(2 * extreme_rank(m.scale, m.limit), n)  # 2·min(k, n/2)
+        return near if q == 0 else 2 * n - near
+    return q.numerator * n
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The grid as runs of equal score: candidates ``start[i] … start[i] + length[i] − 1``
+    all at (scaled) distance ``distance[i]`` from the target; distance/``factor`` is in ranks."""
+
+    start: NDArray[np.int64]
+    length: NDArray[np.int64]
+    distance: NDArray[Any]
+    factor: int
+
+
+def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
+    """The runs of one group from its occupied cells ``buckets`` and their row ``counts``.
+
+    Precondition: ``buckets`` are distinct integers in [0, m.limit) and ``counts`` ≥ 1 (the
+    engine's exact GROUP BY); anything else is an :class:`InternalError`.
+    """
+    q = _q(m)
+    b = np.asarray(buckets, dtype=np.int64).reshape(-1)
+    c = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if b.shape != c.shape:
+        raise InternalError("one count per occupied quantile cell")
+    if b.size > 1 and not bool(np.all(b[1:] > b[:-1])):
+        order = np.argsort(b, kind="stable")
+        b, c = b[order], c[order]
+    if b.size and (b[0] < 0 or b[-1] >= m.limit or np.any(b[1:] <= b[:-1]) or np.any(c <= 0)):
+        raise InternalError("quantile cells must be distinct, inside the grid, with counts ≥ 1")
+    n = sum(c.tolist()) if b.size else 0  # exact (Python integers): a row count, < 2^63 each
+    factor, target = _factor(q), _target(m, n)
+    wide = factor * (n + 1) >= _WIDE or target >= _WIDE
+    dtype: Any = object if wide else np.int64
+    cum = np.cumsum(c.astype(dtype))
+    cells = b.size
+    # runs in grid order: gap 0, cell 0, gap 1, …, cell M−1, gap M (a gap may be empty:
+    # length 0, never drawn); a gap's candidates all cover the one rank below it
+    start = np.empty(2 * cells + 1, dtype=np.int64)
+    start[0] = 0
+    start[2::2] = b + 1
+    start[1::2] = b
+    length = np.ones(2 * cells + 1, dtype=np.int64)
+    length[0::2] = np.append(b, m.limit) - start[0::2]
+    ranks = np.append(0, cum).astype(dtype) * factor
+    distance = np.empty(2 * cells + 1, dtype=dtype)
+    distance[0::2] = np.abs(ranks - target)
+    # a cell covers [rank before it, rank after it]: 0 if the target is inside
+    distance[1::2] = np.maximum(np.maximum(ranks[:-1] - target, target - ranks[1:]), 0)
+    return Runs(start, length, distance, factor)
+
+
+def _below(bound: int, source: RandomSource) -> int:
+    """An exactly uniform integer in [0, bound) (rejection on whole bytes)."""
+    bits = bound.bit_length()
+    mask = (1 << bits) - 1
+    while True:
+        x = int.from_bytes(source.random_bytes((bits + 7) // 8), "little") & mask
+        if x < bound:
+            return x
+
+
+def _classes(runs: Runs, gamma: Fraction, cap: int) -> NDArray[np.int64]:
+    """f = min(⌊s·γ·c⌋, cap) per run, by exact integer thresholds t_k = ⌈k/(γ·c)⌉."""
+    inv = 1 / (gamma * _LOG2E_LOW)
+    thresholds = [math.ceil(k * inv) for k in range(1, cap + 1)]
+    if runs.distance.dtype == object:
+        return np.searchsorted(np.array(thresholds, dtype=object), runs.distance, side="right")
+    clipped = np.array([min(t, (1 << 63) - 1) for t in thresholds], dtype=np.int64)
+    return np.searchsorted(clipped, runs.distance, side="right").astype(np.int64)
+
+
+def _acceptance(gamma: Fraction, shift: int) -> Callable[[int], tuple[int, int]]:
+    """Bounds of 2^p·exp(−γ)·2^shift (≤ 2^p): the acceptance threshold of a proposal."""
+    return lambda prec: exp_neg_bounds(gamma, prec + shift)
+
+
+def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
+    """A candidate index drawn with probability exactly ∝ exp(−distance/(factor·scale)).
+
+    Contract: see the module docstring (proposal 2^−f, exact acceptance exp(−γs)·2^f).
+    """
+    gamma = 1 / (runs.factor * scale)
+    total_len = int(runs.length.sum())
+    cap = 64 + total_len.bit_length()
+    f = _classes(runs, gamma, cap)
+    # lengths per class: float sums of integers < 2^53 (≤ limit ≤ 2^40 in all) are exact
+    per_class = np.bincount(f, weights=runs.length, minlength=cap + 1).astype(np.int64)
+    weights = [int(per_class[j]) << (cap - j) for j in range(cap + 1)]
+    total = sum(weights)
+    while True:
+        u = _below(total, source)
+        j = 0
+        while u >= weights[j]:
+            u -= weights[j]
+            j += 1
+        members = np.flatnonzero(f == j)  # the runs of class j, in grid order
+        cum = np.cumsum(runs.length[members])
+        position = u >> (cap - j)  # uniform on the class's candidates
+        i = int(np.searchsorted(cum, position, side="right"))
+        run = int(members[i])
+        inside = position - (int(cum[i]) - int(runs.length[run]))
+        s, fr = int(runs.distance[run]), int(f[run])
+        trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
+        if trial.below(_acceptance(gamma * s, fr)):
+            return int(runs.start[run]) + inside
 
 
 def choose_quantile(
-    m: Measurement, counts: Sequence[int], *, source: RandomSource | None = None
+    m: Measurement, buckets: Any, counts: Any, *, source: RandomSource | None = None
 ) -> int:
-    """The index j of the released candidate edge (value ``m.centre + j·m.step``).
+    """The index j of the released candidate (value ``m.centre + j·m.step``).
 
-    Precondition: ``m`` is a compiled quantile measurement and ``counts`` its ``m.limit``
-    exact bucket counts for one group. The per-group ε is ``2·sensitivity/scale``.
+    Precondition: ``m`` is a compiled quantile measurement; ``buckets``/``counts`` are one
+    group's occupied cells and their exact row counts (:func:`quantile_runs`). Postcondition:
+    j is drawn with probability ∝ exp(u_j/m.scale), which is ε_g-DP for ε_g = 2Δ/scale.
     """
-    if m.quantile is None or len(counts) != m.limit:
-        raise InternalError("choose_quantile needs a quantile measurement and one count per bucket")
-    scores = quantile_scores(counts, m.quantile, discrete=m.discrete)
+    runs = quantile_runs(m, buckets, counts)
     if m.sensitivity == 0:
         return 0
-    eps_g = 2 * m.sensitivity / m.scale
-    index: int = exponential(scores, sensitivity=m.sensitivity, epsilon=eps_g, source=source)
-    return index
+    return sample_runs(runs, m.scale, resolve_source(source))
+
+
+def quantile_scores(m: Measurement, cells: Mapping[int, int] | tuple[Any, Any]) -> list[Fraction]:
+    """The exact score u_j (in ranks) of every candidate, from a group's cell counts — for
+    tests and audits of small grids (one Fraction per candidate: ``m.limit`` must be small)."""
+    if m.limit > 1 << 20:
+        raise InternalError("quantile_scores lists every candidate; use score_change")
+    runs = quantile_runs(m, *_cells(cells))
+    out: list[Fraction] = []
+    for length, s in zip(runs.length.tolist(), runs.distance.tolist(), strict=True):
+        out += [-Fraction(int(s), runs.factor)] * int(length)
+    return out
+
+
+def _distance_at(runs: Runs, points: NDArray[np.int64]) -> NDArray[Any]:
+    """The scaled distance of each candidate in ``points`` (the last run starting at or before
+    it: an empty run shares its start with the next one)."""
+    return runs.distance[np.searchsorted(runs.start, points, side="right") - 1]
+
+
+def _cells(cells: Mapping[int, int] | tuple[Any, Any]) -> tuple[Any, Any]:
+    if isinstance(cells, Mapping):
+        return list(cells), list(cells.values())
+    return cells
+
+
+def score_change(
+    m: Measurement, a: Mapping[int, int] | tuple[Any, Any], b: Mapping[int, int] | tuple[Any, Any]
+) -> Fraction:
+    """max_j |u_j(a) − u_j(b)| over the whole grid for one group's cells on two datasets (a
+    count map, or the (cells, counts) pair of ``bucket_counts``) — what the sensitivity
+    bounds. Scores are constant on every run of either side, so comparing them at the union
+    of both sides' run starts covers every candidate (vectorised, any grid size)."""
+    ra, rb = quantile_runs(m, *_cells(a)), quantile_runs(m, *_cells(b))
+    points = np.union1d(ra.start, rb.start)
+    points = points[points < m.limit]
+    change = np.abs(_distance_at(ra, points) - _distance_at(rb, points))
+    return Fraction(int(change.max()), ra.factor)
+
+
+def cells_of(counts: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The occupied cells and counts of a dense count vector (tests, small grids)."""
+    cells = [i for i, c in enumerate(counts) if c]
+    return cells, [counts[i] for i in cells]
