@@ -235,3 +235,22 @@ def test_a_users_quantile_scores_move_within_the_composed_per_group_budget(
         assert moved <= spread * m.sensitivity, (u, moved, spread, m.sensitivity)
         worst = max(worst, moved / (spread * m.sensitivity))
     assert worst > Fraction(1, 2)  # near the bound: a spread claimed too small would fail
+
+
+def test_a_huge_limit_is_written_as_a_64_bit_bound() -> None:
+    from veil.compile import dialect, lower, to_sql
+
+    engine = DuckDBEngine({"t": many_rows(3)})
+    agg = compile_query(
+        engine,
+        "SELECT g, MEDIAN(x) AS m FROM t GROUP BY g",
+        budget=Budget(epsilon=1.0),
+        bounds={"x": (0.0, 50.0)},
+        privacy_unit="uid",
+        contribution=Contribution(10**40, 10**40, 10**39),
+        domains={"g": ["a", "b", "c", "d"]},
+    )
+    sql = to_sql(lower(agg, dialect("spark"), salt=1).main, "spark")
+    assert str(10**39) not in sql
+    assert f"<= {2**62}" in sql
+    assert exact(engine, agg).buckets  # and it runs

@@ -123,6 +123,16 @@ def _clamp(e: exp.Expr, lo: exp.Expr, hi: exp.Expr) -> exp.Expr:
     return _least(_greatest(e, lo), hi)
 
 
+_RANKS = 1 << 62  # more rows than any unit can have: a larger limit bounds the same rows
+
+
+def _rank_limit(n: int) -> exp.Expr:
+    """A contribution limit as the SQL bound on a row number or rank: ``n``, or 2^62 when it is
+    larger (the same rows are kept: no partition has 2^62 rows), so that no engine has to
+    read an integer literal beyond 64 bits (Spark's parser refuses one past DECIMAL(38))."""
+    return exp.Literal.number(min(n, _RANKS))
+
+
 def _and(parts: Sequence[exp.Expr]) -> exp.Expr | None:
     if not parts:
         return None
@@ -464,7 +474,7 @@ class _Lowering:
         )
         windows.append(exp.alias_(rn, "__rn", quoted=True))  # also what count_units reads
         if not (total and t is not None and r >= t):
-            cond.append(exp.LTE(this=_col("__rn"), expression=exp.Literal.number(r)))
+            cond.append(exp.LTE(this=_col("__rn"), expression=_rank_limit(r)))
         if not one and self.keys and g < self._possible_groups() and not (total and g >= (t or 0)):
             group_hash = self._hash(["__unit", *self.keys])
             order = [exp.Ordered(this=group_hash), *(exp.Ordered(this=_col(k)) for k in self.keys)]
@@ -474,7 +484,7 @@ class _Lowering:
                 order=exp.Order(expressions=order),
             )
             windows.append(exp.alias_(gr, "__gr", quoted=True))
-            cond.append(exp.LTE(this=_col("__gr"), expression=exp.Literal.number(g)))
+            cond.append(exp.LTE(this=_col("__gr"), expression=_rank_limit(g)))
         inner = exp.select(exp.Star(), *windows).from_(exp.Table(this=exp.to_identifier("__rows")))
         kept = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
         if cond:
@@ -494,7 +504,7 @@ class _Lowering:
         totalled = exp.select(exp.Star(), exp.alias_(tn, "__tn", quoted=True)).from_(
             kept.subquery("__kept")
         )
-        within = exp.LTE(this=_col("__tn"), expression=exp.Literal.number(t))
+        within = exp.LTE(this=_col("__tn"), expression=_rank_limit(t))
         return exp.select(exp.Star()).from_(totalled.subquery("__totalled")).where(within)
 
     def _possible_groups(self) -> int | float:
