@@ -129,7 +129,7 @@ _RANKS = 1 << 62  # more rows than any unit can have: a larger limit bounds the 
 def _rank_limit(n: int) -> exp.Expr:
     """A contribution limit as the SQL bound on a row number or rank: ``n``, or 2^62 when it is
     larger (the same rows are kept: no partition has 2^62 rows), so that no engine has to
-    read an integer literal beyond 64 bits (Spark's parser refuses one past DECIMAL(38))."""
+    read an integer literal beyond 64 bits."""
     return exp.Literal.number(min(n, _RANKS))
 
 
