@@ -163,7 +163,7 @@ def print_result(
         all(b[i] is None for b in payload["error_bars"]) and result.types[i] == "real"
         for i in range(len(result.columns))
     ):
-        parts.append("quantiles carry no error bar (exponential mechanism)")
+        parts.append("quantiles: no value bar; their rank bar is in veil explain")
     keys = frozenset(c for c in result.columns if c not in result.models)
     render_table(
         out, payload["columns"], payload["rows"], payload["error_bars"], title=title, keys=keys

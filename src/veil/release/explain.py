@@ -84,7 +84,7 @@ def _noise_text(m: Measurement, groups: Fraction) -> str:
         case "exponential":
             eps_g = 2 * m.sensitivity / m.scale
             return (
-                f"exponential mechanism over {m.limit + (0 if m.discrete else 1)} candidates "
+                f"exponential mechanism over {m.limit} candidates "
                 f"(step {_g(m.step)}), "
                 f"ε = {_g(eps_g)} per group × {_g(groups)} group(s) per unit"
             )
