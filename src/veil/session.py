@@ -481,6 +481,7 @@ class Session:
         max_groups: int | None,
         max_rows_per_group: int | None,
         max_rows: int | None = None,
+        quantile_buckets: int | None = None,
     ) -> Plan:
         if epsilon is None:
             raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
@@ -524,7 +525,11 @@ class Session:
             privacy_unit=self.privacy_unit,
             bounds={**self.bounds, **_bounds(bounds)},
             contribution=contribution,
-            quantile_buckets=self.quantile_buckets,
+            quantile_buckets=(
+                self.quantile_buckets
+                if quantile_buckets is None
+                else check_quantile_buckets(quantile_buckets)
+            ),
         )
         # the rules are a pure function of the plan and the context (they read no data, no
         # ledger, no randomness): a pair compiled once compiles to the same plan again
@@ -582,6 +587,7 @@ class Session:
         progress: Progress | None = None,
         max_rows: int | None = None,
         target: Any = None,
+        quantile_buckets: int | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -592,13 +598,16 @@ class Session:
         ``consistent=True`` makes released group counts add up to their noisy total;
         ``progress`` is called with the scan's progress (see :meth:`run`);
         ``target`` (instead of ``epsilon``): accuracy targets, run at the smallest ε meeting
-        them (:func:`veil.accuracy.choose_epsilon`, which reads no data).
+        them (:func:`veil.accuracy.choose_epsilon`, which reads no data);
+        ``quantile_buckets`` the grid of this query's continuous quantiles (the session's by
+        default).
         """
         plan = self.plan(text, bounds=bounds, domains=domains)
         if target is not None:
             epsilon = self._targeted(
-                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
-            ).epsilon
+                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
+                quantile_buckets,
+            ).epsilon  # fmt: skip
         return self.run(
             plan,
             epsilon=epsilon,
@@ -611,6 +620,7 @@ class Session:
             source=source,
             progress=progress,
             text=text,
+            quantile_buckets=quantile_buckets,
         )
 
     def run(
@@ -627,6 +637,7 @@ class Session:
         progress: Progress | None = None,
         text: str | None = None,
         max_rows: int | None = None,
+        quantile_buckets: int | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
 
@@ -649,8 +660,9 @@ class Session:
             )
         _refuse_replayable(source, self.ledger)
         compiled = self._compile(
-            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
-        )
+            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
+            quantile_buckets,
+        )  # fmt: skip
         agg = aggregate_of(compiled)
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")
@@ -773,6 +785,7 @@ class Session:
         max_groups: int | None,
         max_rows_per_group: int | None,
         max_rows: int | None,
+        quantile_buckets: int | None = None,
     ) -> Choice:
         """The smallest ε meeting ``target`` (refused free if ``epsilon`` is given too)."""
         if epsilon is not None:
@@ -788,6 +801,7 @@ class Session:
             max_groups=max_groups,
             max_rows_per_group=max_rows_per_group,
             max_rows=max_rows,
+            quantile_buckets=quantile_buckets,
         )
 
     def explain(
@@ -802,6 +816,7 @@ class Session:
         domains: DomainsArg = None,
         max_rows: int | None = None,
         target: Any = None,
+        quantile_buckets: int | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -812,8 +827,9 @@ class Session:
         plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
         if target is not None:
             choice = self._targeted(
-                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
-            )
+                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
+                quantile_buckets,
+            )  # fmt: skip
             return replace(choice.explanation, notes=(*choice.lines(), *choice.explanation.notes))
         notes: list[str] = []
         if epsilon is None:
@@ -826,8 +842,9 @@ class Session:
                 delta = Fraction(1, 10**6)
                 notes.append("no delta given: partition selection is shown for delta=1e-6")
         compiled = self._compile(
-            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows
-        )
+            plan, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
+            quantile_buckets,
+        )  # fmt: skip
         agg = aggregate_of(compiled)
         if agg.budget is None:
             raise InternalError("the compiled aggregation has no charged loss")

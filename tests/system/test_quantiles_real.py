@@ -11,6 +11,7 @@ with 200 draws, P(coverage < 0.90 | p = 0.95) ≈ 0.0015.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -123,3 +124,22 @@ def test_quantile_rank_bars_cover_at_least_their_level(
         at_most = np.searchsorted(incomes, float(v) + float(m.step), side="left")
         covered += below <= target + r and at_most >= target - r
     assert covered >= 0.90 * REPS
+
+
+def test_the_grid_is_a_per_query_option_checked_before_anything_is_charged() -> None:
+    frame = pd.DataFrame({"x": np.linspace(0.0, 1.0, 101)})
+    s = veil.Session.local(tables={"t": frame}, budget=veil.Budget(epsilon=5), self_grant=True)
+    sql = "SELECT MEDIAN(x) AS m FROM t"
+    (m,) = session_aggregate(
+        s, sql, epsilon=1, bounds={"x": (0, 1)}, quantile_buckets=1024
+    ).measurements
+    assert (m.limit, m.step) == (1024, Fraction(1, 1024))
+    (m,) = session_aggregate(s, sql, epsilon=1, bounds={"x": (0, 1)}).measurements
+    assert m.limit == 2**32  # the session's default
+    before = s.remaining
+    with pytest.raises(veil.InvalidArgumentError, match=r"quantile_buckets must be .* got 0"):
+        s.sql(sql, epsilon=1, bounds={"x": (0, 1)}, quantile_buckets=0)
+    assert s.remaining == before
+    r = s.sql(sql, epsilon=1, bounds={"x": (0, 1)}, quantile_buckets=1024,
+              source=SeededSource("grid"))  # fmt: skip
+    assert float(r.rows[0][0]) * 1024 == int(float(r.rows[0][0]) * 1024)  # a cell's edge

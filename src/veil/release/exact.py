@@ -96,37 +96,42 @@ def exact_stats(
 def bucket_counts(
     agg: Aggregate, table: pa.Table, keys: Sequence[str]
 ) -> dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]]:
-    """Per group, its occupied quantile cells and their row counts (two int64 arrays).
+    """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays).
 
     Vectorised: rows are grouped by dictionary codes of the key columns (equal keys, equal
-    codes), so only one row per group is decoded by ``group_keys``; a million cells cost a
-    few sorts, not a Python loop per cell.
+    codes) and sorted once by (group, cell), so only one row per group is decoded by
+    ``group_keys``; a million cells cost one sort, not a Python loop per cell.
     """
     cells = np.asarray(table.column(BUCKET_COLUMN).to_numpy(), dtype=np.int64)
     counts = np.asarray(table.column(BUCKET_COUNT_COLUMN).to_numpy(), dtype=np.int64)
-    if not keys:
-        return {(): (cells, counts)} if table.num_rows else {}
-    codes = [
-        np.asarray(
-            pc.dictionary_encode(
-                table.column(k).combine_chunks(), null_encoding="encode"
-            ).indices.to_numpy(zero_copy_only=False),
-            dtype=np.int64,
-        )
-        for k in keys
-    ]
-    _, group = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    order = np.argsort(group, kind="stable")
-    bounds = np.flatnonzero(np.diff(group[order])) + 1
-    starts = np.concatenate(([0], bounds)) if order.size else np.zeros(0, dtype=np.int64)
-    firsts = order[starts]
-    identities = group_keys(agg, table.take(pa.array(firsts)), keys)
+    if not table.num_rows:
+        return {}
+    group = np.zeros(table.num_rows, dtype=np.int64)
+    radix = 1
+    for k in keys:
+        encoded = pc.dictionary_encode(table.column(k).combine_chunks(), null_encoding="encode")
+        codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        size = len(encoded.dictionary) + 1
+        if radix * size >= 1 << 62:  # too many key combinations for one integer: renumber
+            group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            radix = int(group.max()) + 1
+        group = group * size + codes
+        radix *= size
+    top = int(cells.max()) + 1
+    if radix * top < 1 << 62:
+        order = np.argsort(group * top + cells)  # distinct keys: any sort is the same
+    else:
+        order = np.lexsort((cells, group))
+    group, cells, counts = group[order], cells[order], counts[order]
+    bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
+    firsts = np.concatenate(([0], bounds))
+    identities = group_keys(agg, table.take(pa.array(order[firsts])), keys)
     out: dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
-    for key, rows in zip(identities, np.split(order, bounds), strict=True):
+    for key, b, c in zip(
+        identities, np.split(cells, bounds), np.split(counts, bounds), strict=True
+    ):
         if key in out:  # never for an injective key decoding; merged rather than lost
             b0, c0 = out[key]
-            out[key] = (np.concatenate((b0, cells[rows])), np.concatenate((c0, counts[rows])))
-        else:
-            out[key] = (cells[rows], counts[rows])
+            b, c = np.concatenate((b0, b)), np.concatenate((c0, c))
+        out[key] = (b, c)
     return out
