@@ -24,6 +24,7 @@ import veil
 from harness import HARNESSES, Harness
 from veil.catalog import Catalog, Source
 from veil.cli import app
+from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, MAX_QUANTILE_BUCKETS
 from veil.errors import BoundsError, InvalidArgumentError, QueryFailedError, UserError
 
 Outcome = tuple[str, str]
@@ -367,20 +368,20 @@ def _at_the_upper_bound(with_target: bool) -> pa.Table:
 
 
 MEDIAN = "SELECT MEDIAN(x) AS m FROM t"
-BUCKETS = "quantile_buckets must be an integer from 1 to 65536"
+BUCKETS = f"quantile_buckets must be an integer from 1 to {MAX_QUANTILE_BUCKETS}"
 
 
 @pytest.mark.parametrize(
     "buckets",
-    [2**64, 10**300, 2**16 + 1, 0, -1, True, 1.5],
-    ids=["2^64", "10^300", "2^16+1", "0", "-1", "True", "1.5"],
+    [2**64, 10**300, MAX_QUANTILE_BUCKETS + 1, 0, -1, True, 1.5],
+    ids=["2^64", "10^300", "2^40+1", "0", "-1", "True", "1.5"],
 )
 def test_a_bucket_count_outside_the_supported_range_is_refused_before_anything_is_granted(
     buckets: Any, tmp_path: Path
 ) -> None:
     """``quantile_buckets=2**64`` made a row at the upper bound fail the bucket's BIGINT cast
     after the charge (and without it the release built a 2^64-element vector): a count outside
-    [1, 2^16] is refused where it is given, before a grant, a reservation or a scan."""
+    [1, 2^40] is refused where it is given, before a grant, a reservation or a scan."""
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     for with_target in (True, False):
         with pytest.raises(InvalidArgumentError, match=BUCKETS):
@@ -425,8 +426,9 @@ def test_the_cli_refuses_a_bucket_count_outside_the_range_in_its_own_syntax(
     ask = ["--table", f"t={path}", "--epsilon", "1", "--bounds", "x=0:1"]
     result = CliRunner().invoke(app, ["query", MEDIAN, *ask, "--quantile-buckets", str(2**64)])
     assert result.exit_code == 2
-    assert "--quantile-buckets must be an integer from 1 to 65536" in result.output
-    assert "e.g. --quantile-buckets 1024" in result.output
+    expected = f"--quantile-buckets must be an integer from 1 to {MAX_QUANTILE_BUCKETS}"
+    assert expected in result.output
+    assert f"e.g. --quantile-buckets {DEFAULT_QUANTILE_BUCKETS}" in result.output
     fine = CliRunner().invoke(app, ["query", MEDIAN, *ask, "--quantile-buckets", "16"])
     assert fine.exit_code == 0, fine.output
 
@@ -436,8 +438,8 @@ def test_the_cli_refuses_a_bucket_count_outside_the_range_in_its_own_syntax(
 def test_the_most_buckets_at_the_extreme_widths_release_on_both_neighbours(
     harness: Harness, bounds: tuple[float, float], tmp_path: Path
 ) -> None:
-    """2^16 buckets of the narrowest and widest supported bounds: every constant of a bucket is
-    a finite, non-zero double, and a row at the upper bound lands in the last bucket."""
+    """The most buckets (2^40) of the narrowest and widest supported bounds: every constant of a
+    bucket is a finite, non-zero double, and a row at the upper bound lands in the last one."""
     for with_target in (True, False):
         lo, hi = bounds
         values = [lo + (hi - lo) * f for f in (0.25, 0.5, 0.75)] * 20
@@ -449,7 +451,7 @@ def test_the_most_buckets_at_the_extreme_widths_release_on_both_neighbours(
             tmp_path,
             privacy_unit="uid",
             budget=veil.Budget(epsilon=10),
-            quantile_buckets=2**16,
+            quantile_buckets=MAX_QUANTILE_BUCKETS,
         )
         released: list[veil.Result] = []
 
