@@ -109,7 +109,10 @@ def bucket_counts(
     group = np.zeros(table.num_rows, dtype=np.int64)
     radix = 1
     for k in keys:
-        encoded = pc.dictionary_encode(table.column(k).combine_chunks(), null_encoding="encode")
+        column = table.column(k).combine_chunks()
+        if pa.types.is_dictionary(column.type):  # its indices may be null: encode the values
+            column = column.dictionary_decode()
+        encoded = pc.dictionary_encode(column, null_encoding="encode")  # no null index
         codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         size = len(encoded.dictionary) + 1
         if radix * size >= 1 << 62:  # too many key combinations for one integer: renumber
