@@ -121,10 +121,8 @@ def bucket_counts(
         group = group * size + codes
         radix *= size
     top = int(cells.max()) + 1
-    if radix * top < 1 << 62:
-        order = np.argsort(group * top + cells)  # distinct keys: any sort is the same
-    else:
-        order = np.lexsort((cells, group))
+    # one integer key when it fits (distinct keys: any sort is the same), else two
+    order = np.argsort(group * top + cells) if radix * top < 1 << 62 else np.lexsort((cells, group))
     group, cells, counts = group[order], cells[order], counts[order]
     bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
     firsts = np.concatenate(([0], bounds))
