@@ -32,6 +32,7 @@ import pytest
 import veil
 from support import SeededSource
 from system.prenoise import exact, session_aggregate, sum_in_value_units
+from veil.noise.ranks import rank_halfwidth
 
 REPS = 200
 LEVEL = 0.95
@@ -206,26 +207,24 @@ def test_counts_by_ilostat_fall_inside_their_error_bars(lfs: pd.DataFrame, fresh
 
 @pytest.mark.slow
 def test_median_age_is_within_its_rank_error_bound(lfs: pd.DataFrame, fresh: Fresh) -> None:
-    # veil gives quantiles no error bar (None); their accuracy guarantee is in rank space.
-    # McSherry–Talwar (Dwork & Roth 2014, Thm 3.11): with probability ≥ 1 − β the chosen
-    # candidate scores ≥ OPT − scale·ln(#candidates/β), scale = 2Δ/ε (the temperature).
-    # With β = 0.05 this is the 95 % "error bar" of the score −|rank − n/2|.
+    # veil gives quantiles no value bar (None); their accuracy guarantee is in rank space.
+    # The released cell covers the ranks [#{x < v}, #{x < v + step}]; McSherry–Talwar (Dwork
+    # & Roth 2014, Thm 3.11) with an optimum of 0 (some cell covers n/2): with probability
+    # ≥ 95 % that interval is within scale·ln(cells/0.05) of n/2 (veil.noise.ranks).
     s = fresh()
     agg = session_aggregate(s, AGE_SQL, epsilon=1, bounds={"AGE": AGES})
     (m,) = agg.measurements
     ages = np.sort(clamp(lfs["AGE"].dropna(), AGES).to_numpy())
     n = len(ages)
-    half = Fraction(n, 2)
-    candidates = [m.centre + j * m.step for j in range(m.limit + 1)]
-    below = np.searchsorted(ages, [float(c) for c in candidates], side="left")
-    opt = max(-abs(int(b) - half) for b in below)
-    allowed = float(m.scale) * math.log((m.limit + 1) / 0.05)
+    half = n / 2
+    allowed = rank_halfwidth(m.scale, m.limit, LEVEL)
     inside, splits = [], []
     for r in repetitions(fresh, AGE_SQL, "age", epsilon=1, bounds={"AGE": AGES}):
         (value,) = r.rows[0]
         assert r.error_bars(LEVEL) == [[None]]
         rank = int(np.searchsorted(ages, value, side="left"))
-        inside.append(-abs(rank - half) >= opt - Fraction(allowed))
+        covered = int(np.searchsorted(ages, value + float(m.step), side="left"))
+        inside.append(max(rank - half, half - covered, 0) <= allowed)
         # in plain words: the released age splits the sample somewhere between 45 % and 55 %
         at_or_below = int(np.searchsorted(ages, value, side="right"))
         splits.append(rank <= 0.55 * n and at_or_below >= 0.45 * n)
