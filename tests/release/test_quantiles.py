@@ -163,6 +163,7 @@ def chi2_pvalue(observed: np.ndarray, expected: np.ndarray) -> float:
     return float(stats.chisquare(pooled_o, pooled_e * pooled_o.sum() / pooled_e.sum()).pvalue)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("q", "eps", "values"),
     [
@@ -185,6 +186,7 @@ def test_draws_follow_the_exact_exponential_mechanism_pmf(
     assert observed[expected == 0].sum() == 0
 
 
+@pytest.mark.slow
 def test_on_a_2_to_32_grid_each_run_is_drawn_with_its_exact_mass() -> None:
     # runs of equal score: mass ∝ length · exp(−distance/scale); positions uniform inside
     m = measurement(Fraction(1, 2), Fraction(1, 64), 1 << 32)  # scale 64: wide spread
