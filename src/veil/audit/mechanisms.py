@@ -29,14 +29,16 @@ import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from veil.audit.fit import noise_fit
 from veil.audit.query_stats import (
+    EXIT_CODES,
     Bound,
+    Verdict,
     binomial_lower,
     binomial_upper,
     detectable,
@@ -57,8 +59,6 @@ __all__ = [
     "mechanism",
 ]
 
-Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
-EXIT_CODES: dict[Verdict, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}
 NOT_PROOF = (
     "Passing an audit does not prove privacy: it only failed to find a violation with these "
     "samples and these events."

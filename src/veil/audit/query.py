@@ -61,6 +61,8 @@ from veil.audit.query_runs import (
     run,
 )
 from veil.audit.query_stats import (
+    EXIT_CODES,
+    Verdict,
     binomial_lower,
     binomial_upper,
     detectable,
@@ -86,8 +88,6 @@ NOT_DP = (
     "NOT DIFFERENTIALLY PRIVATE: this audit read every row of the table and its report reveals "
     "the true values; it is for the data owner only. Passing an audit does not prove privacy."
 )
-Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
-EXIT_CODES: dict[Verdict, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}
 Progress = Callable[[int, int], None]  # (done, total) releases
 
 

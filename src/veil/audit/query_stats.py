@@ -30,12 +30,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "EXIT_CODES",
     "Bound",
+    "Verdict",
     "binomial_lower",
     "binomial_upper",
     "detectable",
@@ -43,6 +46,9 @@ __all__ = [
     "lowest_bit",
     "significantly_below",
 ]
+
+Verdict = Literal["PASS", "FAIL", "INCONCLUSIVE"]
+EXIT_CODES: dict[Verdict, int] = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 2}  # of every audit
 
 _THRESHOLDS = 64  # candidate thresholds per test (quantiles of the pooled first halves)
 
