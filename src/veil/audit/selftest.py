@@ -113,9 +113,9 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Check]:
     """Every check, ``samples`` outputs per side (the exponential mechanism and the PHP
-    programs, which draw one output per call or per line, use a fiftieth and a tenth; the δ control twice as many, at least
-    ``DELTA_CONTROL_SAMPLES``). veil's
-    mechanisms are audited at confidence 0.999 (a spurious FAIL at most 0.15 % each, bounds and
+    programs, which draw one output per call or per line, use a fiftieth and a tenth; the δ
+    control twice as many, at least ``DELTA_CONTROL_SAMPLES``). veil's mechanisms are audited at
+    confidence 0.999 (a spurious FAIL at most 0.15 % each, bounds and
     conformance together), the controls at 0.95."""
     few, some = max(samples // 50, 1000), max(samples // 10, 1000)
     php = shutil.which("php") is not None
