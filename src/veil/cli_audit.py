@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -81,6 +82,10 @@ _Confidence = Annotated[
     float,
     typer.Option("--confidence", help="The audit's confidence (false-alarm rate: 1 − it)."),
 ]
+_Plot = Annotated[
+    str | None,
+    typer.Option("--plot", help="Also draw both output distributions to FILE.png (veil[plot])."),
+]
 _Format = Annotated[
     OutputFormat, typer.Option("--format", "-f", help="table (people) or json (programs).")
 ]
@@ -131,6 +136,7 @@ def audit_query(
     neighbours: _Neighbours = "auto",
     confidence: _Confidence = 0.95,
     fmt: _Format = OutputFormat.table,
+    plot: _Plot = None,
 ) -> None:
     """Audit a query on your own data against its claimed ε (and δ), by sampling releases on
     neighbouring datasets. NOT differentially private: it reads every row and its report
@@ -143,6 +149,7 @@ def audit_query(
             raise InvalidArgumentError("--format must be table or json for an audit, not csv")
         if neighbours != "auto":
             raise InvalidArgumentError(f"--neighbours must be auto, got {neighbours!r}")
+        picture = _plot_path(plot)
         tables = parse_tables(table)
         if not tables:
             raise InvalidArgumentError("give at least one table: --table people=people.csv")
@@ -167,11 +174,7 @@ def audit_query(
                 confidence=confidence,
                 progress=progress,
             )
-        if fmt is OutputFormat.json:
-            sys.stdout.write(json.dumps(audit.to_json(), ensure_ascii=False) + "\n")
-        else:
-            sys.stdout.write("\n".join(audit.lines()) + "\n")
-        return audit.exit_code
+        return _report(audit, fmt, picture)
 
     code = _run(go, fmt)
     raise typer.Exit(code)
@@ -181,11 +184,31 @@ _Samples = Annotated[int, typer.Option("--samples", "-n", help="Outputs drawn pe
 _Sensitivity = Annotated[float, typer.Option("--sensitivity", help="The claimed sensitivity Δ.")]
 
 
-def _report(audit: Any, fmt: OutputFormat) -> int:
+def _plot_path(plot: str | None) -> Path | None:
+    """The --plot file, checked (a .png in an existing folder, matplotlib installed) before
+    the audit runs."""
+    if plot is None:
+        return None
+    from veil.plots import check_path
+
+    return check_path(plot)
+
+
+def _report(audit: Any, fmt: OutputFormat, picture: Path | None = None) -> int:
+    if picture is not None:
+        from veil.audit.plot import plot_audit
+
+        plot_audit(audit, picture)
     if fmt is OutputFormat.json:
-        sys.stdout.write(json.dumps(audit.to_json(), ensure_ascii=False) + "\n")
+        out = audit.to_json()
+        if picture is not None:
+            out["plot"] = str(picture)
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write("\n".join(audit.lines()) + "\n")
+        lines = audit.lines()
+        if picture is not None:
+            lines.append(f"plot: {picture}")
+        sys.stdout.write("\n".join(lines) + "\n")
     return int(audit.exit_code)
 
 
@@ -208,12 +231,14 @@ def audit_mechanism(
     samples: _Samples = 1_000_000,
     confidence: _Confidence = 0.95,
     fmt: _Format = OutputFormat.table,
+    plot: _Plot = None,
 ) -> None:
     """Audit one of veil's mechanisms at its claimed parameters."""
     from veil.audit.mechanisms import builtin
 
     def go() -> int:
         _format(fmt)
+        picture = _plot_path(plot)
         dlt = parse_delta(delta)
         with _progress() as progress:
             audit = builtin(
@@ -221,7 +246,7 @@ def audit_mechanism(
                 delta=float(dlt) if dlt is not None else 0.0, sensitivity=sensitivity,
                 samples=samples, confidence=confidence, progress=progress,
             )  # fmt: skip
-        return _report(audit, fmt)
+        return _report(audit, fmt, picture)
 
     raise typer.Exit(_run(go, fmt))
 
@@ -252,12 +277,14 @@ def audit_command(
     samples: _Samples = 10_000,
     confidence: _Confidence = 0.95,
     fmt: _Format = OutputFormat.table,
+    plot: _Plot = None,
 ) -> None:
     """Audit a program (black box) against its claimed privacy."""
     from veil.audit.mechanisms import command
 
     def go() -> int:
         _format(fmt)
+        picture = _plot_path(plot)
         argv = list(ctx.args)
         if not argv:
             raise InvalidArgumentError(
@@ -286,7 +313,7 @@ def audit_command(
                 confidence=confidence, claim_scores=scores, sensitivity=sensitivity,
                 progress=progress,
             )  # fmt: skip
-        return _report(audit, fmt)
+        return _report(audit, fmt, picture)
 
     raise typer.Exit(_run(go, fmt))
 

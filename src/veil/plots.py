@@ -49,10 +49,13 @@ def figure(width: float = 8.0, height: float = 4.5, *, rows: int = 1, cols: int 
     return _pyplot().subplots(rows, cols, figsize=(width, height), squeeze=False)
 
 
-def save(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` (checked with :func:`check_path`) and free it."""
+def save(
+    fig: Figure, path: str | Path, *, rect: tuple[float, float, float, float] = (0, 0, 1, 1)
+) -> Path:
+    """Write ``fig`` to ``path`` (checked with :func:`check_path`) and free it; the panels are
+    laid out inside ``rect`` (figure fractions: room for a title or a footnote)."""
     p = check_path(path)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(p, dpi=120)
     _pyplot().close(fig)
     return p

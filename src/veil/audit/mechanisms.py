@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from veil.audit.fit import noise_fit
+from veil.audit.histograms import Histogram, histogram
 from veil.audit.query_stats import (
     EXIT_CODES,
     Bound,
@@ -84,7 +85,7 @@ class PairAudit:
     a: Any
     b: Any
     bound: Bound
-    histogram: tuple[str, ...]
+    histogram: Histogram | None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +96,7 @@ class PairAudit:
             "p": self.bound.p,
             "q": self.bound.q,
             "samples_per_side": self.bound.samples,
+            "histogram": None if self.histogram is None else self.histogram.to_json(),
         }
 
 
@@ -150,31 +152,11 @@ class MechanismAudit:
                 f"inputs {p.a!r} vs {p.b!r}: ε ≥ {p.bound.epsilon:.4g}, "
                 f"δ ≥ {p.bound.delta:.3g} at ε = {self.epsilon:g}",
                 f"  event: {p.bound.event} (frequency {p.bound.p:.4g} vs {p.bound.q:.4g})",
-                *p.histogram,
+                *(p.histogram.lines() if p.histogram is not None else ()),
             ]
         out += [f"conformance failure: {f}" for f in self.failures]
         out += ["", f"verdict: {self.verdict}", NOT_PROOF]
         return out
-
-
-def _histogram(x: NDArray[np.float64], y: NDArray[np.float64], bins: int = 12) -> tuple[str, ...]:
-    """Both output distributions as text bars over shared bins of the central 98 %."""
-    pooled = np.concatenate([x, y])
-    pooled = pooled[np.isfinite(pooled)]
-    if pooled.size == 0:
-        return ()
-    lo, hi = np.quantile(pooled, [0.01, 0.99])
-    if hi <= lo:
-        lo, hi = lo - 0.5, hi + 0.5
-    edges = np.linspace(lo, hi, bins + 1)
-    hx = np.histogram(np.clip(x, lo, hi), edges)[0] / max(len(x), 1)
-    hy = np.histogram(np.clip(y, lo, hi), edges)[0] / max(len(y), 1)
-    top = max(float(hx.max()), float(hy.max()), 1e-12)
-    rows = []
-    for i in range(bins):
-        a, b = "#" * round(20 * hx[i] / top), "=" * round(20 * hy[i] / top)
-        rows.append(f"  {edges[i]:>10.4g} |{a:<20}|{b:<20}|")
-    return ("  histogram (# first input, = second input):", *rows)
 
 
 def _draw(fn: Mechanism, x: Any, n: int, batch: bool) -> NDArray[np.float64]:
@@ -239,7 +221,7 @@ def mechanism(
             if problem is not None:
                 failures.append(f"input {side!r}: {problem}")
         bound = epsilon_lower_bound(x, y, epsilon=epsilon, delta=delta, confidence=confidence)
-        pairs.append(PairAudit(a, b, bound, _histogram(x, y)))
+        pairs.append(PairAudit(a, b, bound, histogram(x, y)))
     power = detectable(epsilon, samples, confidence)
     violated = any(p.bound.epsilon > epsilon or p.bound.delta > delta for p in pairs)
     verdict: Verdict = (

@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 
 from veil.accounting.budget import Number
+from veil.audit.histograms import Histogram, histogram
 from veil.audit.neighbours import Neighbour, neighbours
 from veil.audit.query_runs import (
     Cell,
@@ -117,6 +118,7 @@ class NeighbourAudit:
     worst: CellBound | None
     cells: int
     problems: tuple[str, ...]
+    histogram: Histogram | None = None  # the worst cell's releases on D and on D′
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +133,7 @@ class NeighbourAudit:
             "worst_cell": None if self.worst is None else self.worst.__dict__,
             "cells": self.cells,
             "problems": list(self.problems),
+            "worst_cell_histogram": None if self.histogram is None else self.histogram.to_json(),
         }
 
 
@@ -494,16 +497,15 @@ def query(
         moved = changes(agg, base, r) if r.agg is not None else {}
         problems = judge(base, r, moved)
         worst: CellBound | None = None
+        picture: Histogram | None = None
         for cell in cell_list if r.agg is not None else []:
+            on_d, on_neighbour = _samples(base_cells, cell), _samples(cells, cell)
             b = epsilon_lower_bound(
-                _samples(base_cells, cell),
-                _samples(cells, cell),
-                epsilon=float(eps),
-                delta=claimed_delta,
-                confidence=each,
+                on_d, on_neighbour, epsilon=float(eps), delta=claimed_delta, confidence=each
             )
             if worst is None or b.epsilon > worst.epsilon:
                 worst = CellBound(_label(cell), b.epsilon, b.delta, b.event, b.p, b.q)
+                picture = histogram(on_d, on_neighbour)
             if b.epsilon > float(eps) or b.delta > claimed_delta:
                 problems.append(
                     f"{_label(cell)}: ε ≥ {b.epsilon:.3f} and δ ≥ {b.delta:.3g} at ε="
@@ -521,6 +523,7 @@ def query(
                 worst,
                 len(cell_list),
                 tuple(problems),
+                picture,
             )
         )
     raw = _raw(data, sql, agg)
