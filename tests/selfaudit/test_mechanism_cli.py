@@ -75,6 +75,7 @@ def test_selftest_every_verdict_is_as_expected_in_its_table() -> None:
     assert all(c.ok for c in checks), out
     assert "veil laplace             PASS      PASS" in out
     assert "numpy float laplace      FAIL      FAIL" in out
+    assert "int64 sum that wraps     FAIL      FAIL" in out
     assert "selftest: OK" in out
     if shutil.which("php") is None:
         assert "skipped: php is not on the PATH" in out

@@ -119,3 +119,16 @@ def test_without_matplotlib_the_error_names_the_plot_extra(
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(MissingDependencyError, match=r"pip install 'veil\[plot\]'"):
         check_path(tmp_path / "audit.png")
+
+
+def test_a_long_audit_reports_its_progress_in_steps_of_outputs() -> None:
+    seen: list[tuple[int, int]] = []
+    builtin(
+        "discrete_laplace", epsilon=1.0, samples=200_000, source=SeededSource("progress"),
+        progress=lambda done, total: seen.append((done, total)),
+    )  # fmt: skip
+    assert {total for _, total in seen} == {400_000}  # both sides of the one pair
+    done = [d for d, _ in seen]
+    assert done == sorted(done)
+    assert done[-1] == 400_000
+    assert len(done) >= 32  # 16 steps per side, not one jump at the end

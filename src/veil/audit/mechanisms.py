@@ -159,17 +159,32 @@ class MechanismAudit:
         return out
 
 
-def _draw(fn: Mechanism, x: Any, n: int, batch: bool) -> NDArray[np.float64]:
-    raw = fn(x, n) if batch else [fn(x) for _ in range(n)]
-    try:
-        out = np.asarray(raw, dtype=float).reshape(-1)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(
-            f"the mechanism's outputs must be numbers (or category codes), got {raw!r:.80}"
-        ) from exc
-    if out.size != n:
-        raise InvalidArgumentError(f"asked the mechanism for {n} outputs, got {out.size}")
-    return out
+CHUNKS = 16  # progress steps per side of a pair (a batch mechanism is drawn in this many calls)
+MIN_CHUNK = 4096  # outputs drawn at once at least (fewer calls of a program or of numpy)
+
+
+def _draw(
+    fn: Mechanism, x: Any, n: int, batch: bool, tick: Callable[[int], None] | None = None
+) -> NDArray[np.float64]:
+    """``n`` outputs of ``fn`` on ``x``, in up to :data:`CHUNKS` parts of at least
+    :data:`MIN_CHUNK`; ``tick(k)`` after each part of ``k`` outputs (the progress bar)."""
+    step = max(MIN_CHUNK, math.ceil(n / CHUNKS))
+    parts = []
+    for start in range(0, n, step):
+        k = min(step, n - start)
+        raw = fn(x, k) if batch else [fn(x) for _ in range(k)]
+        try:
+            part = np.asarray(raw, dtype=float).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"the mechanism's outputs must be numbers (or category codes), got {raw!r:.80}"
+            ) from exc
+        if part.size != k:
+            raise InvalidArgumentError(f"asked the mechanism for {k} outputs, got {part.size}")
+        parts.append(part)
+        if tick is not None:
+            tick(k)
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _check_claim(epsilon: float, delta: float, samples: int, confidence: float) -> None:
@@ -211,11 +226,16 @@ def mechanism(
     if not neighbours:
         raise InvalidArgumentError("give at least one neighbouring pair: neighbours=[(0, 1)]")
     pairs, failures = [], []
-    for i, (a, b) in enumerate(neighbours):
-        x = _draw(fn, a, samples, batch)
-        y = _draw(fn, b, samples, batch)
+    drawn, total = [0], 2 * samples * len(neighbours)
+
+    def tick(k: int) -> None:
+        drawn[0] += k
         if progress is not None:
-            progress(i + 1, len(neighbours))
+            progress(drawn[0], total)
+
+    for a, b in neighbours:
+        x = _draw(fn, a, samples, batch, tick)
+        y = _draw(fn, b, samples, batch, tick)
         for side, out in ((a, x), (b, y)):
             problem = conformance(side, out) if conformance is not None else None
             if problem is not None:

@@ -91,6 +91,17 @@ def gaussian_10_delta(samples: int, source: RandomSource | None = None) -> Mecha
     )  # fmt: skip
 
 
+def wrapping_int64_sum(samples: int, source: RandomSource | None = None) -> MechanismAudit:
+    """A SUM in numpy ``int64`` with correct noise that wraps on overflow, on the crafted
+    neighbours that expose it (:mod:`veil.audit.query_controls`): must FAIL the ε bound."""
+    from veil.audit.query_controls import overflow_pairs, wrapping_sum
+
+    return mechanism(
+        wrapping_sum(Fraction(1), source=source), neighbours=overflow_pairs(), epsilon=1.0,
+        samples=samples, batch=True, name="int64 sum that wraps",
+    )  # fmt: skip
+
+
 def php_laplace(samples: int) -> MechanismAudit:
     """The PHP seed's ``laplaceNoise`` as a program: must FAIL (reachability)."""
     script = str(CONTROLS / "laplace_rand.php")
@@ -113,10 +124,10 @@ def run(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Check]:
     """Every check, ``samples`` outputs per side (the exponential mechanism and the PHP
-    programs, which draw one output per call or per line, use a fiftieth and a tenth; the δ
-    control twice as many, at least ``DELTA_CONTROL_SAMPLES``). veil's mechanisms are audited at
-    confidence 0.999 (a spurious FAIL at most 0.15 % each, bounds and
-    conformance together), the controls at 0.95."""
+    programs, which draw one output per call or per line, use a fiftieth and a tenth, the
+    wrapping sum a fiftieth; the δ control twice as many, at least ``DELTA_CONTROL_SAMPLES``).
+    veil's mechanisms are audited at confidence 0.999 (a spurious FAIL at most 0.15 % each,
+    bounds and conformance together), the controls at 0.95."""
     few, some = max(samples // 50, 1000), max(samples // 10, 1000)
     php = shutil.which("php") is not None
     plan: list[tuple[str, str, Callable[[], MechanismAudit] | None, str]] = []
@@ -139,6 +150,7 @@ def run(
             lambda: gaussian_10_delta(max(samples * 2, DELTA_CONTROL_SAMPLES), source),
             "",
         ),
+        ("int64 sum that wraps", "FAIL", lambda: wrapping_int64_sum(few, source), ""),
     ]
     skip = "skipped: php is not on the PATH"
     plan += [
