@@ -322,8 +322,8 @@ def audit_command(
     "selftest",
     help="Check this installation: veil's mechanisms must PASS their audits and known-broken "
     "controls (numpy's float Laplace, a Laplace at 70 % scale, a Gaussian with 10×δ, an int64 "
-    "sum that wraps on overflow, the PHP seed's code when php is installed) must FAIL. Exit code 0 when every verdict is as "
-    "expected, 1 otherwise.",
+    "sum that wraps on overflow, the PHP seed's code when php is installed) must FAIL. Exit "
+    "code 0 when every verdict is as expected, 1 otherwise.",
 )
 def audit_selftest(samples: _Samples = 200_000) -> None:
     """Run the selftest and print its table."""
