@@ -121,3 +121,22 @@ def test_an_executor_failing_on_a_value_keeps_the_charge_and_only_the_log_has_it
     assert ledger.remaining("alice", "events") == veil.Budget(epsilon=0.75)
     (record,) = [r for r in caplog.records if r.name == WITHHELD_LOGGER]
     assert f"leak {secret}" in record.getMessage()
+
+
+def test_locations_are_perturbed_on_the_executors_on_the_grid(spark: Any) -> None:
+    from veil import geo
+
+    box = (48.80, 2.25, 48.92, 2.45)
+    frame = spark.range(0, 2 * ROWS_PER_PARTITION, numPartitions=2).selectExpr(
+        "CAST(48.86 AS DOUBLE) AS lat", "CAST(2.35 AS DOUBLE) AS lon"
+    )
+    out = perturb(frame, locations={"home": ("lat", "lon")}, epsilon=1, box=box)
+    table = out.data.toArrow()
+    assert table.column_names == ["lat", "lon"]
+    lat, lon = table.column("lat").to_numpy(), table.column("lon").to_numpy()
+    b = geo.Box.parse(box)
+    x, _y = b.plane(lat, lon, "km")
+    assert np.allclose(x / 0.001, np.rint(x / 0.001), atol=1e-6)  # on the 1 m grid
+    assert np.all((lat >= 48.80) & (lat <= 48.92))
+    first, second = lat[:ROWS_PER_PARTITION], lat[ROWS_PER_PARTITION:]
+    assert np.mean(first == second) < 0.5  # each executor drew its own noise

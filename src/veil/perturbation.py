@@ -57,8 +57,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
-from veil import noise
+from veil import geo, noise
 from veil.accounting.budget import Budget, exact, show
 from veil.accounting.conversions import group_privacy
 from veil.accounting.limits import MIN_EPSILON
@@ -73,6 +74,7 @@ from veil.errors import (
     SchemaError,
     log_withheld,
 )
+from veil.geo import Location, error_radius
 from veil.noise import mechanisms
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.plan.nodes import ColumnBounds
@@ -99,11 +101,19 @@ class ColumnPerturbation:
     """How one column is perturbed: the mechanism and its parameters (all public)."""
 
     name: str
-    mechanism: str  # "laplace" | "randomized_response"
-    epsilon: Fraction
+    mechanism: str  # "laplace" | "randomized_response" | "planar_laplace" | "region"
+    epsilon: Fraction  # a location's: ε per unit of distance (veil.geo)
     lower: Fraction | None = None
     upper: Fraction | None = None
     categories: tuple[Any, ...] = ()
+    location: Location | None = None
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The input columns read: the column itself, or a location's latitude and longitude."""
+        if self.location is not None:
+            return (self.location.lat, self.location.lon)
+        return (self.name,)
 
     @property
     def sensitivity(self) -> Fraction | None:
@@ -114,6 +124,8 @@ class ColumnPerturbation:
 
     def describe(self) -> str:
         """One line: the column, its mechanism and its share of ε."""
+        if self.location is not None:
+            return self.location.describe()
         if self.mechanism == "laplace" and self.lower is not None and self.upper is not None:
             return (
                 f"{self.name}: Laplace noise, ε={show(self.epsilon)}, values clamped to "
@@ -126,6 +138,8 @@ class ColumnPerturbation:
 
     def to_json(self) -> dict[str, Any]:
         """The column's parameters, numbers exact (``"1/2"``)."""
+        if self.location is not None:
+            return {"column": self.name, "mechanism": self.mechanism, **self.location.to_json()}
         return {
             "column": self.name,
             "mechanism": self.mechanism,
@@ -197,6 +211,14 @@ class Perturbation:
         names = ", ".join(s.name for s in self.columns)
         raise SchemaError(f"column {column!r} was not perturbed; the release has: {names}")
 
+    def radius(self, location: str, *, level: float = 0.95) -> float:
+        """The distance (in the location's unit) within which each released point's true point
+        lies with probability ≥ ``level`` (:func:`veil.geo.error_radius`): public, free."""
+        spec = self._spec(location, "planar_laplace")
+        if spec.location is None:  # pragma: no cover - built with one
+            raise InvalidArgumentError(f"{location!r} is not a location")
+        return error_radius(spec.location, level)
+
     def frequencies(self, column: str, *, level: float = 0.95) -> dict[Any, Estimate]:
         """Debiased counts of each declared category of ``column`` with error bars
         (:func:`veil.postprocess.rr_frequencies`). Post-processing: free."""
@@ -243,8 +265,21 @@ def perturb(
     session: Session | None = None,
     source: RandomSource | None = None,
     schema: Mapping[str, str] | None = None,
+    locations: Mapping[str, tuple[str, str]] | None = None,
+    regions: Mapping[str, Mapping[Any, tuple[float, float]]] | None = None,
+    box: tuple[float, float, float, float] | None = None,
+    unit: str = "km",
+    step: Number | None = None,
 ) -> Perturbation:
     """Perturb every record's chosen columns with local DP; charge ``epsilon`` once.
+
+    **Locations** (:mod:`veil.geo`): ``locations={"home": ("lat", "lon")}`` with ``box=(south,
+    west, north, east)`` releases each record's point geo-indistinguishably, ``epsilon`` being
+    ε per ``unit`` of distance (``"km"``, ``"m"`` or ``"mi"``) on a grid of ``step`` (default
+    1 m); with ``regions={"home": {id: (lat, lon), ...}}`` the released value of that location
+    is a region id chosen by the exponential mechanism instead. The charge is the loss between
+    any two records of the box, ``ε·(diameter + slack)`` per location (``Location.loss``).
+    Locations are perturbed in a call of their own (not with ``bounds=``/``categories=``).
 
     A CSV/JSON path or a pandas frame is read as a session reads it (``veil.engines.lines``:
     no type sniffed from the values): ``schema`` declares column types (column → SQL type,
@@ -282,8 +317,25 @@ def perturb(
     """
     if not isinstance(epsilon, Budget) and exact(epsilon, "epsilon") <= 0:
         raise InvalidArgumentError(f"epsilon must be positive, got {epsilon!r}")
-    eps = mechanisms.pure_epsilon(epsilon, "perturb", gaussian=False)
-    specs = _column_specs(eps, bounds or {}, categories or {})
+    if locations is not None or regions is not None:
+        if bounds or categories:
+            raise InvalidArgumentError(
+                "perturb locations in a call of their own: their epsilon is ε per unit of "
+                "distance, the other columns' is ε per record (call perturb twice)"
+            )
+        eps_unit = exact(epsilon, "epsilon") if not isinstance(epsilon, Budget) else None
+        if eps_unit is None:
+            raise InvalidArgumentError(
+                "for locations, epsilon is a number: ε per unit of distance (e.g. 1 per km)"
+            )
+        specs = _location_specs(eps_unit, locations or {}, regions or {}, box, unit, step)
+        eps = mechanisms.pure_epsilon(
+            sum((s.location.loss for s in specs if s.location is not None), Fraction(0)),
+            "perturb (ε per unit × the box's diameter)", gaussian=False,
+        )  # fmt: skip
+    else:
+        eps = mechanisms.pure_epsilon(epsilon, "perturb", gaussian=False)
+        specs = _column_specs(eps, bounds or {}, categories or {})
     loss = Budget(epsilon=eps)
     if session is not None:
         if ledger is not None:
@@ -430,13 +482,53 @@ def _column_specs(
     return tuple(specs)
 
 
+def _location_specs(
+    eps: Fraction,
+    locations: Mapping[str, tuple[str, str]],
+    regions: Mapping[str, Any],
+    box: Any,
+    unit: str,
+    step: Number | None,
+) -> tuple[ColumnPerturbation, ...]:
+    """Each location's :class:`veil.geo.Location`, checked before anything is charged."""
+    if not locations:
+        raise InvalidArgumentError(
+            "regions= needs the points: locations={'home': ('lat', 'lon')}, regions={'home': ...}"
+        )
+    unknown = sorted(set(regions) - set(locations))
+    if unknown:
+        raise InvalidArgumentError(
+            f"regions for {unknown[0]!r}, which is not one of locations= ({', '.join(locations)})"
+        )
+    if box is None:
+        raise InvalidArgumentError(
+            "locations need a bounding box: box=(south, west, north, east) in degrees; points "
+            "outside it are moved onto it, and the charge is ε times its diameter"
+        )
+    if eps <= 0:
+        raise InvalidArgumentError(f"epsilon must be positive, got {show(eps)} per {unit}")
+    specs = []
+    seen: set[str] = set()
+    for label, columns in locations.items():
+        loc = geo.location(
+            label, columns, epsilon=eps, box=box, unit=unit, step=step, regions=regions.get(label)
+        )
+        if seen & {loc.lat, loc.lon} or loc.lat == loc.lon:
+            raise InvalidArgumentError(f"location {label!r} reuses a column of another location")
+        seen |= {loc.lat, loc.lon}
+        kind = "region" if loc.regions else "planar_laplace"
+        specs.append(ColumnPerturbation(label, kind, eps, location=loc))
+    return tuple(specs)
+
+
 def _check_columns(available: Iterable[str], specs: Sequence[ColumnPerturbation]) -> None:
     have = set(available)
     for spec in specs:
-        if spec.name not in have:
-            raise SchemaError(
-                f"unknown column {spec.name!r}; the data has: {', '.join(sorted(have))}"
-            )
+        for name in spec.inputs:
+            if name not in have:
+                raise SchemaError(
+                    f"unknown column {name!r}; the data has: {', '.join(sorted(have))}"
+                )
 
 
 def _is_number(kind: pa.DataType) -> bool:
@@ -450,6 +542,15 @@ def _check_types(schema: pa.Schema, specs: Sequence[ColumnPerturbation]) -> None
     could not perturb: a non-number given bounds, categories that are not values of the
     column's type. After this, :func:`perturb_batch` is defined for every value."""
     for spec in specs:
+        if spec.location is not None:
+            for name in spec.inputs:
+                if not _is_number(schema.field(name).type):
+                    raise SchemaError(
+                        f"column {name!r} of location {spec.name!r} has type "
+                        f"{schema.field(name).type}, not a number of degrees; declare it "
+                        f"DOUBLE (schema={{{name!r}: 'DOUBLE'}})"
+                    )
+            continue
         kind = schema.field(spec.name).type
         if pa.types.is_dictionary(kind):
             kind = kind.value_type
@@ -478,6 +579,7 @@ def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
             "lower": None if s.lower is None else str(s.lower),
             "upper": None if s.upper is None else str(s.upper),
             "categories": [repr(c) for c in s.categories],
+            "location": None if s.location is None else s.location.to_json(),
         }
         for s in specs
     ]
@@ -486,6 +588,37 @@ def _fingerprint(specs: Sequence[ColumnPerturbation]) -> str:
 
 
 # -- the per-batch kernel (runs on the driver for DuckDB/Arrow, on executors for Spark) --------
+
+
+def _output_fields(spec: ColumnPerturbation, schema: pa.Schema) -> list[pa.Field]:
+    """The released columns of ``spec`` (a point: its latitude and longitude; a region: the
+    location's label holding region ids)."""
+    if spec.location is None:
+        return [_output_field(spec, schema.field(spec.name).type)]
+    if spec.location.regions:
+        ids = pa.array([r[0] for r in spec.location.regions])
+        return [pa.field(spec.name, ids.type, nullable=False)]
+    return [pa.field(n, pa.float64(), nullable=False) for n in spec.inputs]
+
+
+def _degrees(column: pa.Array) -> NDArray[np.float64]:
+    """A coordinate column as doubles, NULL as NaN (moved to the box's centre by veil.geo)."""
+    values = pc.cast(column, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    return np.asarray(values, dtype=np.float64)
+
+
+def _perturb_location(
+    batch: pa.RecordBatch, spec: ColumnPerturbation, source: RandomSource
+) -> list[pa.Array]:
+    loc = spec.location
+    if loc is None:  # pragma: no cover - called for locations only
+        raise InternalError(f"{spec.name!r} is not a location")
+    lat, lon = _degrees(batch.column(loc.lat)), _degrees(batch.column(loc.lon))
+    if loc.regions:
+        ids = pa.array([r[0] for r in loc.regions])
+        return [pa.array(geo.choose_regions(loc, lat, lon, source), ids.type)]
+    out_lat, out_lon = geo.perturb_points(loc, lat, lon, source)
+    return [pa.array(out_lat, pa.float64()), pa.array(out_lon, pa.float64())]
 
 
 def _output_field(spec: ColumnPerturbation, input_type: pa.DataType) -> pa.Field:
@@ -550,6 +683,10 @@ def perturb_batch(
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     for spec in specs:
+        if spec.location is not None:
+            arrays += _perturb_location(batch, spec, source)
+            fields += _output_fields(spec, batch.schema)
+            continue
         column = batch.column(spec.name)
         if pa.types.is_dictionary(column.type):  # DuckDB ENUMs, pandas categoricals
             column = column.dictionary_decode()
@@ -586,7 +723,7 @@ def _record_batches(
     (declared types, nothing sniffed from the values)."""
     import duckdb
 
-    names = [s.name for s in specs]
+    names = [n for s in specs for n in s.inputs]
     if isinstance(data, str | os.PathLike) or type(data).__module__.startswith("pandas"):
         from veil.engines.duckdb import DuckDBEngine
 
@@ -646,7 +783,7 @@ def _perturb_arrow(
         # the types were checked on the zero-row schema; a stream of other types is a bug
         raise InternalError("the records to perturb do not have the types checked before")
     out = [perturb_batch(batch, specs, src) for batch in reader]
-    schema = pa.schema([_output_field(s, arrow_in.schema.field(s.name).type) for s in specs])
+    schema = pa.schema([f for s in specs for f in _output_fields(s, arrow_in.schema)])
     return pa.Table.from_batches(out, schema=schema)
 
 
@@ -709,10 +846,10 @@ def _spark_job(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> 
     _check_workers(frame)
     types = importlib.import_module("pyspark.sql.pandas.types")
     _check_columns(list(frame.columns), specs)
-    projected = frame.select(*[s.name for s in specs])
+    projected = frame.select(*[n for s in specs for n in s.inputs])
     arrow_in = types.to_arrow_schema(projected.schema)
     _check_types(arrow_in, specs)
-    out_schema = pa.schema([_output_field(s, arrow_in.field(s.name).type) for s in specs])
+    out_schema = pa.schema([f for s in specs for f in _output_fields(s, arrow_in)])
     with warnings.catch_warnings():
         # mapInArrow shares pandas_udf's version check; the function never touches pandas.
         warnings.filterwarnings(
