@@ -247,3 +247,26 @@ def test_the_picture_shows_true_and_released_points_with_their_radius(tmp_path: 
     )  # fmt: skip
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert path.stat().st_size > 20_000
+
+
+def test_explain_states_the_cost_and_the_error_before_anything_is_read() -> None:
+    plan = geo.explain(epsilon=1, box=PARIS, label="home")
+    diameter = geo.Box.parse(PARIS).diameter("km")
+    assert plan.loss == math.ceil(diameter) + Fraction(2, 1000)
+    assert plan.mean_error is not None
+    assert abs(plan.mean_error - 2.0) < 0.001  # 2/ε plus at most step/√2
+    text = str(plan)
+    assert "charge per release: ε = 20.002" in text
+    assert "95% of true points within 4.746 km" in text
+    with pytest.raises(InvalidArgumentError, match="level must be in"):
+        geo.explain(epsilon=1, box=PARIS, level=1.5)
+
+
+def test_region_counts_list_every_region_and_are_counts_of_released_choices() -> None:
+    regions = {"N": (48.89, 2.35), "S": (48.83, 2.35), "far": (10.0, 10.0)}
+    out = perturb(_table(500), locations={"home": ("lat", "lon")}, regions={"home": regions},
+                  epsilon=1, box=PARIS, source=SeededSource("counts"))  # fmt: skip
+    counts = out.region_counts("home")
+    assert list(counts) == ["N", "S", "far"]
+    assert sum(counts.values()) == 500
+    assert counts["far"] == 0  # thousands of km away: weight e^(-ε·d/2) ≈ 0

@@ -56,9 +56,11 @@ __all__ = [
     "EARTH_RADIUS_KM",
     "UNITS",
     "Box",
+    "GeoExplanation",
     "Location",
     "choose_regions",
     "error_radius",
+    "explain",
     "perturb_points",
     "plot_locations",
 ]
@@ -360,6 +362,83 @@ def error_radius(loc: Location, level: float) -> float:
         else:
             hi = mid
     return hi / float(loc.epsilon) + step + step / math.sqrt(2)
+
+
+@dataclass(frozen=True)
+class GeoExplanation:
+    """What a location release will cost and how far its points will be, before any data is
+    read (public parameters only)."""
+
+    location: Location
+    level: float
+
+    @property
+    def loss(self) -> Fraction:
+        return self.location.loss
+
+    @property
+    def mean_error(self) -> float | None:
+        """The mean distance between a released point and its true point (the continuous
+        planar Laplace's 2/ε plus the snapping, at most step/√2); None for regions."""
+        if self.location.regions:
+            return None
+        return 2 / float(self.location.epsilon) + float(self.location.step) / math.sqrt(2)
+
+    @property
+    def radius(self) -> float | None:
+        """:func:`error_radius` at ``level``; None for regions."""
+        return None if self.location.regions else error_radius(self.location, self.level)
+
+    def lines(self) -> list[str]:
+        loc, u = self.location, self.location.unit
+        out = [
+            f"location {loc.label} ({loc.lat}, {loc.lon}), ε = {float(loc.epsilon):g} per {u}",
+            f"charge per release: ε = {float(self.loss):.6g} (the loss between any two records "
+            f"of the box: {loc.box.diameter(u):.4g} {u} across)",
+        ]
+        if loc.regions:
+            ratio = math.exp(-float(loc.epsilon) / 2)
+            out.append(
+                f"a region d {u} farther than another is chosen about e^(-ε·d/2) times as "
+                f"often: 1 {u} farther, {ratio:.3g}×"
+            )
+        else:
+            out += [
+                f"mean distance to the true point: {self.mean_error:.4g} {u}",
+                f"{self.level:.0%} of true points within {self.radius:.4g} {u} of their release",
+            ]
+        out.append(
+            f"plane: local equirectangular, east-west distortion up to {loc.box.distortion:.2%}"
+            " (never lengthens a distance)"
+        )
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def explain(
+    columns: tuple[str, str] = ("lat", "lon"),
+    *,
+    epsilon: Any,
+    box: Any,
+    unit: str = "km",
+    step: Any = None,
+    regions: Any = None,
+    level: float = 0.95,
+    label: str = "location",
+) -> GeoExplanation:
+    """The cost and the expected error of ``veil.perturb(..., locations={label: columns},
+    epsilon=epsilon, box=box, unit=unit, step=step, regions=...)`` before anything is spent."""
+    from veil.accounting.budget import exact
+
+    loc = location(
+        label, columns, epsilon=exact(epsilon, "epsilon"), box=box, unit=unit, step=step,
+        regions=regions,
+    )  # fmt: skip
+    if not 0 < level < 1:
+        raise InvalidArgumentError(f"level must be in (0, 1), got {level!r}")
+    return GeoExplanation(loc, level)
 
 
 def plot_locations(

@@ -219,6 +219,22 @@ class Perturbation:
             raise InvalidArgumentError(f"{location!r} is not a location")
         return error_radius(spec.location, level)
 
+    def region_counts(self, location: str) -> dict[Any, int]:
+        """How many records were released in each region of ``location`` (every declared
+        region, 0 included). Post-processing, free — but these are counts of the *noisy*
+        choices, not estimates of how many true points lie in each region (for those, count
+        in the engine with a grouped COUNT over a public region domain)."""
+        spec = self._spec(location, "region")
+        if spec.location is None:  # pragma: no cover - built with one
+            raise InvalidArgumentError(f"{location!r} is not a location")
+        if is_spark_dataframe(self.data):
+            rows = self.data.groupBy(location).count().collect()
+            seen = {r[location]: int(r["count"]) for r in rows}
+        else:
+            counted = pc.value_counts(self.data.column(location)).to_pylist()
+            seen = {r["values"]: int(r["counts"]) for r in counted}
+        return {r[0]: seen.get(r[0], 0) for r in spec.location.regions}
+
     def frequencies(self, column: str, *, level: float = 0.95) -> dict[Any, Estimate]:
         """Debiased counts of each declared category of ``column`` with error bars
         (:func:`veil.postprocess.rr_frequencies`). Post-processing: free."""
