@@ -209,13 +209,19 @@ def test_what_is_decidable_without_data_is_refused_before_the_charge(
     assert [r for r in ledger.history("alice", "homes") if r.status is not None] == []
 
 
-def test_a_region_is_chosen_with_the_exponential_weights() -> None:
-    """One point, four centroids: the region shares follow exp(−(ε·q/2)·⌊d/q⌋) (χ²)."""
+@pytest.mark.parametrize("path", ["float pre-check", "exact brackets only"])
+def test_a_region_is_chosen_with_the_exponential_weights(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One point, four centroids: the region shares follow exp(−(ε·q/2)·⌊d/q⌋) (χ²), on both
+    decision paths (a margin of 1 leaves every acceptance to the integer brackets)."""
+    if path == "exact brackets only":
+        monkeypatch.setattr(geo, "_MARGIN", 1.0)
     regions = {"N": (48.89, 2.35), "S": (48.83, 2.35), "E": (48.86, 2.40), "W": (48.86, 2.29)}
-    n = 20_000
+    n = 20_000 if path == "float pre-check" else 4_000
     table = pa.table({"lat": np.full(n, 48.87), "lon": np.full(n, 2.36)})
     out = perturb(table, locations={"home": ("lat", "lon")}, regions={"home": regions},
-                  epsilon=1, box=PARIS, source=SeededSource("regions"))  # fmt: skip
+                  epsilon=1, box=PARIS, source=SeededSource(f"regions-{path}"))  # fmt: skip
     assert out.data.column_names == ["home"]
     chosen = out.data["home"].to_pylist()
     loc = out.columns[0].location

@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from veil.errors import InvalidArgumentError
-from veil.noise import mechanisms
+from veil.noise._exact import LazyUniform, draw_u32, exp_bounds, uniform_int
 from veil.noise.planar import MAX_STEP_EPSILON, MIN_STEP_EPSILON, planar_laplace
 from veil.random import RandomSource
 
@@ -303,26 +303,61 @@ def perturb_points(
     return loc.box.degrees(i.astype(np.float64) * step, j.astype(np.float64) * step, loc.unit)
 
 
+_CELLS = 1 << 22  # distances held at once (records × regions) when choosing regions
+_MARGIN = 2.0**-24  # a float acceptance is trusted only this far from the word (noise.planar)
+
+
+def _exponential_rows(
+    excess: NDArray[np.int64], g0: Fraction, source: RandomSource
+) -> NDArray[np.int64]:
+    """Per row, an index ``r`` with probability ∝ ``exp(-g0·excess[row, r])`` (``excess ≥ 0``,
+    0 somewhere in each row), exactly: a uniformly proposed ``r`` is accepted with an exact
+    Bernoulli(``exp(-g0·excess)``) — decided by a float estimate only when the 32-bit word is
+    at least ``2^-24`` away from it (the estimate's error is below ``2^-30`` where ``g0·excess ≤
+    2^20``, as in :mod:`veil.noise.planar`), else on integer brackets — so an accepted ``r`` has
+    probability ∝ ``exp(-g0·excess_r)``. Rows that reject are proposed again."""
+    rows, width = excess.shape
+    out = np.full(rows, -1, dtype=np.int64)
+    pending = np.arange(rows)
+    gf = float(g0)
+    while pending.size:
+        pick = uniform_int(width, pending.size, source=source)
+        m = excess[pending, pick]
+        u = draw_u32(source, pending.size).astype(np.float64)
+        gamma = gf * m.astype(np.float64)
+        estimate = np.exp(-gamma)
+        usable = gamma <= 2.0**20
+        accept = usable & ((u + 1) * 2.0**-32 <= estimate - _MARGIN)
+        reject = usable & (u * 2.0**-32 >= estimate + _MARGIN)
+        for i in np.flatnonzero(~(accept | reject)).tolist():
+            accept[i] = LazyUniform(int(u[i]), 32, source).below(exp_bounds(g0 * int(m[i])))
+        out[pending[accept]] = pick[accept]
+        pending = pending[~accept]
+    return out
+
+
 def choose_regions(
     loc: Location, lat: NDArray[np.float64], lon: NDArray[np.float64], source: RandomSource
 ) -> list[Any]:
-    """Each point's region, by the exponential mechanism on ``−⌊d/q⌋`` (module docstring)."""
+    """Each point's region, by the exponential mechanism on ``−⌊d/q⌋`` (module docstring):
+    weights ``exp(−(ε·q/2)·⌊d/q⌋)``, sampled exactly by :func:`_exponential_rows`."""
     lat, lon = _inside(loc, lat, lon)
     x, y = loc.box.plane(lat, lon, loc.unit)
     cx, cy = loc.box.plane(
         np.array([r[1] for r in loc.regions]), np.array([r[2] for r in loc.regions]), loc.unit
     )
     q = float(loc.step)
+    g0 = loc.step_epsilon / 2
+    chunk = max(1, _CELLS // len(loc.regions))
+    picks = []
+    for start in range(0, len(x), chunk):
+        px, py = x[start : start + chunk, None], y[start : start + chunk, None]
+        quanta = np.floor(np.hypot(cx[None, :] - px, cy[None, :] - py) / q).astype(np.int64)
+        excess = quanta - quanta.min(axis=1, keepdims=True)
+        picks.append(_exponential_rows(excess, g0, source))
     ids = [r[0] for r in loc.regions]
-    out = []
-    for px, py in zip(x.tolist(), y.tolist(), strict=True):
-        quanta = np.floor(np.hypot(cx - px, cy - py) / q).astype(np.int64)
-        scores = [-int(v) for v in quanta]
-        index = mechanisms.exponential(
-            scores, sensitivity=1, epsilon=loc.step_epsilon, source=source
-        )
-        out.append(ids[int(index)])
-    return out
+    chosen = np.concatenate(picks) if picks else np.zeros(0, dtype=np.int64)
+    return [ids[int(i)] for i in chosen]
 
 
 def _lattice_radius(c: float, level: float) -> float | None:
@@ -449,10 +484,11 @@ def plot_locations(
     *,
     level: float = 0.95,
     title: str | None = None,
+    circles: int = 6,
 ) -> Path:
-    """True points, their released points and the ``level`` error radius around each release,
-    on one map in degrees (the ``plot`` extra). For a picture of synthetic or public points:
-    the true points are drawn as given."""
+    """True points, their released points and the ``level`` error radius around the first
+    ``circles`` releases, on one map in degrees (the ``plot`` extra). For a picture of
+    synthetic or public points: the true points are drawn as given."""
     from veil.plots import check_path, figure, save
 
     target = check_path(path)
@@ -465,7 +501,7 @@ def plot_locations(
     lat_r = math.degrees(km / EARTH_RADIUS_KM)
     lon_r = lat_r / math.cos(math.radians((loc.box.south + loc.box.north) / 2))
     theta = np.linspace(0, 2 * math.pi, 73)
-    for a, b in zip(rlat.tolist(), rlon.tolist(), strict=True):
+    for a, b in zip(rlat[:circles].tolist(), rlon[:circles].tolist(), strict=True):
         ax.plot(b + lon_r * np.cos(theta), a + lat_r * np.sin(theta), color="#d62728",
                 alpha=0.25, linewidth=0.8)  # fmt: skip
     for a, b, c, d in zip(tlat.tolist(), tlon.tolist(), rlat.tolist(), rlon.tolist(), strict=True):
