@@ -79,7 +79,8 @@ def _race(server: Server, jobs: list[tuple[str, dict[str, Any]]]) -> list[httpx.
     def one(i: int, key: str, body: dict[str, Any]) -> None:
         try:
             with server.client(key, timeout=240) as client:
-                client.get("/healthz")  # connected before the start line
+                # each connection opens after the start line: one opened before it could sit
+                # idle past the server's 5 s keep-alive on a loaded machine and be closed
                 barrier.wait(60)
                 out[i] = client.post("/v1/query", json=body)
         except BaseException as exc:  # reported below, with the others
