@@ -84,11 +84,15 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 "error bar is a rank statement; target COUNT, SUM or AVG columns"
             )
         if t.relative is not None and t.reference is None:
-            raise InvalidArgumentError(
+            why = (
                 f"relative target on {t.column!r} needs a public reference value (a relative "
                 "error of the private value would read data); pass "
-                f"references={{{t.column!r}: 1000}} (say) or an absolute target like "
-                f"'{t.column}=±50'"
+            )
+            raise InvalidArgumentError(
+                f"{why}references={{{t.column!r}: 1000}} (say) or an absolute target like "
+                f"'{t.column}=±50'",
+                cli=f"{why}--reference {t.column}=1000 (say) or an absolute target like "
+                f"--target '{t.column}=±50'",
             )
         if t.relative is not None:
             notes.append(
@@ -97,9 +101,12 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
             )
         if a.function == "avg":
             if t.min_group_size is None:
-                raise InvalidArgumentError(
+                why = (
                     f"the error of AVG column {t.column!r} depends on the group's size, which "
-                    "is private; state a public assumption: min_group_size=100 (say)"
+                    "is private; state a public assumption: "
+                )
+                raise InvalidArgumentError(
+                    f"{why}min_group_size=100 (say)", cli=f"{why}--min-group-size 100 (say)"
                 )
             notes.append(
                 f"{t.column}: bar of a group whose noisy count is {t.min_group_size} "
@@ -188,7 +195,7 @@ def choose_epsilon(
             if hi >= _HIGHEST:
                 raise InvalidArgumentError(
                     f"the targets ({'; '.join(map(str, targets))}) need more than epsilon="
-                    f"{float(_HIGHEST):g}; loosen them"
+                    f"{float(_HIGHEST):g}; loosen them (nothing was charged)"
                 )
             hi = hi * 2
             ok, best, bars = probe(hi)
@@ -219,9 +226,13 @@ def _result(
 
 def _short(cost: Budget, remaining: Budget, targets: tuple[Target, ...]) -> BudgetExhaustedError:
     err = BudgetExhaustedError(cost, remaining)
-    err.args = (
-        f"the targets ({'; '.join(map(str, targets))}) need {cost.precise()}, but the "
-        f"remaining budget is {remaining.precise()}; loosen the targets or ask for more budget "
-        "(nothing was charged)",
+    facts = (
+        f"the targets ({'; '.join(map(str, targets))}) need {cost} ({cost.precise()} "
+        f"exactly), but the remaining budget is {remaining.precise()}; "
+    )
+    err.args = (f"{facts}loosen the targets or ask for more budget (nothing was charged)",)
+    err.cli = (
+        f"{facts}loosen the --target values or ask an administrator to grant more (veil budget "
+        "grant); nothing was charged"
     )
     return err

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from veil.accuracy.search import Choice, choose_epsilon
+from veil.accuracy.search import Choice, check_targets, choose_epsilon
 from veil.accuracy.targets import Target, parse_targets
 from veil.errors import InvalidArgumentError, UserError
 from veil.plan.nodes import as_fraction
@@ -35,22 +35,28 @@ __all__ = ["Planned", "WorkItem", "plan_workload"]
 
 @dataclass(frozen=True)
 class WorkItem:
-    """One query of a workload and its targets (as :func:`choose_epsilon` takes them)."""
+    """One query of a workload and its targets (as :func:`choose_epsilon` takes them);
+    ``level``: that of a text target stating none; ``options``: this query's options of
+    :meth:`Session.explain` (``bounds=`` say), over the workload's."""
 
     sql: str
     target: Any
     references: dict[str, float] | None = None
     min_group_size: int | None = None
+    level: float = 0.95
+    options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Planned:
     """The split: one choice per query, the total ε, and the factor targets were scaled by
-    (1: every target met; > 1: the largest relative miss under a fixed total)."""
+    (1: every target met; > 1: the largest relative miss under a fixed total). ``asked``: each
+    query's targets as stated (a choice's own targets are the scaled ones)."""
 
     choices: tuple[Choice, ...]
     total: Fraction
     factor: float
+    asked: tuple[tuple[Target, ...], ...] = ()
 
     def table(self) -> str:
         """The split as text: each query's ε, each target against its expected bar, the total."""
@@ -87,19 +93,27 @@ def plan_workload(
     if not items:
         raise InvalidArgumentError("an empty workload; pass at least one WorkItem(sql, target)")
     parsed = [
-        parse_targets(w.target, references=w.references, min_group_size=w.min_group_size)
+        parse_targets(
+            w.target, references=w.references, min_group_size=w.min_group_size, level=w.level
+        )
         for w in items
     ]
+    asked = tuple(parsed)
+    for w, t in zip(items, parsed, strict=True):  # a query or target wrong in itself: say so
+        opts = {**options, **(w.options or {})}
+        check_targets(
+            session.plan(w.sql, bounds=opts.get("bounds"), domains=opts.get("domains")), t
+        )
 
     def split(f: float) -> tuple[Choice, ...]:
         return tuple(
-            choose_epsilon(session, w.sql, _scaled(t, f), **options)
+            choose_epsilon(session, w.sql, _scaled(t, f), **{**options, **(w.options or {})})
             for w, t in zip(items, parsed, strict=True)
         )
 
     if total is None:
         best = split(1.0)
-        return Planned(best, _sum(best), 1.0)
+        return Planned(best, _sum(best), 1.0, asked)
     cap = as_fraction(total, "total")
     if cap <= 0:
         raise InvalidArgumentError(f"total={total!r} must be a positive ε")
@@ -113,7 +127,7 @@ def plan_workload(
 
     found = fits(1.0)
     if found is not None:
-        return Planned(found, _sum(found), 1.0)
+        return Planned(found, _sum(found), 1.0, asked)
     lo, hi = 1.0, 2.0
     while (found := fits(hi)) is None:  # bracket: a factor whose split fits
         lo, hi = hi, hi * 2
@@ -126,7 +140,7 @@ def plan_workload(
             hi, found = mid, trial
         else:
             lo = mid
-    return Planned(found, _sum(found), hi)
+    return Planned(found, _sum(found), hi, asked)
 
 
 def _sum(choices: tuple[Choice, ...]) -> Fraction:
