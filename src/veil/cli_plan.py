@@ -168,7 +168,12 @@ def load_workload(path: str | Path) -> WorkloadSpec:
         raise InvalidArgumentError(f"{file}: not a UTF-8 text file; save it as UTF-8") from None
     w.unknown("", doc, _TOP | set(_OPTIONS))
     options = {k: w.kind(k, doc[k], kind, ex) for k, (kind, ex) in _OPTIONS.items() if k in doc}
-    tables = _tables(w, doc.get("tables"), str(options.get("engine", "duckdb")))
+    engine = str(options.get("engine", "duckdb"))
+    if engine not in ("duckdb", "spark", "postgres"):
+        raise w.error(
+            "engine", f'{engine!r} is not an engine; write engine = "duckdb", "spark" or "postgres"'
+        )
+    tables = _tables(w, doc.get("tables"), engine)
     level = _level(w, "level", doc.get("level"))
     group = _group(w, "min_group_size", doc.get("min_group_size"))
     total = None
@@ -177,6 +182,8 @@ def load_workload(path: str | Path) -> WorkloadSpec:
         total = _number(w, "total_epsilon", raw)
         if total is None or total <= 0:
             raise w.error("total_epsilon", f"{raw!r} must be a positive ε; e.g. total_epsilon = 1")
+    bounds = _bounds_specs(w, "bounds", doc.get("bounds"))
+    columns = _column_specs(w, doc.get("columns"))
     queries = doc.get("queries")
     if not isinstance(queries, list) or not queries:
         raise w.error(
@@ -193,8 +200,8 @@ def load_workload(path: str | Path) -> WorkloadSpec:
         file,
         tables,
         options,
-        _bounds_specs(w, "bounds", doc.get("bounds")),
-        _column_specs(w, doc.get("columns")),
+        bounds,
+        columns,
         total,
         specs,
     )

@@ -29,7 +29,7 @@ from veil.accuracy.targets import Target, parse_targets
 from veil.aggregates import kind
 from veil.aggregates.base import Group
 from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
-from veil.plan.nodes import Plan
+from veil.plan.nodes import Plan, as_fraction
 from veil.plan.tree import aggregate_of
 from veil.release.estimators import column_models, noise_models
 from veil.release.explain import Explanation
@@ -154,12 +154,14 @@ def choose_epsilon(
     references: Mapping[str, float] | None = None,
     min_group_size: int | None = None,
     tolerance: float = 0.001,
+    start: Any = None,
     **options: Any,
 ) -> Choice:
     """The smallest ε (to ``tolerance``, relative) meeting every target; see the module's
-    contract. ``options``: those of :meth:`Session.explain` but ``epsilon``. Refuses, at no
-    cost, targets not met below ε = 10⁴ or not covered by the remaining budget (with the ε
-    they need)."""
+    contract. ``options``: those of :meth:`Session.explain` but ``epsilon``; ``start``: a
+    public guess of the answer where the search begins (it changes the probes, not the
+    contract). Refuses, at no cost, targets not met below ε = 10⁴ or not covered by the
+    remaining budget (with the ε they need)."""
     if "epsilon" in options:
         raise InvalidArgumentError("pass target= or epsilon=, not both: the target chooses ε")
     if not (0 < tolerance < 1):
@@ -178,17 +180,25 @@ def choose_epsilon(
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
 
+    # the bracket: from ε = 1 by doubling, or from a public hint ``start`` by steps growing
+    # from 4·tolerance (squared each time: a good hint brackets ε* in a few probes)
     hi = Fraction(1)
+    if start is not None:
+        hi = min(_HIGHEST, max(_LOWEST, as_fraction(start, "start").limit_denominator(10**12)))
+    step = Fraction(2) if start is None else Fraction(1 + 4 * tolerance).limit_denominator(10**6)
     ok, best, bars = probe(hi)
     lo = hi
     if ok:
-        while lo > _LOWEST:
-            lo = lo / 2
-            if not probe(lo)[0]:
+        while True:
+            if hi <= _LOWEST:  # met even at the floor: the floor is the answer
+                return _result(best, hi, bars, targets, assumptions)
+            lo = max(_LOWEST, (hi / step).limit_denominator(10**12))
+            l_ok, l_best, l_bars = probe(lo)
+            if not l_ok:
                 break
-            hi, (ok, best, bars) = lo, probe(lo)
-        else:  # met even at the floor: the floor is the answer
-            return _result(best, hi, bars, targets, assumptions)
+            hi, best, bars = lo, l_best, l_bars
+            if start is not None:
+                step = (step * step).limit_denominator(10**6)
     else:
         while not ok:
             lo = hi
@@ -197,8 +207,10 @@ def choose_epsilon(
                     f"the targets ({'; '.join(map(str, targets))}) need more than epsilon="
                     f"{float(_HIGHEST):g}; loosen them (nothing was charged)"
                 )
-            hi = hi * 2
+            hi = min(_HIGHEST, (hi * step).limit_denominator(10**12))
             ok, best, bars = probe(hi)
+            if start is not None:
+                step = (step * step).limit_denominator(10**6)
     ratio = Fraction(1 + tolerance).limit_denominator(10**9)
     while hi > lo * ratio:
         mid = Fraction(math.sqrt(lo * hi)).limit_denominator(10**12)

@@ -105,14 +105,27 @@ def plan_workload(
             session.plan(w.sql, bounds=opts.get("bounds"), domains=opts.get("domains")), t
         )
 
-    def split(f: float) -> tuple[Choice, ...]:
-        return tuple(
-            choose_epsilon(session, w.sql, _scaled(t, f), **{**options, **(w.options or {})})
-            for w, t in zip(items, parsed, strict=True)
-        )
+    last: dict[int, tuple[float, Fraction]] = {}  # query → (factor, ε) of its last search
+
+    def split(f: float, cap: Fraction | None = None) -> tuple[Choice, ...] | None:
+        """Each query at its smallest ε meeting its targets scaled by ``f``; None as soon as
+        the sum passes ``cap``."""
+        out = []
+        for i, (w, t) in enumerate(zip(items, parsed, strict=True)):
+            # a public hint where the search begins: bars shrink about as 1/ε
+            hint = None if i not in last else last[i][1] * Fraction(last[i][0] / f)
+            c = choose_epsilon(
+                session, w.sql, _scaled(t, f), start=hint, **{**options, **(w.options or {})}
+            )
+            last[i] = (f, c.epsilon)
+            out.append(c)
+            if cap is not None and _sum(tuple(out)) > cap:
+                return None
+        return tuple(out)
 
     if total is None:
         best = split(1.0)
+        assert best is not None  # no cap: every query is chosen
         return Planned(best, _sum(best), 1.0, asked)
     cap = as_fraction(total, "total")
     if cap <= 0:
@@ -120,19 +133,37 @@ def plan_workload(
 
     def fits(f: float) -> tuple[Choice, ...] | None:
         try:  # a query beyond the remaining budget or ε = 10⁴ does not fit either
-            trial = split(f)
+            return split(f, cap)
         except UserError:
             return None
-        return trial if _sum(trial) <= cap else None
 
-    found = fits(1.0)
+    try:
+        first = split(1.0)
+    except UserError:
+        first = None
+    if first is not None and _sum(first) <= cap:
+        return Planned(first, _sum(first), 1.0, asked)
+    # the bracket [lo, hi] (lo does not fit, hi does) from the guess Σ ε*_q / total (exact if
+    # every bar were c/ε), by steps growing from 2 %; then a geometric bisection
+    lo = 1.0
+    hi = 2.0 if first is None else max(1.0 + tolerance, float(_sum(first) / cap))
+    step = 1.02
+    found = fits(hi)
     if found is not None:
-        return Planned(found, _sum(found), 1.0, asked)
-    lo, hi = 1.0, 2.0
-    while (found := fits(hi)) is None:  # bracket: a factor whose split fits
-        lo, hi = hi, hi * 2
-        if hi > 2**40:
-            raise InvalidArgumentError(f"total={total!r} cannot meet any scaling of the targets")
+        while hi / step > lo:
+            trial = fits(hi / step)
+            if trial is None:
+                lo = hi / step
+                break
+            hi, found, step = hi / step, trial, step * step
+    else:
+        while found is None:
+            lo, hi, step = hi, hi * step, step * step
+            if hi > 2**40:
+                raise InvalidArgumentError(
+                    f"total={total!r} cannot meet any scaling of the targets"
+                )
+            found = fits(hi)
     while hi > lo * (1 + tolerance):
         mid = math.sqrt(lo * hi)
         trial = fits(mid)
