@@ -180,11 +180,17 @@ def choose_epsilon(
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
 
+    # the largest ε a probe may try: 10⁴, or the data owner's largest cost of one query
+    highest, cap = _HIGHEST, f"epsilon={float(_HIGHEST):g}"
+    owner = session.owner
+    if owner is not None and owner.max_epsilon is not None and owner.max_epsilon < highest:
+        highest = owner.max_epsilon
+        cap = f"epsilon={float(highest):g}, the largest cost of one query on dataset {owner.name!r}"
     # the bracket: from ε = 1 by doubling, or from a public hint ``start`` by steps growing
     # from 4·tolerance (squared each time: a good hint brackets ε* in a few probes)
-    hi = Fraction(1)
+    hi = min(Fraction(1), highest)
     if start is not None:
-        hi = min(_HIGHEST, max(_LOWEST, as_fraction(start, "start").limit_denominator(10**12)))
+        hi = min(highest, max(_LOWEST, as_fraction(start, "start").limit_denominator(10**12)))
     step = Fraction(2) if start is None else Fraction(1 + 4 * tolerance).limit_denominator(10**6)
     ok, best, bars = probe(hi)
     lo = hi
@@ -202,12 +208,12 @@ def choose_epsilon(
     else:
         while not ok:
             lo = hi
-            if hi >= _HIGHEST:
+            if hi >= highest:
                 raise InvalidArgumentError(
-                    f"the targets ({'; '.join(map(str, targets))}) need more than epsilon="
-                    f"{float(_HIGHEST):g}; loosen them (nothing was charged)"
+                    f"the targets ({'; '.join(map(str, targets))}) need more than {cap}; "
+                    "loosen them (nothing was charged)"
                 )
-            hi = min(_HIGHEST, (hi * step).limit_denominator(10**12))
+            hi = min(highest, (hi * step).limit_denominator(10**12))
             ok, best, bars = probe(hi)
             if start is not None:
                 step = (step * step).limit_denominator(10**6)
