@@ -20,6 +20,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -286,8 +287,9 @@ def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: Explain
 
     def ask(session: Session) -> dict[str, Any]:
         choice = _choice(session, body)
-        if choice is not None:
-            return explanation_payload(choice.explanation) | {"target": choice_json(choice)}
+        if choice is not None:  # as Session.explain(target=): the choice in words first
+            said = replace(choice.explanation, notes=(*choice.lines(), *choice.explanation.notes))
+            return explanation_payload(said) | {"target": choice_json(choice)}
         if body.plan is not None:
             return explanation_payload(
                 session.explain_query(_built(session, ds.name, body.plan), **_options(body))
