@@ -40,6 +40,15 @@ from veil.cli_options import (
     parse_schema_files,
     parse_tables,
 )
+from veil.cli_target import (
+    CurveOpt,
+    LevelOpt,
+    MinGroupOpt,
+    PlotOpt,
+    ReferenceOpt,
+    TargetOpt,
+    parse_aim,
+)
 from veil.errors import (
     BudgetExhaustedError,
     InvalidArgumentError,
@@ -49,7 +58,10 @@ from veil.service.commands import admin_app, serve
 if TYPE_CHECKING:  # the engines, the ledger and the release load only when a command runs
     from veil.accounting.budget import Budget
     from veil.accounting.ledger import Alert, Ledger
+    from veil.accuracy import Choice, Curve
+    from veil.cli_target import Aim
     from veil.engines.base import Progress
+    from veil.release.explain import Explanation
     from veil.session import Session
 
 __all__ = ["app", "main"]
@@ -145,6 +157,10 @@ TableOpt = Annotated[
 ]
 EpsilonOpt = Annotated[
     str, typer.Option("--epsilon", "-e", help="Privacy loss ε this query may spend.")
+]
+QueryEpsilonOpt = Annotated[
+    str | None,
+    typer.Option("--epsilon", "-e", help="Privacy loss ε this query may spend (or give --target)."),
 ]
 DeltaOpt = Annotated[str | None, typer.Option("--delta", "-d", help="δ for (ε, δ)-DP (e.g. 1e-6).")]
 UnitOpt = Annotated[
@@ -317,16 +333,18 @@ class _Ask:
             contributions,
         )
 
-    def session(self) -> Session:
+    def session(self, *, grant: bool = True) -> Session:
         """A session on the chosen engine; without --ledger, a one-shot in-memory budget of
-        this query.
+        this query (``grant=False``: none yet, the caller grants it).
         ``--ledger`` must name an existing ledger: a mistyped path is an error, not a new
         empty ledger."""
         from veil.accounting.budget import Budget
         from veil.accounting.scratch import ScratchLedger
         from veil.session import Session
 
-        budget = None if self.ledger else Budget(epsilon=self.epsilon, delta=self.delta)
+        budget = (
+            None if self.ledger or not grant else Budget(epsilon=self.epsilon, delta=self.delta)
+        )
         build: Callable[..., Session]
         if self.engine == "postgres":
             if self.connection is None:
@@ -361,7 +379,7 @@ class _Ask:
 def query(
     sql: SqlArg,
     table: TableOpt,
-    epsilon: EpsilonOpt,
+    epsilon: QueryEpsilonOpt = None,
     delta: DeltaOpt = None,
     privacy_unit: UnitOpt = None,
     bounds: BoundsOpt = None,
@@ -378,13 +396,21 @@ def query(
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
     quantile_buckets: QuantileBucketsOpt = 2**32,
+    target: TargetOpt = None,
+    level: LevelOpt = None,
+    min_group_size: MinGroupOpt = None,
+    reference: ReferenceOpt = None,
 ) -> None:
-    """Answer a SQL query with noise, error bars and a charged budget."""
+    """Answer a SQL query with noise, error bars and a charged budget (at --epsilon, or at
+    the smallest ε meeting every --target)."""
 
     def go() -> None:
+        aim = parse_aim(
+            target, level, min_group_size, reference, False, None, epsilon=epsilon, command="query"
+        )
         ask = _Ask.parse(
             table,
-            epsilon,
+            epsilon or "1",  # with --target the search chooses ε (and grants it, no --ledger)
             delta,
             bounds,
             privacy_unit,
@@ -401,7 +427,7 @@ def query(
             max_rows,
             contributions,
         )
-        _answer(ask, _sql_text(sql), fmt, explain_only=False)
+        _answer(ask, _sql_text(sql), fmt, explain_only=False, aim=aim)
 
     _run(go, fmt)
 
@@ -410,7 +436,7 @@ def query(
 def explain(
     sql: SqlArg,
     table: TableOpt,
-    epsilon: EpsilonOpt,
+    epsilon: QueryEpsilonOpt = None,
     delta: DeltaOpt = None,
     privacy_unit: UnitOpt = None,
     bounds: BoundsOpt = None,
@@ -427,13 +453,21 @@ def explain(
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
     quantile_buckets: QuantileBucketsOpt = 2**32,
+    target: TargetOpt = None,
+    level: LevelOpt = None,
+    min_group_size: MinGroupOpt = None,
+    reference: ReferenceOpt = None,
+    curve: CurveOpt = False,
+    plot: PlotOpt = None,
 ) -> None:
-    """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
+    """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing.
+    With --target: at the smallest ε meeting every target; --curve, --plot: bars versus ε."""
 
     def go() -> None:
+        aim = parse_aim(target, level, min_group_size, reference, curve, plot, epsilon=epsilon)
         ask = _Ask.parse(
             table,
-            epsilon,
+            epsilon or "1",  # with --target the search chooses ε
             delta,
             bounds,
             privacy_unit,
@@ -450,26 +484,40 @@ def explain(
             max_rows,
             contributions,
         )
-        _answer(ask, _sql_text(sql), fmt, explain_only=True)
+        _answer(ask, _sql_text(sql), fmt, explain_only=True, aim=aim)
 
     _run(go, fmt)
 
 
-def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> None:
-    """Run (or only explain) ``sql`` on a session built from ``ask``, print what comes back."""
+def _answer(
+    ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool, aim: Aim | None = None
+) -> None:
+    """Run (or only explain) ``sql`` on a session built from ``ask``, print what comes back;
+    ``aim``: accuracy targets (ε is then the smallest meeting them) and curves."""
     from veil.cli_output import print_explanation, print_result
 
-    session = ask.session()
+    targeted = aim is not None and bool(aim.targets)
+    session = ask.session(grant=not targeted)
     try:
+        epsilon = ask.epsilon
+        choice = None
+        if aim is not None and aim.targets:
+            from veil.cli_target import choose, grant_chosen
+
+            choice = choose(session, sql, aim, ask.delta, ask.bounds)  # free: reads no data
+            epsilon = choice.epsilon
+            if not ask.ledger and not explain_only:
+                grant_chosen(session, choice, ask.delta)
         if explain_only:
-            explanation = session.explain(
-                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
-            )
+            explanation = session.explain(sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds)
+            if aim is not None and aim.active:
+                _explain_aimed(session, sql, ask, aim, fmt, explanation, choice)
+                return
             print_explanation(explanation, fmt)
             return
         with scanning("scanning the private table…") as progress:
             result = session.sql(
-                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds, progress=progress
+                sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds, progress=progress
             )
         if not ask.ledger:
             _stderr().print(
@@ -479,10 +527,98 @@ def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> No
                 markup=False,
                 style="yellow",
             )
-        print_result(result, fmt, remaining=session.remaining() if ask.ledger else None)
+        remaining = session.remaining() if ask.ledger else None
+        if choice is not None:
+            from veil.cli_target import print_targeted_result
+
+            print_targeted_result(result, choice, fmt, remaining)
+            return
+        print_result(result, fmt, remaining=remaining)
     finally:
         session.close()
         session.ledger.close()
+
+
+def _explain_aimed(
+    session: Session,
+    sql: str,
+    ask: _Ask,
+    aim: Aim,
+    fmt: OutputFormat,
+    explanation: Explanation,
+    choice: Choice | None,
+) -> None:
+    """An explanation with the targets met, the curve around its ε and the picture."""
+    from veil.cli_target import curve_for, plot_single, print_explained
+
+    curve: Curve | None = None
+    notes: list[str] = []
+    picture = None
+    centre = choice.epsilon if choice is not None else ask.epsilon
+    if aim.curve or aim.plot is not None:
+        curve, notes = curve_for(session, sql, aim, centre, ask.delta, ask.bounds)
+        if aim.plot is not None:
+            picture = plot_single(aim.plot, sql, curve, aim, centre)
+    print_explained(explanation, fmt, choice, curve, notes, aim, picture, centre)
+
+
+@app.command("plan")
+def plan_command(
+    workload: Annotated[
+        str, typer.Argument(help="A workload .toml file: [tables] and [[queries]] with targets.")
+    ],
+    total: Annotated[
+        str | None,
+        typer.Option(
+            "--total",
+            help="Share this total ε, minimising the largest relative miss (over the file's "
+            "total_epsilon); default: the least total meeting every target.",
+        ),
+    ] = None,
+    ledger: LedgerOpt = None,
+    analyst: Annotated[
+        str | None, typer.Option("--analyst", "-a", help="Who is asking (over the file's).")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+    curve: CurveOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Split a budget over several queries to meet their accuracy targets; reads no data,
+    charges nothing."""
+
+    def go() -> None:
+        from veil.cli_plan import load_workload, parse_total, run_plan
+        from veil.plots import check_path
+
+        picture = check_path(plot) if plot is not None else None
+        spec = load_workload(workload)
+        cap = parse_total(total, spec)
+        o = spec.options
+        try:
+            ask = _Ask.parse(
+                spec.tables,
+                "1",  # the plan chooses each query's ε
+                o.get("delta"),
+                spec.bounds,
+                o.get("privacy_unit"),
+                ledger if ledger is not None else o.get("ledger"),
+                analyst if analyst is not None else o.get("analyst", "cli"),
+                o.get("dataset"),
+                o.get("max_groups"),
+                o.get("max_rows_per_group"),
+                o.get("engine", "duckdb"),
+                None,
+                spec.columns,
+                o.get("connection"),
+                o.get("quantile_buckets", 2**32),
+                o.get("max_rows"),
+                o.get("contributions"),
+            )
+        except InvalidArgumentError as err:  # in the CLI's words: say which file it came from
+            raise InvalidArgumentError(f"{spec.file}: {err.for_cli()}") from None
+        run_plan(spec, ask, fmt, total=cap, curve=curve, picture=picture)
+
+    _run(go, fmt)
 
 
 @app.command()

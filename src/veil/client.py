@@ -369,7 +369,7 @@ class Client:
         dataset: str,
         sql: str,
         *,
-        epsilon: Number,
+        epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
         max_groups: int | None = None,
@@ -378,6 +378,9 @@ class Client:
         consistent: bool = False,
         wait: Literal[True] = True,
         timeout: float | None = None,
+        target: str | Sequence[str] | None = None,
+        references: Mapping[str, float] | None = None,
+        min_group_size: int | None = None,
     ) -> Result: ...
 
     @overload
@@ -386,7 +389,7 @@ class Client:
         dataset: str,
         sql: str,
         *,
-        epsilon: Number,
+        epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
         max_groups: int | None = None,
@@ -395,6 +398,9 @@ class Client:
         consistent: bool = False,
         wait: Literal[False],
         timeout: float | None = None,
+        target: str | Sequence[str] | None = None,
+        references: Mapping[str, float] | None = None,
+        min_group_size: int | None = None,
     ) -> Job: ...
 
     def query(
@@ -402,7 +408,7 @@ class Client:
         dataset: str,
         sql: str,
         *,
-        epsilon: Number,
+        epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
         max_groups: int | None = None,
@@ -411,9 +417,14 @@ class Client:
         consistent: bool = False,
         wait: bool = True,
         timeout: float | None = None,
+        target: str | Sequence[str] | None = None,
+        references: Mapping[str, float] | None = None,
+        min_group_size: int | None = None,
     ) -> Result | Job:
         """Answer ``sql`` on ``dataset`` with noise, error bars and a charged budget (the
         arguments of ``Session.sql``; bounds and limits may only narrow the owner's).
+        ``target`` (instead of ``epsilon``): accuracy targets such as ``"n=±50"``, run at the
+        smallest ε meeting them (``references``, ``min_group_size``: their public assumptions).
 
         If the service turns the query into a job (202), poll it until done, or for at most
         ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to
@@ -423,6 +434,7 @@ class Client:
         if max_rows is not None:
             body["max_rows"] = max_rows
         body["consistent"] = bool(consistent)
+        body |= _targets(target, references, min_group_size)
         status, payload = self._call(
             "POST",
             "/v1/query",
@@ -449,12 +461,17 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
+        target: str | Sequence[str] | None = None,
+        references: Mapping[str, float] | None = None,
+        min_group_size: int | None = None,
     ) -> Explanation:
         """What the query would cost and its expected error; reads no data, charges nothing
-        (without ``epsilon``: shown for ε = 1)."""
+        (without ``epsilon``: shown for ε = 1; with ``target``: at the smallest ε meeting
+        the accuracy targets, which ``notes`` state)."""
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
         if max_rows is not None:
             body["max_rows"] = max_rows
+        body |= _targets(target, references, min_group_size)
         _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
         return Explanation.from_json(payload)
 
@@ -621,6 +638,22 @@ def _values(values: Number | Sequence[Number]) -> int | float | str | list[int |
     if isinstance(values, str) or not isinstance(values, Sequence):
         return _num(values, "values")
     return [_num(v, "values") for v in values]
+
+
+def _targets(
+    target: str | Sequence[str] | None,
+    references: Mapping[str, float] | None,
+    min_group_size: int | None,
+) -> dict[str, Any]:
+    """The accuracy targets of a request (the service checks them, free)."""
+    out: dict[str, Any] = {}
+    if target is not None:
+        out["target"] = [target] if isinstance(target, str) else list(target)
+    if references is not None:
+        out["references"] = {str(c): float(v) for c, v in references.items()}
+    if min_group_size is not None:
+        out["min_group_size"] = min_group_size
+    return out
 
 
 def _body(

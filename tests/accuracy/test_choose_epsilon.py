@@ -123,3 +123,15 @@ def test_session_explain_and_sql_take_a_target() -> None:
     assert r.cost == veil.Budget(epsilon=c.epsilon)
     with pytest.raises(InvalidArgumentError, match="not both"):
         s.sql(Q, target="n=±50", epsilon=1, bounds=BOUNDS)
+
+
+@pytest.mark.filterwarnings("ignore:epsilon=.* protects little")  # probes far above ε*
+@pytest.mark.parametrize("start", [1e-5, 0.01, 0.2, 3, 900])
+def test_a_start_hint_changes_the_probes_not_the_answer(start: float) -> None:
+    s = session()
+    tol = 0.001
+    plain = choose_epsilon(s, Q, "n=±50", bounds=BOUNDS)
+    hinted = choose_epsilon(s, Q, "n=±50", bounds=BOUNDS, start=start)
+    assert bars_at(s, hinted.epsilon, hinted.targets)["n"] <= 50
+    assert bars_at(s, hinted.epsilon / Fraction(1 + tol), hinted.targets)["n"] > 50
+    assert abs(hinted.epsilon / plain.epsilon - 1) <= tol

@@ -193,6 +193,22 @@ def test_an_explanation_says_the_cost_and_charges_nothing(connect: Callable[...,
     assert narrowed.contribution.endswith("1 row(s) in all")  # a total the owner did not set
 
 
+def test_accuracy_targets_choose_the_epsilon_over_http(connect: Callable[..., Client]) -> None:
+    alice = connect("alice")
+    e = alice.explain("people", "SELECT COUNT(*) AS n FROM people", target="n=±50")
+    assert e.notes[0].startswith("smallest epsilon meeting every target: ")
+    assert e.cost.epsilon is not None
+    assert e.cost.epsilon < 1
+    sql = "SELECT COUNT(*) AS n FROM people WHERE age >= 31"  # the same cost, a fresh charge
+    r = alice.query("people", sql, target=["n=±50"])
+    assert r.cost == e.cost
+    assert all(b[0] is not None and b[0] <= 50 for b in r.error_bars(0.95))
+    with pytest.raises(InvalidArgumentError, match="needs a public reference value"):
+        alice.query("people", sql, target="n=±5%")
+    with pytest.raises(InvalidArgumentError, match="the largest cost of one query"):
+        alice.explain("people", sql, target="n=±0.01", references={"n": 10})
+
+
 def test_datasets_budget_and_history_are_the_callers_own(connect: Callable[..., Client]) -> None:
     alice = connect("alice")
     assert [d.name for d in alice.datasets()] == ["people", "slow"]

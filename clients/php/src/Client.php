@@ -48,6 +48,7 @@ final class Client
 
     private const QUERY_OPTIONS = [
         'epsilon', 'delta', 'bounds', 'max_groups', 'max_rows_per_group', 'consistent',
+        'target', 'references', 'min_group_size',
     ];
 
     /** An exact number as the service reads it: `0.5`, `-2`, `1/3` (no exponent). */
@@ -122,7 +123,12 @@ final class Client
      *     max_rows_per_group?: int,
      *     consistent?: bool,
      *     async?: bool,
-     * } $options `epsilon` (required): what the query may cost; `bounds`, `max_groups`,
+     *     target?: string|list<string>,
+     *     references?: array<string, float|int>,
+     *     min_group_size?: int,
+     * } $options `epsilon` (required unless `target`): what the query may cost; `target`:
+     *     accuracy targets instead (`'n=±50'`, `'mean=±2%'` with `references`, an AVG with
+     *     `min_group_size`): the service runs it at the smallest ε meeting them; `bounds`, `max_groups`,
      *     `max_rows_per_group`: only tighter than the data owner's; `consistent`: group counts
      *     that add up to their noisy total; `async`: run it as a job and poll until it is done
      *     (for a query longer than a proxy's read timeout; the answer is the same)
@@ -130,10 +136,10 @@ final class Client
      */
     public function query(string $dataset, string $sql, array $options): QueryResult
     {
-        if (!array_key_exists('epsilon', $options)) {
+        if (!array_key_exists('epsilon', $options) && !array_key_exists('target', $options)) {
             throw new InvalidRequestException(
-                'query() needs an epsilon: what the query may cost, e.g. [\'epsilon\' => 0.5]; '
-                . 'nothing was sent'
+                'query() needs an epsilon: what the query may cost, e.g. [\'epsilon\' => 0.5] '
+                . '(or accuracy targets: [\'target\' => \'n=±50\']); nothing was sent'
             );
         }
         $async = $options['async'] ?? false;
@@ -520,7 +526,49 @@ final class Client
                     : throw new InvalidRequestException("$name must be an integer; nothing was sent"),
                 'consistent' => is_bool($value) ? $value
                     : throw new InvalidRequestException('consistent must be true or false; nothing was sent'),
+                'target' => self::targets($value),
+                'references' => self::references($value),
+                'min_group_size' => is_int($value) && $value >= 1 ? $value
+                    : throw new InvalidRequestException(
+                        'min_group_size must be a positive integer (the public smallest group size '
+                        . 'you assume), e.g. 100; nothing was sent'
+                    ),
             };
+        }
+        return $out;
+    }
+
+    /** @return list<string> accuracy targets as the service reads them ('n=±50') */
+    private static function targets(mixed $targets): array
+    {
+        $list = is_string($targets) ? [$targets] : $targets;
+        if (!is_array($list) || !array_is_list($list) || $list === []
+            || array_filter($list, static fn ($t) => !is_string($t) || $t === '') !== []) {
+            throw new InvalidRequestException(
+                "target must be a target or a list of them, e.g. 'n=±50' or ['n=±50', 'mean=±2%']; "
+                . 'nothing was sent'
+            );
+        }
+        return $list;
+    }
+
+    /** @return array<string, float> */
+    private static function references(mixed $references): array
+    {
+        if (!is_array($references) || array_is_list($references)) {
+            throw new InvalidRequestException(
+                "references must map columns to public values, e.g. ['mean' => 40000]; nothing was sent"
+            );
+        }
+        $out = [];
+        foreach ($references as $column => $value) {
+            if (!is_int($value) && !is_float($value)) {
+                throw new InvalidRequestException(sprintf(
+                    'the reference of %s must be a number; nothing was sent',
+                    var_export($column, true),
+                ));
+            }
+            $out[(string) $column] = (float) $value;
         }
         return $out;
     }

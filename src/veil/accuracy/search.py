@@ -29,7 +29,7 @@ from veil.accuracy.targets import Target, parse_targets
 from veil.aggregates import kind
 from veil.aggregates.base import Group
 from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
-from veil.plan.nodes import Plan
+from veil.plan.nodes import Plan, as_fraction
 from veil.plan.tree import aggregate_of
 from veil.release.estimators import column_models, noise_models
 from veil.release.explain import Explanation
@@ -84,11 +84,15 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 "error bar is a rank statement; target COUNT, SUM or AVG columns"
             )
         if t.relative is not None and t.reference is None:
-            raise InvalidArgumentError(
+            why = (
                 f"relative target on {t.column!r} needs a public reference value (a relative "
                 "error of the private value would read data); pass "
-                f"references={{{t.column!r}: 1000}} (say) or an absolute target like "
-                f"'{t.column}=±50'"
+            )
+            raise InvalidArgumentError(
+                f"{why}references={{{t.column!r}: 1000}} (say) or an absolute target like "
+                f"'{t.column}=±50'",
+                cli=f"{why}--reference {t.column}=1000 (say) or an absolute target like "
+                f"--target '{t.column}=±50'",
             )
         if t.relative is not None:
             notes.append(
@@ -97,9 +101,12 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
             )
         if a.function == "avg":
             if t.min_group_size is None:
-                raise InvalidArgumentError(
+                why = (
                     f"the error of AVG column {t.column!r} depends on the group's size, which "
-                    "is private; state a public assumption: min_group_size=100 (say)"
+                    "is private; state a public assumption: "
+                )
+                raise InvalidArgumentError(
+                    f"{why}min_group_size=100 (say)", cli=f"{why}--min-group-size 100 (say)"
                 )
             notes.append(
                 f"{t.column}: bar of a group whose noisy count is {t.min_group_size} "
@@ -147,12 +154,14 @@ def choose_epsilon(
     references: Mapping[str, float] | None = None,
     min_group_size: int | None = None,
     tolerance: float = 0.001,
+    start: Any = None,
     **options: Any,
 ) -> Choice:
     """The smallest ε (to ``tolerance``, relative) meeting every target; see the module's
-    contract. ``options``: those of :meth:`Session.explain` but ``epsilon``. Refuses, at no
-    cost, targets not met below ε = 10⁴ or not covered by the remaining budget (with the ε
-    they need)."""
+    contract. ``options``: those of :meth:`Session.explain` but ``epsilon``; ``start``: a
+    public guess of the answer where the search begins (it changes the probes, not the
+    contract). Refuses, at no cost, targets not met below ε = 10⁴ or not covered by the
+    remaining budget (with the ε they need)."""
     if "epsilon" in options:
         raise InvalidArgumentError("pass target= or epsilon=, not both: the target chooses ε")
     if not (0 < tolerance < 1):
@@ -171,27 +180,43 @@ def choose_epsilon(
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
 
-    hi = Fraction(1)
+    # the largest ε a probe may try: 10⁴, or the data owner's largest cost of one query
+    highest, cap = _HIGHEST, f"epsilon={float(_HIGHEST):g}"
+    owner = session.owner
+    if owner is not None and owner.max_epsilon is not None and owner.max_epsilon < highest:
+        highest = owner.max_epsilon
+        cap = f"epsilon={float(highest):g}, the largest cost of one query on dataset {owner.name!r}"
+    # the bracket: from ε = 1 by doubling, or from a public hint ``start`` by steps growing
+    # from 4·tolerance (squared each time: a good hint brackets ε* in a few probes)
+    hi = min(Fraction(1), highest)
+    if start is not None:
+        hi = min(highest, max(_LOWEST, as_fraction(start, "start").limit_denominator(10**12)))
+    step = Fraction(2) if start is None else Fraction(1 + 4 * tolerance).limit_denominator(10**6)
     ok, best, bars = probe(hi)
     lo = hi
     if ok:
-        while lo > _LOWEST:
-            lo = lo / 2
-            if not probe(lo)[0]:
+        while True:
+            if hi <= _LOWEST:  # met even at the floor: the floor is the answer
+                return _result(best, hi, bars, targets, assumptions)
+            lo = max(_LOWEST, (hi / step).limit_denominator(10**12))
+            l_ok, l_best, l_bars = probe(lo)
+            if not l_ok:
                 break
-            hi, (ok, best, bars) = lo, probe(lo)
-        else:  # met even at the floor: the floor is the answer
-            return _result(best, hi, bars, targets, assumptions)
+            hi, best, bars = lo, l_best, l_bars
+            if start is not None:
+                step = (step * step).limit_denominator(10**6)
     else:
         while not ok:
             lo = hi
-            if hi >= _HIGHEST:
+            if hi >= highest:
                 raise InvalidArgumentError(
-                    f"the targets ({'; '.join(map(str, targets))}) need more than epsilon="
-                    f"{float(_HIGHEST):g}; loosen them"
+                    f"the targets ({'; '.join(map(str, targets))}) need more than {cap}; "
+                    "loosen them (nothing was charged)"
                 )
-            hi = hi * 2
+            hi = min(highest, (hi * step).limit_denominator(10**12))
             ok, best, bars = probe(hi)
+            if start is not None:
+                step = (step * step).limit_denominator(10**6)
     ratio = Fraction(1 + tolerance).limit_denominator(10**9)
     while hi > lo * ratio:
         mid = Fraction(math.sqrt(lo * hi)).limit_denominator(10**12)
@@ -219,9 +244,13 @@ def _result(
 
 def _short(cost: Budget, remaining: Budget, targets: tuple[Target, ...]) -> BudgetExhaustedError:
     err = BudgetExhaustedError(cost, remaining)
-    err.args = (
-        f"the targets ({'; '.join(map(str, targets))}) need {cost.precise()}, but the "
-        f"remaining budget is {remaining.precise()}; loosen the targets or ask for more budget "
-        "(nothing was charged)",
+    facts = (
+        f"the targets ({'; '.join(map(str, targets))}) need {cost} ({cost.precise()} "
+        f"exactly), but the remaining budget is {remaining.precise()}; "
+    )
+    err.args = (f"{facts}loosen the targets or ask for more budget (nothing was charged)",)
+    err.cli = (
+        f"{facts}loosen the --target values or ask an administrator to grant more (veil budget "
+        "grant); nothing was charged"
     )
     return err

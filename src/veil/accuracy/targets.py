@@ -98,14 +98,18 @@ def _number(text: str, what: str, raw: str) -> float:
 
 
 def parse_target(
-    text: str, *, reference: float | None = None, min_group_size: int | None = None
+    text: str,
+    *,
+    reference: float | None = None,
+    min_group_size: int | None = None,
+    level: float = 0.95,
 ) -> Target:
-    """``'n=±50'``, ``'avg_income=±2%'``, ``'n=±50@90%'`` (also ``+-`` for ``±``)."""
+    """``'n=±50'``, ``'avg_income=±2%'``, ``'n=±50@90%'`` (also ``+-`` for ``±``); ``level``:
+    the level of a target that states none."""
     m = _TEXT.match(text)
     if m is None:
         raise InvalidArgumentError(f"malformed target {text!r}; {_FORM}")
     width = _number(m["width"], "the half-width", text)
-    level = 0.95
     if m["level"] is not None:
         level = _number(m["level"], "the level", text)
         if m["lpct"] or level > 1:
@@ -126,9 +130,11 @@ def parse_targets(
     *,
     references: Mapping[str, float] | None = None,
     min_group_size: int | None = None,
+    level: float = 0.95,
 ) -> tuple[Target, ...]:
     """Targets given as text, :class:`Target` objects, or ``{"n": "±50"}``; ``references``: the
-    public reference value of each relatively targeted column."""
+    public reference value of each relatively targeted column; ``level``: that of a text
+    target stating none."""
     refs = dict(references or {})
     if isinstance(targets, str | Target):
         items: list[str | Target] = [targets]
@@ -142,7 +148,9 @@ def parse_targets(
             out.append(t)
             continue
         column = t.split("=", 1)[0].strip()
-        out.append(parse_target(t, reference=refs.get(column), min_group_size=min_group_size))
+        out.append(
+            parse_target(t, reference=refs.get(column), min_group_size=min_group_size, level=level)
+        )
     if not out:
         raise InvalidArgumentError("no target given; pass target='n=±50' (say)")
     seen = [t.column for t in out]

@@ -20,7 +20,8 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Annotated, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -29,6 +30,7 @@ from veil.accounting.ledger import Standing
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
+from veil.cli_target import choice_json
 from veil.errors import InvalidArgumentError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
@@ -47,6 +49,9 @@ from veil.service.state import (
     state_of,
 )
 from veil.session import Session
+
+if TYPE_CHECKING:
+    from veil.accuracy import Choice
 
 __all__ = ["router"]
 
@@ -158,6 +163,37 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
     }
 
 
+def _choice(session: Session, body: ExplainRequest) -> Choice | None:
+    """The smallest ε meeting ``body``'s accuracy targets (None without targets): found from
+    public parameters, free; refused free (a problem document) when the grant cannot pay it,
+    with the cost it would need as ``requested``."""
+    if body.target is None:
+        if body.references is not None or body.min_group_size is not None:
+            raise InvalidArgumentError(
+                "references and min_group_size qualify accuracy targets; add target: ['n=±50']"
+            )
+        return None
+    if body.epsilon is not None:
+        raise InvalidArgumentError(
+            f"give target or epsilon={body.epsilon}, not both: the targets choose ε"
+        )
+    if body.sql is None:
+        raise InvalidArgumentError(
+            "target is for a query given as sql; give the query as sql, or an epsilon"
+        )
+    from veil.accuracy import choose_epsilon
+
+    options = {k: v for k, v in _options(body).items() if k != "epsilon"}
+    return choose_epsilon(
+        session,
+        body.sql,
+        list(body.target),
+        references=body.references,
+        min_group_size=body.min_group_size,
+        **options,
+    )
+
+
 def _built(session: Session, table: str, plan: PlanBody) -> Builder:
     """``plan`` as builder calls on ``table`` (each call checks what it is given, as in
     Python: the same refusals, free)."""
@@ -202,16 +238,22 @@ def _run_query(
     :func:`_shown_again`."""
 
     def ask(session: Session) -> dict[str, Any]:
+        choice = _choice(session, body)
         if body.plan is not None:
             query = _built(session, ds.name, body.plan)
             options = _options(body) | {"consistent": body.consistent}
             result = session.run_query(query, **options)
         else:
             assert body.sql is not None  # the model holds exactly one
-            result = session.sql(body.sql, consistent=body.consistent, **_options(body))
+            options = _options(body)
+            if choice is not None:
+                options["epsilon"] = choice.epsilon
+            result = session.sql(body.sql, consistent=body.consistent, **options)
         remaining = session.remaining()
         state.metrics.query(ds.name, cached=result.cached)
         payload = result_payload(result, remaining=remaining)
+        if choice is not None:
+            payload["target"] = choice_json(choice)
         if standing is not None and result.cached and result.charged is not None:
             key = hot_key(who.name, standing, body, session.engine.data_version(ds.name))
             state.hot.remember(key, payload, fingerprint=result.fingerprint, loss=result.charged)
@@ -244,6 +286,10 @@ def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: Explain
     """What ``body`` would cost and its expected error (nothing read, nothing charged)."""
 
     def ask(session: Session) -> dict[str, Any]:
+        choice = _choice(session, body)
+        if choice is not None:  # as Session.explain(target=): the choice in words first
+            said = replace(choice.explanation, notes=(*choice.lines(), *choice.explanation.notes))
+            return explanation_payload(said) | {"target": choice_json(choice)}
         if body.plan is not None:
             return explanation_payload(
                 session.explain_query(_built(session, ds.name, body.plan), **_options(body))

@@ -147,6 +147,22 @@ class ExplainRequest(_Body):
         description="the data owner's privacy unit; any other value is refused (it is not "
         "the analyst's to change)",
     )
+    target: list[Annotated[str, StringConstraints(min_length=1, max_length=300)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="accuracy targets instead of epsilon ('n=±50', 'mean=±2%', 'n=±50@90%'): "
+        "the query is explained or run at the smallest ε meeting every one (sql only)",
+    )
+    references: dict[Column, float] | None = Field(
+        default=None, description="the public value each relative (%) target is taken of"
+    )
+    min_group_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**12,
+        description="the public smallest group size assumed for the bar of an AVG target",
+    )
 
     @model_validator(mode="after")
     def _one_query(self) -> ExplainRequest:

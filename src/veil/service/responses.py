@@ -52,6 +52,30 @@ class Usage(_Out):
     used_by: list[str] = Field(description="the output columns this measurement serves")
 
 
+class TargetMet(_Out):
+    """One accuracy target and the expected bar at the chosen ε."""
+
+    column: str
+    halfwidth: float | None = Field(description="an absolute target (± this)")
+    relative: float | None = Field(description="a relative target, of `reference`")
+    reference: float | None
+    limit: float = Field(description="the half-width the bar must not exceed")
+    level: float
+    min_group_size: int | None = Field(description="the public group size assumed (AVG)")
+    expected_bar: float | None = Field(description="the bar at the chosen ε (null: unbounded)")
+    met: bool
+
+
+class Targeted(_Out):
+    """The smallest ε meeting every target (found without reading data or charging)."""
+
+    epsilon: float
+    epsilon_exact: str
+    cost: BudgetOut
+    targets: list[TargetMet]
+    assumptions: list[str] = Field(description="the public assumptions the bars rest on")
+
+
 class QueryAnswer(_Out):
     """Released values with their error bars and what they cost."""
 
@@ -70,6 +94,7 @@ class QueryAnswer(_Out):
     fingerprint: str = Field(description="the measurement's cache key")
     private: bool = Field(description="false only for noise from a caller's seeded source")
     remaining: BudgetOut | None = None
+    target: Targeted | None = Field(default=None, description="with accuracy targets")
 
 
 class Explanation(_Out):
@@ -86,6 +111,7 @@ class Explanation(_Out):
     remaining: BudgetOut | None
     covered: bool | None = Field(description="whether the remaining budget covers the cost")
     notes: list[str]
+    target: Targeted | None = Field(default=None, description="with accuracy targets")
 
 
 class Column(_Out):
