@@ -35,10 +35,10 @@ __all__ = [
     "measurement_name",
 ]
 
-Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile"]
+Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile", "mode"]
 """The closed set of exact per-group statistics the engine computes."""
 
-Role = Literal["count", "units", "sum", "squares", "quantile"]
+Role = Literal["count", "units", "sum", "squares", "quantile", "mode"]
 """The part a statistic plays for one aggregate (a column model names one measurement per
 role it reads)."""
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -57,6 +57,8 @@ def measurement_name(
         raise InternalError(f"the statistic {statistic} needs a column")
     if statistic == "quantile":
         return f"quantile({column}, {q})"
+    if statistic == "mode":
+        return f"mode({column})"
     return f"{statistic}({column})"
 
 
@@ -172,6 +174,7 @@ class ColumnModel:
     sum: str | None = None
     squares: str | None = None
     quantile: str | None = None
+    mode: str | None = None
 
     def reads(self, role: Role) -> str | None:
         name: str | None = getattr(self, role)

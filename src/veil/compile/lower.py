@@ -48,7 +48,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
-from veil.compile.statistics import bucket_sql, statistic_sql
+from veil.compile.statistics import bucket_sql, mode_bucket_sql, statistic_sql
 from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan.nodes import (
     Aggregate,
@@ -587,7 +587,7 @@ class _Lowering:
         outs.append(exp.alias_(exp.Count(this=exp.Star()), COUNT_COLUMN, quoted=True))
         columns: list[tuple[str, str]] = []
         for i, m in enumerate(self.agg.measurements):
-            if m.statistic == "quantile":
+            if m.statistic in ("quantile", "mode"):
                 continue
             name = COUNT_COLUMN if m.statistic == "count" else f"__m{i}"
             if m.statistic == "count_units":
@@ -605,6 +605,19 @@ class _Lowering:
         outs.append(exp.alias_(bucket_sql(m, self), BUCKET_COLUMN, quoted=True))
         outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
         q = self._from_bounded(exp.select(*outs))
+        return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
+
+    def mode(self, m: Measurement) -> exp.Select:
+        """Row counts per (group, candidate) of mode measurement ``m`` over the bounded rows;
+        rows outside the candidates are left out (rows: keys, ``__b``, ``__c``)."""
+        if m.column is None:
+            raise InternalError(f"measurement {m.name!r} has no column")
+        candidate = mode_bucket_sql(m, _col(self.x[m.column]), self)
+        outs: list[exp.Expr] = [_col(k) for k in self.keys]
+        outs.append(exp.alias_(candidate, BUCKET_COLUMN, quoted=True))
+        outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
+        q = self._from_bounded(exp.select(*outs))
+        q = q.where(exp.Not(this=exp.Is(this=candidate.copy(), expression=exp.Null())))
         return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
 
 
@@ -628,7 +641,7 @@ def lower(
     main, columns = low.main()
     quantiles = tuple(
         (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
-    )
+    ) + tuple((m.name, low.mode(m)) for m in agg.measurements if m.statistic == "mode")
     return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
 
 

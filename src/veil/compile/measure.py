@@ -287,6 +287,53 @@ def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
     return out
 
 
+_MODE_CANDIDATES = 1 << 32  # the most candidates of one MODE (public integers of its bounds)
+_MODE_MAGNITUDE = 1 << 52  # integer bounds up to here: no other integer's double is inside
+
+
+def _mode_needs(agg: Aggregate) -> list[_Need]:
+    """One exponential-mechanism measurement per MODE column: its candidates are the integers
+    of the column's declared bounds (public; ``veil.release.modes``)."""
+    out: list[_Need] = []
+    seen: set[str] = set()
+    for a, w in zip(agg.aggregates, _weights(agg), strict=True):
+        if a.kind.name != "mode" or a.column in seen:
+            continue
+        col = a.column or ""
+        seen.add(col)
+        b = _bounds(agg, col)
+        fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
+        if agg.child.field(col).type != "integer":
+            raise InvalidArgumentError(
+                f"MODE({col}) chooses among the integers of its bounds, but {col!r} is "
+                f"{agg.child.field(col).type}; take the mode of an integer-coded column with {fix}"
+            )
+        if b.lower.denominator != 1 or b.upper.denominator != 1:
+            raise BoundsError(
+                f"MODE({col}) needs integer bounds (its candidates are the integers between "
+                f"them), got [{float(b.lower):g}, {float(b.upper):g}]; pass {fix}"
+            )
+        span = int(b.upper - b.lower) + 1
+        if max(abs(b.lower), abs(b.upper)) > _MODE_MAGNITUDE or span > _MODE_CANDIDATES:
+            raise BoundsError(
+                f"MODE({col}) allows at most 2^32 candidates within ±2^52, got bounds "
+                f"[{b.lower}, {b.upper}] ({span} candidates); pass narrower {fix}"
+            )
+        out.append(
+            _Need(
+                measurement_name("mode", col),
+                "mode",
+                column=col,
+                centre=b.lower,
+                step=Fraction(1),
+                limit=span,
+                weight=float(w),
+                discrete=True,
+            )
+        )
+    return out
+
+
 def _sqrt_floor(x: Fraction) -> Fraction:
     """A rational s ≤ sqrt(x), close to it."""
     s = Fraction(math.sqrt(float(x))).limit_denominator(_DENOMINATOR)
@@ -313,7 +360,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
             f"{need}delta=1e-6 (or declare the keys' domain: domains={{...}})",
             cli=f"{need}--delta 1e-6 (or list the keys: WHERE col IN ('a', 'b'))",
         )
-    quantiles = _quantile_needs(agg, buckets)
+    quantiles = _quantile_needs(agg, buckets) + _mode_needs(agg)
     moment_columns = sorted(
         {
             a.column
@@ -375,7 +422,7 @@ def _calibrate(
     top = _shares(parts_w, total)
     measurements: list[Measurement] = []
     for q, share in zip(quantiles, top, strict=False):
-        sens = sensitivity(agg, "quantile", "exponential", q.limit, q.quantile)
+        sens = sensitivity(agg, q.statistic, "exponential", q.limit, q.quantile)
         if gaussian:
             # ε_g-DP exponential mechanism per group is ε_g²/8-zCDP (bounded range; Cesar &
             # Rogers 2021, Lemma 3.2); a unit's groups compose to spread_squared·ε_g²/8.
@@ -387,7 +434,7 @@ def _calibrate(
         measurements.append(
             Measurement(
                 name=q.name,
-                statistic="quantile",
+                statistic=q.statistic,
                 mechanism="exponential",
                 budget=loss,
                 sensitivity=sens,

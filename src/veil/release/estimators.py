@@ -75,6 +75,7 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         sum=roles.get("sum"),
         squares=roles.get("squares"),
         quantile=roles.get("quantile"),
+        mode=roles.get("mode"),
     )
 
 

@@ -181,6 +181,7 @@ class Result:
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
         lines.append(f"cost: {self.cost}" + (" (cached answer)" if self.cached else ""))
+        lines += [f"note: {n}" for n in self.notes]
         if not self.private:
             lines.append(NOT_PRIVATE)
         return "\n".join(lines)
