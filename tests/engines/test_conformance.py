@@ -302,6 +302,11 @@ PARITY = [
     ),
     pytest.param("SELECT COUNT(DISTINCT uid) FROM t", {}, id="count-distinct"),
     pytest.param(
+        "SELECT g, MODE(k), COUNT(*) FROM t GROUP BY g",
+        {"bounds": {"k": (1, 2)}, "domains": {"g": ["a", "b", "c"]}},
+        id="grouped-mode-candidates",
+    ),
+    pytest.param(
         "SELECT g, COUNT(*), SUM(x) FROM t GROUP BY g",
         {
             "bounds": {"x": (-4, 4)},
