@@ -307,6 +307,11 @@ PARITY = [
         id="grouped-mode-candidates",
     ),
     pytest.param(
+        "SELECT k, MODE(g) FROM t GROUP BY k",
+        {"domains": {"k": [0, 1, 2, 3], "g": ["b", "zz", "a"]}},
+        id="grouped-mode-listed-candidates",
+    ),
+    pytest.param(
         "SELECT g, COUNT(*), SUM(x) FROM t GROUP BY g",
         {
             "bounds": {"x": (-4, 4)},

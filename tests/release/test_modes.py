@@ -25,7 +25,7 @@ from support import SeededSource
 from system.prenoise import exact, session_aggregate
 from veil.accounting import Budget
 from veil.engines.duckdb import DuckDBEngine
-from veil.errors import BoundsError, InternalError, InvalidArgumentError, SchemaError
+from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.noise.margins import mode_margin
 from veil.plan import Measurement
 from veil.release.modes import choose_mode, mode_runs, mode_weights
@@ -240,14 +240,62 @@ def test_explain_and_the_released_answer_state_the_same_margin() -> None:
     assert r.error_bars() == [[None]]  # a category has no ± bar
 
 
+def test_a_mode_over_listed_candidates_releases_one_of_them_with_the_column_type() -> None:
+    frame = pd.DataFrame({"region": ["n", "s"] * 60, "edu": ["hs", "ba", "ba", "ma"] * 30})
+    domains = {"region": ["n", "s"], "edu": ["phd", "ba", "hs", None]}
+    with veil.Session.local({"t": frame}, budget=Budget(epsilon=5), domains=domains) as s:
+        r = s.sql("SELECT region, MODE(edu) AS m FROM t GROUP BY region", epsilon=2,
+                  source=SeededSource("listed"))  # fmt: skip
+        e = s.explain("SELECT region, MODE(edu) AS m FROM t GROUP BY region", epsilon=2)
+    # n: hs 30, ba 0, ma 30 (not a candidate); s: ba 60: the listed candidates only (NULL
+    # dropped: the NULL rule leaves its rows out), 'ma' never
+    assert r.types == ("string", "string")
+    assert r.rows[1] == ["s", "ba"]
+    assert r.rows[0][1] in ("phd", "ba", "hs")
+    assert "of the 3 candidates" in e.errors["m"]
+    assert r.to_arrow().column("m").type == "string"
+
+
+def test_adding_a_unit_moves_no_listed_candidate_by_more_than_e_to_the_epsilon() -> None:
+    sql = "SELECT g, MODE(code) AS m FROM t GROUP BY g"
+    labels = [4, 0, 2, 6, 1]
+    options = {"epsilon": 2, "domains": {"g": ["a", "b"], "code": labels}, "max_rows_per_group": 2}
+    base = _people(7)
+    extra = [(999, "a", 2)] * 4  # bounding keeps 2
+    plus = pd.concat([base, pd.DataFrame(extra, columns=base.columns)], ignore_index=True)
+    eps_a, pa_ = _pmfs(base, sql, **options)
+    eps_b, pb = _pmfs(plus, sql, **options)
+    assert eps_a == eps_b == 2
+    worst = max(float(np.max(np.abs(np.log(pa_[k]) - np.log(pb[k])))) for k in pa_)
+    assert 0.5 * eps_a / 2 < worst <= eps_a / 2 + 1e-9
+
+
 REFUSED = [
     ("SELECT MODE(code) FROM t", {}, BoundsError, r"bounds for 'code' are required"),
-    ("SELECT MODE(label) FROM t", {}, SchemaError, r"MODE\(label\) needs a numeric column"),
+    (
+        "SELECT MODE(label) FROM t",
+        {},
+        InvalidArgumentError,
+        r"MODE\(label\) chooses among public candidates, and 'label' \(string\) has none "
+        r"declared; pass domains=\{'label': \[value, …\]\}",
+    ),
+    (
+        "SELECT MODE(label) FROM t",
+        {"domains": {"label": [1, 2]}},
+        InvalidArgumentError,
+        r"the candidate 1 of MODE\(label\) is not a string value",
+    ),
+    (
+        "SELECT MODE(label) FROM t",
+        {"domains": {"label": ["x", "x"]}},
+        InvalidArgumentError,
+        r"repeat a value",
+    ),
     (
         "SELECT MODE(real) FROM t",
         {"bounds": {"real": (0, 1)}},
         InvalidArgumentError,
-        r"MODE\(real\) chooses among the integers of its bounds, but 'real' is real",
+        r"MODE\(real\) chooses among public candidates, and 'real' \(real\) has none",
     ),
     (
         "SELECT MODE(code) FROM t",

@@ -175,6 +175,7 @@ class ColumnModel:
     squares: str | None = None
     quantile: str | None = None
     mode: str | None = None
+    labels: tuple[str | int | float | bool | None, ...] | None = None  # MODE candidates
 
     def reads(self, role: Role) -> str | None:
         name: str | None = getattr(self, role)
@@ -197,6 +198,7 @@ class ColumnModel:
             lower=None if d.get("lower") is None else Fraction(d["lower"]),
             upper=None if d.get("upper") is None else Fraction(d["upper"]),
             **{r: d.get(r) for r in ROLES},
+            labels=None if d.get("labels") is None else tuple(d["labels"]),
         )
 
 

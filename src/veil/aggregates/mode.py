@@ -12,6 +12,8 @@ a mode has no ± (the chosen value is a category, right or wrong).
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlglot import exp
 
 from veil.aggregates import register
@@ -31,8 +33,11 @@ class Mode(AggregateKind):
     def reads(self, call: Call) -> tuple[Read, ...]:
         return (Read("mode", "mode"),)
 
-    def estimate(self, g: Group) -> int:
+    def estimate(self, g: Group) -> Any:
+        """The chosen candidate: its public label, or the integer ``centre + index``."""
         m = g.noise("mode")
+        if g.model.labels is not None:
+            return g.model.labels[g.value("mode")]
         return int(m.centre + m.step * g.value("mode"))
 
     def halfwidth(self, g: Group, value: float, level: float) -> None:

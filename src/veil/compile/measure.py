@@ -144,8 +144,8 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
 
     for agg_call, w in zip(agg.aggregates, _weights(agg), strict=True):
         k = agg_call.kind
-        if k.quantile != "none":
-            continue  # quantiles take their share off the top (_quantile_needs)
+        if k.quantile != "none" or agg_call.function == "mode":
+            continue  # quantiles and modes take their share off the top (_quantile_needs)
         col = agg_call.column
         moments: Moments | None = None
         if k.bounded:
@@ -291,16 +291,65 @@ _MODE_CANDIDATES = 1 << 32  # the most candidates of one MODE (public integers o
 _MODE_MAGNITUDE = 1 << 52  # integer bounds up to here: no other integer's double is inside
 
 
+_CANDIDATE_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "real": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _check_candidates(agg: Aggregate, column: str, domain: tuple[object, ...]) -> None:
+    """A MODE's listed candidates must be values of its column's type (compared in SQL with
+    ``=``, which must not fail on any row, nor on a candidate)."""
+    kind = agg.child.field(column).type
+    allowed = _CANDIDATE_TYPES.get(kind)
+    if allowed is None:
+        raise InvalidArgumentError(
+            f"MODE({column}) over listed candidates needs a string, integer, real or boolean "
+            f"column; {column!r} is {kind}"
+        )
+    for v in domain:
+        if not isinstance(v, allowed) or (kind != "boolean" and isinstance(v, bool)):
+            raise InvalidArgumentError(
+                f"the candidate {v!r} of MODE({column}) is not a {kind} value like the "
+                f"column's; pass domains={{{column!r}: [...]}} with {kind} values"
+            )
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InvalidArgumentError(f"the candidate {v!r} of MODE({column}) is not finite")
+
+
 def _mode_needs(agg: Aggregate) -> list[_Need]:
     """One exponential-mechanism measurement per MODE column: its candidates are the integers
     of the column's declared bounds (public; ``veil.release.modes``)."""
     out: list[_Need] = []
     seen: set[str] = set()
     for a, w in zip(agg.aggregates, _weights(agg), strict=True):
-        if a.kind.name != "mode" or a.column in seen:
+        if a.kind.name != "mode":
+            continue
+        if a.column in seen:
+            if any(o.column == a.column and o.limit != len(a.domain or ()) for o in out) or any(
+                o.function == "mode" and o.column == a.column and o.domain != a.domain
+                for o in agg.aggregates
+            ):
+                raise InvalidArgumentError(
+                    f"two MODE({a.column}) with different candidates in one query; use one"
+                )
             continue
         col = a.column or ""
         seen.add(col)
+        if a.domain is not None:
+            _check_candidates(agg, col, a.domain)
+            out.append(
+                _Need(
+                    measurement_name("mode", col),
+                    "mode",
+                    column=col,
+                    limit=len(a.domain),
+                    weight=float(w),
+                )
+            )
+            continue
         b = _bounds(agg, col)
         fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
         if agg.child.field(col).type != "integer":
@@ -365,7 +414,10 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
         {
             a.column
             for a in agg.aggregates
-            if a.kind.bounded and a.kind.quantile == "none" and a.column is not None
+            if a.needs_bounds
+            and a.kind.quantile == "none"
+            and a.column is not None
+            and a.function != "mode"  # a MODE's candidates need no centre
         }
     )
     options: list[tuple[float, bool, dict[str, Fraction]]] = []

@@ -76,13 +76,16 @@ def _value(v: object) -> object:
 
 
 def _call(a: AggregateCall) -> Json:
-    return {
+    out: Json = {
         "alias": a.alias,
         "function": a.function,
         "column": a.column,
         "quantile": _frac(a.quantile),
         "weight": _frac(a.weight),
     }
+    if a.domain is not None:  # only then: the fingerprints of other plans are unchanged
+        out["domain"] = [_value(v) for v in a.domain]
+    return out
 
 
 def _contribution(c: Contribution) -> list[int]:

@@ -288,6 +288,25 @@ class GroupKey:
         raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
 
 
+def _candidates(function: str, column: str | None, domain: object) -> tuple[KeyValue, ...]:
+    """A MODE's public candidates, checked: distinct str/int/float/bool values, at least one."""
+    if function != "mode":
+        raise InvalidArgumentError(f"{function.upper()} takes no domain of candidates")
+    values = tuple(domain) if isinstance(domain, tuple | list) else None
+    fix = f"pass domains={{{column!r}: ['a', 'b', …]}}"
+    if not values:
+        raise InvalidArgumentError(f"the candidates of MODE({column}) are empty; {fix}")
+    for v in values:
+        if not isinstance(v, str | int | float | bool):
+            raise InvalidArgumentError(
+                f"the candidates of MODE({column}) must be str/int/float/bool values, got "
+                f"{v!r}; {fix}"
+            )
+    if len({(type(v), v) for v in values}) != len(values):
+        raise InvalidArgumentError(f"the candidates of MODE({column}) repeat a value; {fix}")
+    return values
+
+
 def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
@@ -310,10 +329,13 @@ class AggregateCall:
     column: str | None = None
     quantile: Fraction | None = None
     weight: Fraction | None = None
+    domain: tuple[KeyValue, ...] | None = None  # MODE's public candidates (else its bounds')
 
     def __post_init__(self) -> None:
         _check_name(self.alias, "an aggregate alias")
         k = kind(self.function)  # an unknown aggregate fails here, when the plan is built
+        if self.domain is not None:
+            _set(self, "domain", _candidates(self.function, self.column, self.domain))
         if self.column is None and k.column == "required":
             raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
         if k.quantile == "argument":
@@ -352,7 +374,7 @@ class AggregateCall:
 
     @property
     def needs_bounds(self) -> bool:
-        return self.kind.bounded
+        return self.kind.bounded and self.domain is None
 
     def call(self, rows_per_group: int) -> Call:
         """What the kind knows of this call at compile time (R: rows per unit and group)."""
@@ -634,6 +656,15 @@ class Aggregate(Plan):
         if agg.column is None:
             return
         f = self.child.field(agg.column)
+        if agg.function == "mode" and agg.domain is None and f.type != "integer":
+            c = agg.column
+            raise InvalidArgumentError(
+                f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none "
+                f"declared; pass domains={{{c!r}: [value, …]}} (or, for an integer-coded "
+                f"column, bounds={{{c!r}: (lowest code, highest code)}})",
+                cli=f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none "
+                f"declared; list them with WHERE {c} IN (value, …)",
+            )
         if agg.needs_bounds and f.type not in NUMERIC_TYPES:
             scan = self.scan()
             hint = declare_hint(agg.column, f.type, scan.table, declarable=scan.declarable)
@@ -678,7 +709,12 @@ class Aggregate(Plan):
         for k in self.keys:
             t = "string" if k.edges is not None else self.child.field(k.column).type
             out.append(Field(k.alias, t))
-        out.extend(Field(a.alias, a.output_type) for a in self.aggregates)
+        out.extend(
+            Field(a.alias, self.child.field(a.column).type)
+            if a.domain is not None and a.column is not None
+            else Field(a.alias, a.output_type)  # a MODE over candidates has their column's type
+            for a in self.aggregates
+        )
         return tuple(out)
 
     def accept(self, visitor: PlanVisitor[T]) -> T:

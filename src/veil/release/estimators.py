@@ -60,7 +60,7 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         # a read the compiler proved unneeded (the count of a sum centred at 0) is absent
         roles[read.role] = name if name in measured else None
     lower = upper = None
-    if k.bounded:
+    if a.needs_bounds:
         b = agg.bounds_of(a.column or "")
         if b is None:
             raise InternalError(f"no bounds for {a.column!r} after compiling")
@@ -76,6 +76,7 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         squares=roles.get("squares"),
         quantile=roles.get("quantile"),
         mode=roles.get("mode"),
+        labels=a.domain,
     )
 
 

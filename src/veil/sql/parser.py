@@ -482,7 +482,7 @@ class _Reader:
                 pos,
             )
         ctype = self.field(spec.column).type
-        if ctype not in ("integer", "real"):
+        if ctype not in ("integer", "real") and spec.function != "mode":  # MODE: the plan's
             where = f" (at line {pos[0]}, column {pos[1]})" if pos else ""
             raise SchemaError(
                 f"{self.at.name_of(node)}({spec.column}) needs a numeric column, but "
