@@ -657,13 +657,20 @@ class Aggregate(Plan):
             return
         f = self.child.field(agg.column)
         if agg.function == "mode" and agg.domain is None and f.type != "integer":
-            c = agg.column
+            c, scan = agg.column, self.scan()
+            text = ""
+            if f.type == "string" and scan.declarable:  # a CSV file's codes are text
+                text = (
+                    f"; if it holds integer codes as text (a CSV file's columns are text "
+                    f"unless declared), declare its type: schema={{{scan.table!r}: {{{c!r}: "
+                    f"'BIGINT'}}}} in Python, --column {c}:BIGINT in the CLI, and give bounds"
+                )
+            why = f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none"
             raise InvalidArgumentError(
-                f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none "
-                f"declared; pass domains={{{c!r}: [value, …]}} (or, for an integer-coded "
-                f"column, bounds={{{c!r}: (lowest code, highest code)}})",
-                cli=f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none "
-                f"declared; list them with WHERE {c} IN (value, …)",
+                f"{why} declared; pass domains={{{c!r}: [value, …]}} (or, for an integer-coded "
+                f"column, bounds={{{c!r}: (lowest code, highest code)}}){text}",
+                cli=f"{why} declared; list them with WHERE {c} IN (value, …) (or, for an "
+                f"integer-coded column, --bounds {c}=LOWEST:HIGHEST){text}",
             )
         if agg.needs_bounds and f.type not in NUMERIC_TYPES:
             scan = self.scan()
