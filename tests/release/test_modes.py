@@ -11,6 +11,8 @@ log-ratio must not exceed the per-group ε the budget charges (within 10⁻⁹ f
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 from collections import Counter
 from fractions import Fraction
@@ -28,7 +30,7 @@ from veil.engines.duckdb import DuckDBEngine
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.noise.margins import mode_margin
 from veil.plan import Measurement
-from veil.release.modes import choose_mode, mode_runs, mode_weights
+from veil.release.modes import choose_mode, choose_top, mode_runs, mode_weights, top_ranks
 
 N = 8_000
 P_MIN = 1e-3
@@ -327,3 +329,95 @@ def test_a_mode_without_public_candidates_is_refused_before_anything_is_charged(
         with pytest.raises(error, match=message):
             s.sql(sql, epsilon=1, **options)  # type: ignore[arg-type]
         assert s.remaining() == before
+
+
+# ── TOP_K: peeling ───────────────────────────────────────────────────────────────────────────
+
+
+def top_measurement(eps: Fraction, limit: int, picks: int, rows: int = 1) -> Measurement:
+    return dataclasses.replace(measurement(eps, limit, rows), name="top(x, 2)", picks=picks)
+
+
+def peel_pmf(m: Measurement, values: list[int]) -> dict[tuple[int, ...], float]:
+    """The exact probability of every ordered k-tuple: each pick ∝ exp(c_j/(k·T)) among the
+    candidates left, written out by enumeration."""
+    c = [values.count(j) for j in range(m.limit)]
+    t = float(m.scale) * m.picks
+    out = {}
+    for tup in itertools.permutations(range(m.limit), m.picks):
+        p, left = 1.0, list(range(m.limit))
+        for j in tup:
+            z = sum(math.exp(c[i] / t) for i in left)
+            p *= math.exp(c[j] / t) / z
+            left.remove(j)
+        out[tup] = p
+    return out
+
+
+@pytest.mark.slow
+def test_top_k_draws_follow_the_exact_peeling_pmf() -> None:
+    m = top_measurement(Fraction(2), 5, 2)
+    values = [0] * 6 + [3] * 5 + [4] * 2
+    pmf = peel_pmf(m, values)
+    tuples = list(pmf)
+    src = SeededSource("top-pmf")
+    b, c = cells(values)
+    observed: Counter[tuple[int, ...]] = Counter()
+    for _ in range(4_000):
+        code = choose_top(m, b, c, source=src)
+        observed[tuple(top_ranks(code, 5, 2))] += 1
+    assert set(observed) <= set(tuples)  # two distinct candidates, always
+    obs = np.array([observed[t] for t in tuples], dtype=float)
+    expected = np.array([pmf[t] for t in tuples]) * 4_000
+    assert chi2_pvalue(obs, expected) > P_MIN
+
+
+def test_top_k_picks_k_distinct_candidates_even_without_data() -> None:
+    m = top_measurement(Fraction(1), 4, 4)
+    src = SeededSource("top-distinct")
+    for _ in range(50):
+        assert sorted(top_ranks(choose_top(m, [], [], source=src), 4, 4)) == [0, 1, 2, 3]
+
+
+def test_adding_a_unit_moves_no_top_k_tuple_by_more_than_e_to_the_epsilon() -> None:
+    sql = "SELECT g, TOP_K(code, 2) AS t FROM t GROUP BY g"
+    options = {"epsilon": 2, "bounds": {"code": (0, 4)}, "domains": {"g": ["a", "b"]}}
+    base = _people(11)
+    plus = pd.concat([base, pd.DataFrame([(999, "b", 1)], columns=base.columns)], ignore_index=True)
+    pmfs = []
+    for frame in (base, plus):
+        session = veil.Session.local({"t": frame}, privacy_unit="uid", budget=Budget(epsilon=10))
+        agg = session_aggregate(session, sql, **options)
+        (m,) = agg.measurements
+        assert (m.picks, m.limit) == (2, 5)
+        engine = DuckDBEngine({"t": frame})
+        try:
+            counts = exact(engine, agg).buckets[m.name]
+        finally:
+            engine.close()
+        dense = counts.get(("b",), {})
+        values = [j for j, n in dense.items() for _ in range(n)]
+        pmfs.append(peel_pmf(m, values))
+    eps_g = float(2 * m.sensitivity / m.scale)
+    assert eps_g == 2  # the whole budget, as one MODE: the two picks at 1 each
+    worst = max(abs(math.log(pmfs[0][t]) - math.log(pmfs[1][t])) for t in pmfs[0])
+    assert 0 < worst <= eps_g / 2 + 1e-9  # monotone counts: Δ/(k·T) per pick, k picks
+
+
+def test_top_k_through_a_session_costs_epsilon_and_names_k_columns() -> None:
+    with _session(FRAME) as s:
+        r = s.sql("SELECT TOP_K(code, 3) FROM t", epsilon=3, bounds={"code": (1, 3)},
+                  source=SeededSource("top-session"))  # fmt: skip
+        assert r.cost == Budget(epsilon=3)
+        assert r.columns == ("top1_code", "top2_code", "top3_code")
+        assert sorted(r.rows[0]) == [1, 2, 3]
+        for sql, message in (
+            ("SELECT TOP_K(code, 4) FROM t", r"TOP_K\(code, 4\) needs at least 4 candidates"),
+            ("SELECT TOP_K(code, 0) FROM t", r"k of TOP_K must be an integer in \[1, 64\]"),
+            ("SELECT TOP_K(code, 1.5) FROM t", r"k of TOP_K must be an integer"),
+            ("SELECT TOP_K(code) FROM t", r"TOP_K takes a column and k"),
+        ):
+            before = s.remaining()
+            with pytest.raises((InvalidArgumentError, veil.UnsupportedQueryError), match=message):
+                s.sql(sql, epsilon=1, bounds={"code": (1, 3)})
+            assert s.remaining() == before

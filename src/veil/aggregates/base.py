@@ -57,8 +57,8 @@ def measurement_name(
         raise InternalError(f"the statistic {statistic} needs a column")
     if statistic == "quantile":
         return f"quantile({column}, {q})"
-    if statistic == "mode":
-        return f"mode({column})"
+    if statistic == "mode":  # q: a TOP_K's k
+        return f"mode({column})" if q is None else f"top({column}, {q})"
     return f"{statistic}({column})"
 
 
@@ -176,6 +176,8 @@ class ColumnModel:
     quantile: str | None = None
     mode: str | None = None
     labels: tuple[str | int | float | bool | None, ...] | None = None  # MODE candidates
+    rank: int | None = None  # a TOP_K column: the rank it releases (1: the most frequent)
+    picks: int | None = None  # … of its k
 
     def reads(self, role: Role) -> str | None:
         name: str | None = getattr(self, role)
@@ -199,6 +201,8 @@ class ColumnModel:
             upper=None if d.get("upper") is None else Fraction(d["upper"]),
             **{r: d.get(r) for r in ROLES},
             labels=None if d.get("labels") is None else tuple(d["labels"]),
+            rank=None if d.get("rank") is None else int(d["rank"]),
+            picks=None if d.get("picks") is None else int(d["picks"]),
         )
 
 

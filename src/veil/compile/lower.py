@@ -262,7 +262,7 @@ class _Lowering:
         self.labels = {
             a.column: a.domain
             for a in agg.aggregates
-            if a.function == "mode" and a.domain is not None and a.column is not None
+            if a.function in ("mode", "top_k") and a.domain is not None and a.column is not None
         }
         cols = [
             c

@@ -29,7 +29,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from veil.accounting.budget import Budget
@@ -81,6 +81,7 @@ class _Need:
     quantile: Fraction | None = None
     weight: float = 0.0  # A_m·D_m (moments) or the aggregate weight (quantiles)
     discrete: bool = False
+    picks: int = 1
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
 
     for agg_call, w in zip(agg.aggregates, _weights(agg), strict=True):
         k = agg_call.kind
-        if k.quantile != "none" or agg_call.function == "mode":
+        if k.quantile != "none" or agg_call.function in ("mode", "top_k"):
             continue  # quantiles and modes take their share off the top (_quantile_needs)
         col = agg_call.column
         moments: Moments | None = None
@@ -320,67 +321,62 @@ def _check_candidates(agg: Aggregate, column: str, domain: tuple[object, ...]) -
 
 
 def _mode_needs(agg: Aggregate) -> list[_Need]:
-    """One exponential-mechanism measurement per MODE column: its candidates are the integers
-    of the column's declared bounds (public; ``veil.release.modes``)."""
-    out: list[_Need] = []
-    seen: set[str] = set()
+    """One exponential-mechanism measurement per MODE column, and one per TOP_K(col, k) (its
+    k columns read it, and its weight is theirs together): the candidates are the column's
+    listed values, or the integers of its declared bounds (public; ``veil.release.modes``)."""
+    needs: dict[str, _Need] = {}
+    domains: dict[str, object] = {}
     for a, w in zip(agg.aggregates, _weights(agg), strict=True):
-        if a.kind.name != "mode":
-            continue
-        if a.column in seen:
-            if any(o.column == a.column and o.limit != len(a.domain or ()) for o in out) or any(
-                o.function == "mode" and o.column == a.column and o.domain != a.domain
-                for o in agg.aggregates
-            ):
-                raise InvalidArgumentError(
-                    f"two MODE({a.column}) with different candidates in one query; use one"
-                )
+        if a.function not in ("mode", "top_k"):
             continue
         col = a.column or ""
-        seen.add(col)
-        if a.domain is not None:
-            _check_candidates(agg, col, a.domain)
-            out.append(
-                _Need(
-                    measurement_name("mode", col),
-                    "mode",
-                    column=col,
-                    limit=len(a.domain),
-                    weight=float(w),
-                )
-            )
-            continue
-        b = _bounds(agg, col)
-        fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
-        if agg.child.field(col).type != "integer":
+        if domains.setdefault(col, a.domain) != a.domain:
             raise InvalidArgumentError(
-                f"MODE({col}) chooses among the integers of its bounds, but {col!r} is "
-                f"{agg.child.field(col).type}; take the mode of an integer-coded column with {fix}"
+                f"two MODE/TOP_K of {col!r} with different candidates in one query; use one list"
             )
-        if b.lower.denominator != 1 or b.upper.denominator != 1:
-            raise BoundsError(
-                f"MODE({col}) needs integer bounds (its candidates are the integers between "
-                f"them), got [{float(b.lower):g}, {float(b.upper):g}]; pass {fix}"
+        picks = 1 if a.top is None else a.top[1]
+        name = measurement_name("mode", col, None if a.top is None else Fraction(picks))
+        if name in needs:
+            needs[name] = replace(needs[name], weight=needs[name].weight + float(w))
+            continue
+        need = _mode_candidates(agg, col, a.domain, name, float(w))
+        if picks > need.limit:
+            raise InvalidArgumentError(
+                f"TOP_K({col}, {picks}) needs at least {picks} candidates, and {col!r} has "
+                f"{need.limit}; lower k or list more candidates"
             )
-        span = int(b.upper - b.lower) + 1
-        if max(abs(b.lower), abs(b.upper)) > _MODE_MAGNITUDE or span > _MODE_CANDIDATES:
-            raise BoundsError(
-                f"MODE({col}) allows at most 2^32 candidates within ±2^52, got bounds "
-                f"[{b.lower}, {b.upper}] ({span} candidates); pass narrower {fix}"
-            )
-        out.append(
-            _Need(
-                measurement_name("mode", col),
-                "mode",
-                column=col,
-                centre=b.lower,
-                step=Fraction(1),
-                limit=span,
-                weight=float(w),
-                discrete=True,
-            )
+        needs[name] = replace(need, picks=picks)
+    return list(needs.values())
+
+
+def _mode_candidates(
+    agg: Aggregate, col: str, domain: tuple[object, ...] | None, name: str, weight: float
+) -> _Need:
+    if domain is not None:
+        _check_candidates(agg, col, domain)
+        return _Need(name, "mode", column=col, limit=len(domain), weight=weight)
+    b = _bounds(agg, col)
+    fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
+    if agg.child.field(col).type != "integer":
+        raise InvalidArgumentError(
+            f"MODE({col}) chooses among the integers of its bounds, but {col!r} is "
+            f"{agg.child.field(col).type}; take the mode of an integer-coded column with {fix}"
         )
-    return out
+    if b.lower.denominator != 1 or b.upper.denominator != 1:
+        raise BoundsError(
+            f"MODE({col}) needs integer bounds (its candidates are the integers between "
+            f"them), got [{float(b.lower):g}, {float(b.upper):g}]; pass {fix}"
+        )
+    span = int(b.upper - b.lower) + 1
+    if max(abs(b.lower), abs(b.upper)) > _MODE_MAGNITUDE or span > _MODE_CANDIDATES:
+        raise BoundsError(
+            f"MODE({col}) allows at most 2^32 candidates within ±2^52, got bounds "
+            f"[{b.lower}, {b.upper}] ({span} candidates); pass narrower {fix}"
+        )
+    return _Need(
+        name, "mode", column=col, centre=b.lower, step=Fraction(1), limit=span,
+        weight=weight, discrete=True,
+    )  # fmt: skip
 
 
 def _sqrt_floor(x: Fraction) -> Fraction:
@@ -417,7 +413,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
             if a.needs_bounds
             and a.kind.quantile == "none"
             and a.column is not None
-            and a.function != "mode"  # a MODE's candidates need no centre
+            and a.function not in ("mode", "top_k")  # a MODE's candidates need no centre
         }
     )
     options: list[tuple[float, bool, dict[str, Fraction]]] = []
@@ -497,6 +493,7 @@ def _calibrate(
                 limit=q.limit,
                 quantile=q.quantile,
                 discrete=q.discrete,
+                picks=q.picks,
             )
         )
     if needs:

@@ -196,8 +196,10 @@ class Query:
         *,
         quantile: Any = None,
         weight: Any = None,
+        top: tuple[int, int] | None = None,
     ) -> Query:
-        """Add any aggregate by its plan name (``"count"``, ``"sum"``, ``"quantile"``…)."""
+        """Add any aggregate by its plan name (``"count"``, ``"sum"``, ``"quantile"``…);
+        ``top`` is a TOP_K column's (rank, k)."""
         name = None
         if column is not None:
             name = resolve_column(column, self.columns, table=self.table).name
@@ -208,6 +210,7 @@ class Query:
             column=name,
             quantile=q,
             weight=weight,
+            top=top,
         )
         return replace(self, aggregates=(*self.aggregates, call))
 
@@ -465,7 +468,7 @@ def _mode_candidates(
     """MODE calls take their column's public domain, when one is declared, as candidates."""
     out = []
     for a in calls:
-        if a.function == "mode" and a.domain is None and a.column in domains:
+        if a.function in ("mode", "top_k") and a.domain is None and a.column in domains:
             # NULL is never a candidate: the NULL rule leaves its rows out of the aggregation
             values = tuple(v for v in domains[a.column or ""] if v is not None)
             out.append(replace(a, domain=values))

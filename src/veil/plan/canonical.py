@@ -85,6 +85,8 @@ def _call(a: AggregateCall) -> Json:
     }
     if a.domain is not None:  # only then: the fingerprints of other plans are unchanged
         out["domain"] = [_value(v) for v in a.domain]
+    if a.top is not None:
+        out["top"] = list(a.top)
     return out
 
 
@@ -113,6 +115,7 @@ def _measurement(m: Measurement) -> Json:
         "limit": m.limit,
         "quantile": _frac(m.quantile),
         "discrete": m.discrete,
+        **({"picks": m.picks} if m.picks != 1 else {}),
     }
 
 

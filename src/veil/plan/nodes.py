@@ -288,9 +288,13 @@ class GroupKey:
         raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
 
 
+MAX_TOP_K = 64
+"""The largest k of TOP_K(col, k) (k peels, each at ε/k)."""
+
+
 def _candidates(function: str, column: str | None, domain: object) -> tuple[KeyValue, ...]:
     """A MODE's public candidates, checked: distinct str/int/float/bool values, at least one."""
-    if function != "mode":
+    if function not in ("mode", "top_k"):
         raise InvalidArgumentError(f"{function.upper()} takes no domain of candidates")
     values = tuple(domain) if isinstance(domain, tuple | list) else None
     fix = f"pass domains={{{column!r}: ['a', 'b', …]}}"
@@ -330,12 +334,27 @@ class AggregateCall:
     quantile: Fraction | None = None
     weight: Fraction | None = None
     domain: tuple[KeyValue, ...] | None = None  # MODE's public candidates (else its bounds')
+    top: tuple[int, int] | None = None  # TOP_K: (this column's rank r, k)
 
     def __post_init__(self) -> None:
         _check_name(self.alias, "an aggregate alias")
         k = kind(self.function)  # an unknown aggregate fails here, when the plan is built
         if self.domain is not None:
             _set(self, "domain", _candidates(self.function, self.column, self.domain))
+        if (self.function == "top_k") != (self.top is not None):
+            raise InvalidArgumentError(
+                f"TOP_K needs its rank and k, and only TOP_K takes them ({self.alias!r}); "
+                "e.g. TOP_K(col, 3)"
+            )
+        if self.top is not None:
+            rank, picks = self.top
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in (rank, picks)
+            ) or not (1 <= rank <= picks <= MAX_TOP_K):
+                raise InvalidArgumentError(
+                    f"TOP_K(col, k) takes an integer k in [1, {MAX_TOP_K}], got {picks!r} "
+                    f"({self.alias!r}); e.g. TOP_K(col, 3)"
+                )
         if self.column is None and k.column == "required":
             raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
         if k.quantile == "argument":
@@ -422,6 +441,7 @@ class Measurement:
     limit: int = 1
     quantile: Fraction | None = None
     discrete: bool = False
+    picks: int = 1  # a TOP_K: candidates chosen one after another, each at temperature picks·scale
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
@@ -656,7 +676,7 @@ class Aggregate(Plan):
         if agg.column is None:
             return
         f = self.child.field(agg.column)
-        if agg.function == "mode" and agg.domain is None and f.type != "integer":
+        if agg.function in ("mode", "top_k") and agg.domain is None and f.type != "integer":
             c, scan = agg.column, self.scan()
             text = ""
             if f.type == "string" and scan.declarable:  # a CSV file's codes are text

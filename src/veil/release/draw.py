@@ -31,7 +31,7 @@ from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.explain import describe_usage
 from veil.release.keys import released_key
-from veil.release.modes import choose_mode
+from veil.release.modes import choose_mode, choose_top
 from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
@@ -123,6 +123,8 @@ def measure(
         if m.statistic not in ("quantile", "mode"):
             continue
         choose = choose_mode if m.statistic == "mode" else choose_quantile
+        if m.picks > 1:
+            choose = choose_top
         per_key = counts.get(m.name, {})
         for k in keys:
             cells, cell_counts = per_key.get(k, _NO_CELLS)
@@ -189,5 +191,5 @@ def _selection_notes(
     return tuple(
         f"{c.alias}: {kind(c.function).expected(Expected(c, noise), 0.95)}"
         for c in models
-        if c.function == "mode"
+        if c.function in ("mode", "top_k")
     )

@@ -175,10 +175,17 @@ class _Tree(PlanVisitor[list[str]]):
             arg = a.column or "*"
             if a.function == "quantile":
                 arg = f"{arg}, {a.q}"
+            rank = ""
+            if a.top is not None:
+                arg, rank = f"{arg}, {a.top[1]}", f" rank {a.top[0]}"
             weight = f" weight {a.weight}" if a.weight is not None else ""
-            calls.append(f"{a.alias} = {a.function.upper()}({arg}){weight}")
+            calls.append(f"{a.alias} = {a.function.upper()}({arg}){rank}{weight}")
         # a MODE does not clamp: its bounds list its candidates (rows outside count for none)
-        clamped = {a.column for a in node.aggregates if a.needs_bounds and a.function != "mode"}
+        clamped = {
+            a.column
+            for a in node.aggregates
+            if a.needs_bounds and a.function not in ("mode", "top_k")
+        }
         bounds = ", ".join(
             f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]"
             for b in node.bounds

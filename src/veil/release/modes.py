@@ -30,6 +30,14 @@ an integer-weighted proposal 2^−f and an exact Bernoulli acceptance exp(−s/T
 released index has probability exactly ∝ exp(c_j/T). No float decides an outcome, and the
 work is per occupied candidate, not per candidate.
 
+**TOP_K(col, k)** peels: it chooses k distinct candidates one after another, each by the
+mechanism above over the candidates not yet chosen, at temperature k·T, so each choice is
+ε_g/k-DP whatever the earlier ones were (the candidate set left is a function of earlier
+outputs only) and the k compose to ε_g (adaptive sequential composition; Dwork & Roth 2014,
+Thm 3.16) — the cost of one MODE at ε_g. The measurement records T (``scale``) and k
+(``picks``), so the privacy map is the MODE's; its released statistic is the k indices in
+mixed radix K (:func:`top_ranks` decodes them).
+
 **Guarantee shown before anything is spent** (``veil.noise.margins.mode_margin``). If one
 candidate's count exceeds every other's by at least m, each of the K − 1 others is drawn
 with probability at most exp(−m/T) relative to it, so P(another is chosen) ≤
@@ -53,7 +61,7 @@ from veil.plan.nodes import Measurement
 from veil.random import RandomSource
 from veil.release.quantiles import Runs, sample_runs
 
-__all__ = ["choose_mode", "mode_margin", "mode_runs", "mode_weights"]
+__all__ = ["choose_mode", "choose_top", "mode_margin", "mode_runs", "mode_weights", "top_ranks"]
 
 
 def _check(m: Measurement) -> None:
@@ -61,13 +69,7 @@ def _check(m: Measurement) -> None:
         raise InternalError(f"{m.name!r} is not a mode measurement")
 
 
-def mode_runs(m: Measurement, cells: Any, counts: Any) -> Runs:
-    """The candidates of one group as runs of equal distance n_max − c_j.
-
-    Precondition: ``cells`` are distinct integers in [0, m.limit) and ``counts`` ≥ 1 (the
-    engine's exact GROUP BY); anything else is an :class:`InternalError`.
-    """
-    _check(m)
+def _cells(m: Measurement, cells: Any, counts: Any) -> tuple[Any, Any]:
     b = np.asarray(cells, dtype=np.int64).reshape(-1)
     c = np.asarray(counts, dtype=np.int64).reshape(-1)
     if b.shape != c.shape:
@@ -77,7 +79,26 @@ def mode_runs(m: Measurement, cells: Any, counts: Any) -> Runs:
         b, c = b[order], c[order]
     if b.size and (b[0] < 0 or b[-1] >= m.limit or np.any(b[1:] <= b[:-1]) or np.any(c <= 0)):
         raise InternalError("mode candidates must be distinct, inside the domain, counts ≥ 1")
-    top = int(c.max()) if b.size else 0
+    return b, c
+
+
+def mode_runs(m: Measurement, cells: Any, counts: Any) -> Runs:
+    """The candidates of one group as runs of equal distance n_max − c_j.
+
+    Precondition: ``cells`` are distinct integers in [0, m.limit) and ``counts`` ≥ 1 (the
+    engine's exact GROUP BY); anything else is an :class:`InternalError`.
+    """
+    _check(m)
+    b, c = _cells(m, cells, counts)
+    return _runs(m, b, c)
+
+
+def _runs(m: Measurement, b: Any, c: Any, removed: Any = None) -> Runs:
+    """Runs of candidates [0, limit) with the occupied cells ``b`` (counts ``c``, 0 allowed
+    for a removed candidate) and the candidates flagged in ``removed`` taking no mass."""
+    gone = np.zeros(b.size, dtype=bool) if removed is None else removed
+    kept = c[~gone]
+    top = int(kept.max()) if kept.size else 0
     # runs in candidate order: gap 0, cell 0, gap 1, …, cell M−1, gap M (a gap may be empty)
     start = np.empty(2 * b.size + 1, dtype=np.int64)
     start[0] = 0
@@ -85,8 +106,9 @@ def mode_runs(m: Measurement, cells: Any, counts: Any) -> Runs:
     start[2::2] = b + 1
     length = np.ones(2 * b.size + 1, dtype=np.int64)
     length[0::2] = np.append(b, m.limit) - start[0::2]
+    length[1::2] = np.where(gone, 0, 1)  # a removed candidate is a run of length 0
     distance = np.full(2 * b.size + 1, top, dtype=np.int64)
-    distance[1::2] = top - c
+    distance[1::2] = np.where(gone, 0, top - c)
     return Runs(start, length, distance, 1)
 
 
@@ -103,6 +125,48 @@ def choose_mode(
     if m.sensitivity == 0:
         return 0
     return sample_runs(runs, m.scale, resolve_source(source))
+
+
+def choose_top(
+    m: Measurement, cells: Any, counts: Any, *, source: RandomSource | None = None
+) -> int:
+    """TOP_K's k = ``m.picks`` distinct candidates, peeled one after another at temperature
+    k·scale over the candidates left (module docstring), as Σ_r j_r·K^(r−1) (K = ``m.limit``).
+
+    Contract: each pick has probability exactly ∝ exp(c_j/(k·scale)) among the candidates not
+    yet picked; k ≤ K (checked by the compiler).
+    """
+    _check(m)
+    b, c = _cells(m, cells, counts)
+    k, size = m.picks, m.limit
+    if k > size:
+        raise InternalError("more picks than candidates")
+    src = resolve_source(source)
+    temperature = m.scale * k
+    chosen: list[int] = []
+    for _ in range(k):
+        # every chosen candidate joins the cells as a removed one (count 0, no mass)
+        extra = np.array(sorted(set(chosen) - set(b.tolist())), dtype=np.int64)
+        cells_all = np.concatenate((b, extra))
+        counts_all = np.concatenate((c, np.zeros(extra.size, dtype=np.int64)))
+        order = np.argsort(cells_all, kind="stable")
+        cells_all, counts_all = cells_all[order], counts_all[order]
+        removed = np.isin(cells_all, np.array(chosen, dtype=np.int64))
+        runs = _runs(m, cells_all, counts_all, removed)
+        pick = 0 if m.sensitivity == 0 else sample_runs(runs, temperature, src)
+        if m.sensitivity == 0:  # no data can move the scores: the first candidates left
+            pick = next(j for j in range(size) if j not in chosen)
+        chosen.append(pick)
+    return sum(j * size**r for r, j in enumerate(chosen))
+
+
+def top_ranks(code: int, candidates: int, picks: int) -> list[int]:
+    """The k candidate indices, most frequent first, of a TOP_K's released statistic."""
+    out = []
+    for _ in range(picks):
+        code, j = divmod(code, candidates)
+        out.append(j)
+    return out
 
 
 def mode_weights(m: Measurement, counts: list[int]) -> list[Fraction | float]:
