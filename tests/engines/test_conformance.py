@@ -302,6 +302,16 @@ PARITY = [
     ),
     pytest.param("SELECT COUNT(DISTINCT uid) FROM t", {}, id="count-distinct"),
     pytest.param(
+        "SELECT g, MODE(k), COUNT(*) FROM t GROUP BY g",
+        {"bounds": {"k": (1, 2)}, "domains": {"g": ["a", "b", "c"]}},
+        id="grouped-mode-candidates",
+    ),
+    pytest.param(
+        "SELECT k, MODE(g) FROM t GROUP BY k",
+        {"domains": {"k": [0, 1, 2, 3], "g": ["b", "zz", "a"]}},
+        id="grouped-mode-listed-candidates",
+    ),
+    pytest.param(
         "SELECT g, COUNT(*), SUM(x) FROM t GROUP BY g",
         {
             "bounds": {"x": (-4, 4)},

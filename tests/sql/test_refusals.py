@@ -124,9 +124,9 @@ REFUSED: list[tuple[str, str, str]] = [
         "COUNT",
     ),
     (
-        "SELECT state, MODE(income) FROM people GROUP BY state",
-        r"aggregate MODE is not supported; use COUNT\(\*\)",
-        "MODE",
+        "SELECT state, KURTOSIS(income) FROM people GROUP BY state",
+        r"aggregate KURTOSIS is not supported; use COUNT\(\*\)",
+        "KURTOSIS",
     ),
     (
         "SELECT APPROX_QUANTILE(income, 0.5) FROM people",

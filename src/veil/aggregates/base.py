@@ -35,10 +35,10 @@ __all__ = [
     "measurement_name",
 ]
 
-Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile"]
+Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile", "mode"]
 """The closed set of exact per-group statistics the engine computes."""
 
-Role = Literal["count", "units", "sum", "squares", "quantile"]
+Role = Literal["count", "units", "sum", "squares", "quantile", "mode"]
 """The part a statistic plays for one aggregate (a column model names one measurement per
 role it reads)."""
 ROLES: tuple[Role, ...] = get_args(Role)
@@ -57,6 +57,8 @@ def measurement_name(
         raise InternalError(f"the statistic {statistic} needs a column")
     if statistic == "quantile":
         return f"quantile({column}, {q})"
+    if statistic == "mode":  # q: a TOP_K's k
+        return f"mode({column})" if q is None else f"top({column}, {q})"
     return f"{statistic}({column})"
 
 
@@ -172,6 +174,10 @@ class ColumnModel:
     sum: str | None = None
     squares: str | None = None
     quantile: str | None = None
+    mode: str | None = None
+    labels: tuple[str | int | float | bool | None, ...] | None = None  # MODE candidates
+    rank: int | None = None  # a TOP_K column: the rank it releases (1: the most frequent)
+    picks: int | None = None  # … of its k
 
     def reads(self, role: Role) -> str | None:
         name: str | None = getattr(self, role)
@@ -194,6 +200,9 @@ class ColumnModel:
             lower=None if d.get("lower") is None else Fraction(d["lower"]),
             upper=None if d.get("upper") is None else Fraction(d["upper"]),
             **{r: d.get(r) for r in ROLES},
+            labels=None if d.get("labels") is None else tuple(d["labels"]),
+            rank=None if d.get("rank") is None else int(d["rank"]),
+            picks=None if d.get("picks") is None else int(d["picks"]),
         )
 
 

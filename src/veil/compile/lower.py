@@ -48,7 +48,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
-from veil.compile.statistics import bucket_sql, statistic_sql
+from veil.compile.statistics import bucket_sql, mode_bucket_sql, statistic_sql
 from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan.nodes import (
     Aggregate,
@@ -258,9 +258,21 @@ class _Lowering:
                 read.append(a.column)
         self.read = tuple(read)
         # the columns whose values are aggregated (carried through bounding as doubles)
-        cols = [c for c in read if any(m.column == c for m in agg.measurements)]
+        # a MODE over listed candidates carries its candidate's index instead (any type)
+        self.labels = {
+            a.column: a.domain
+            for a in agg.aggregates
+            if a.function in ("mode", "top_k") and a.domain is not None and a.column is not None
+        }
+        cols = [
+            c
+            for c in read
+            if any(m.column == c and not (m.statistic == "mode" and c in self.labels)
+                   for m in agg.measurements)
+        ]  # fmt: skip
         self.columns = tuple(cols)
         self.x = {c: f"__x{i}" for i, c in enumerate(cols)}
+        self.candidates = {c: f"__d{i}" for i, c in enumerate(self.labels)}
 
     def cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to, dialect=self.d.name))
@@ -377,6 +389,8 @@ class _Lowering:
         for c in self.columns:
             x = self._real(c)
             select.append(exp.alias_(x, self.x[c], quoted=True))
+        for c, name in self.candidates.items():
+            select.append(exp.alias_(self._candidate(c), name, quoted=True))
         for c in self.read:
             # NULL rule: a row whose aggregated value is NULL or NaN leaves the aggregation
             where.append(exp.Not(this=exp.Is(this=_col(c), expression=exp.Null())))
@@ -387,6 +401,16 @@ class _Lowering:
         q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
         cond = _and(where)
         return q.where(cond) if cond is not None else q
+
+    def _candidate(self, column: str) -> exp.Expr:
+        """The index of the listed candidate a row's value equals, else NULL (total: ``=``
+        against literals of the column's type, checked by the compiler)."""
+        index = exp.Case()
+        for i, v in enumerate(self.labels[column]):
+            index = index.when(
+                exp.EQ(this=_col(column), expression=_value(v)), exp.Literal.number(i)
+            )
+        return index
 
     def _key(self, key: GroupKey, where: list[exp.Expr]) -> exp.Expr:
         """The key as it travels to Python (see :func:`key_transport`)."""
@@ -463,7 +487,7 @@ class _Lowering:
         # the total bound T binds unless G·R ≤ T; where it binds, R ≥ T (G ≥ T) makes the
         # per-group row (group) bound redundant: T rows are at most T in a group (T groups)
         total = t is not None and not one and t < min(g, self._possible_groups()) * r
-        row_hash = self._hash(["__unit", *self.keys, *self.x.values()])
+        row_hash = self._hash(["__unit", *self.keys, *self.x.values(), *self.candidates.values()])
         windows: list[exp.Expr] = []
         cond: list[exp.Expr] = []
         part = [_col("__unit")] if one else [_col("__unit"), *(_col(k) for k in self.keys)]
@@ -587,7 +611,7 @@ class _Lowering:
         outs.append(exp.alias_(exp.Count(this=exp.Star()), COUNT_COLUMN, quoted=True))
         columns: list[tuple[str, str]] = []
         for i, m in enumerate(self.agg.measurements):
-            if m.statistic == "quantile":
+            if m.statistic in ("quantile", "mode"):
                 continue
             name = COUNT_COLUMN if m.statistic == "count" else f"__m{i}"
             if m.statistic == "count_units":
@@ -605,6 +629,23 @@ class _Lowering:
         outs.append(exp.alias_(bucket_sql(m, self), BUCKET_COLUMN, quoted=True))
         outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
         q = self._from_bounded(exp.select(*outs))
+        return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
+
+    def mode(self, m: Measurement) -> exp.Select:
+        """Row counts per (group, candidate) of mode measurement ``m`` over the bounded rows;
+        rows outside the candidates are left out (rows: keys, ``__b``, ``__c``)."""
+        if m.column is None:
+            raise InternalError(f"measurement {m.name!r} has no column")
+        candidate: exp.Expr = (
+            _col(self.candidates[m.column])
+            if m.column in self.candidates
+            else mode_bucket_sql(m, _col(self.x[m.column]), self)
+        )
+        outs: list[exp.Expr] = [_col(k) for k in self.keys]
+        outs.append(exp.alias_(candidate, BUCKET_COLUMN, quoted=True))
+        outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
+        q = self._from_bounded(exp.select(*outs))
+        q = q.where(exp.Not(this=exp.Is(this=candidate.copy(), expression=exp.Null())))
         return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
 
 
@@ -628,7 +669,7 @@ def lower(
     main, columns = low.main()
     quantiles = tuple(
         (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
-    )
+    ) + tuple((m.name, low.mode(m)) for m in agg.measurements if m.statistic == "mode")
     return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
 
 

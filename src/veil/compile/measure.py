@@ -29,7 +29,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from veil.accounting.budget import Budget
@@ -81,6 +81,7 @@ class _Need:
     quantile: Fraction | None = None
     weight: float = 0.0  # A_m·D_m (moments) or the aggregate weight (quantiles)
     discrete: bool = False
+    picks: int = 1
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,8 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
 
     for agg_call, w in zip(agg.aggregates, _weights(agg), strict=True):
         k = agg_call.kind
-        if k.quantile != "none":
-            continue  # quantiles take their share off the top (_quantile_needs)
+        if k.quantile != "none" or agg_call.function in ("mode", "top_k"):
+            continue  # quantiles and modes take their share off the top (_quantile_needs)
         col = agg_call.column
         moments: Moments | None = None
         if k.bounded:
@@ -287,6 +288,97 @@ def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
     return out
 
 
+_MODE_CANDIDATES = 1 << 32  # the most candidates of one MODE (public integers of its bounds)
+_MODE_MAGNITUDE = 1 << 52  # integer bounds up to here: no other integer's double is inside
+
+
+_CANDIDATE_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "real": (int, float),
+    "boolean": (bool,),
+}
+
+
+def _check_candidates(agg: Aggregate, column: str, domain: tuple[object, ...]) -> None:
+    """A MODE's listed candidates must be values of its column's type (compared in SQL with
+    ``=``, which must not fail on any row, nor on a candidate)."""
+    kind = agg.child.field(column).type
+    allowed = _CANDIDATE_TYPES.get(kind)
+    if allowed is None:
+        raise InvalidArgumentError(
+            f"MODE({column}) over listed candidates needs a string, integer, real or boolean "
+            f"column; {column!r} is {kind}"
+        )
+    for v in domain:
+        if not isinstance(v, allowed) or (kind != "boolean" and isinstance(v, bool)):
+            raise InvalidArgumentError(
+                f"the candidate {v!r} of MODE({column}) is not a {kind} value like the "
+                f"column's; pass domains={{{column!r}: [...]}} with {kind} values"
+            )
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InvalidArgumentError(f"the candidate {v!r} of MODE({column}) is not finite")
+
+
+def _mode_needs(agg: Aggregate) -> list[_Need]:
+    """One exponential-mechanism measurement per MODE column, and one per TOP_K(col, k) (its
+    k columns read it, and its weight is theirs together): the candidates are the column's
+    listed values, or the integers of its declared bounds (public; ``veil.release.modes``)."""
+    needs: dict[str, _Need] = {}
+    domains: dict[str, object] = {}
+    for a, w in zip(agg.aggregates, _weights(agg), strict=True):
+        if a.function not in ("mode", "top_k"):
+            continue
+        col = a.column or ""
+        if domains.setdefault(col, a.domain) != a.domain:
+            raise InvalidArgumentError(
+                f"two MODE/TOP_K of {col!r} with different candidates in one query; use one list"
+            )
+        picks = 1 if a.top is None else a.top[1]
+        name = measurement_name("mode", col, None if a.top is None else Fraction(picks))
+        if name in needs:
+            needs[name] = replace(needs[name], weight=needs[name].weight + float(w))
+            continue
+        need = _mode_candidates(agg, col, a.domain, name, float(w))
+        if picks > need.limit:
+            raise InvalidArgumentError(
+                f"TOP_K({col}, {picks}) needs at least {picks} candidates, and {col!r} has "
+                f"{need.limit}; lower k or list more candidates"
+            )
+        needs[name] = replace(need, picks=picks)
+    return list(needs.values())
+
+
+def _mode_candidates(
+    agg: Aggregate, col: str, domain: tuple[object, ...] | None, name: str, weight: float
+) -> _Need:
+    if domain is not None:
+        _check_candidates(agg, col, domain)
+        return _Need(name, "mode", column=col, limit=len(domain), weight=weight)
+    b = _bounds(agg, col)
+    fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
+    if agg.child.field(col).type != "integer":
+        raise InvalidArgumentError(
+            f"MODE({col}) chooses among the integers of its bounds, but {col!r} is "
+            f"{agg.child.field(col).type}; take the mode of an integer-coded column with {fix}"
+        )
+    if b.lower.denominator != 1 or b.upper.denominator != 1:
+        raise BoundsError(
+            f"MODE({col}) needs integer bounds (its candidates are the integers between "
+            f"them), got [{float(b.lower):g}, {float(b.upper):g}]; pass {fix}"
+        )
+    span = int(b.upper - b.lower) + 1
+    if max(abs(b.lower), abs(b.upper)) > _MODE_MAGNITUDE or span > _MODE_CANDIDATES:
+        raise BoundsError(
+            f"MODE({col}) allows at most 2^32 candidates within ±2^52, got bounds "
+            f"[{b.lower}, {b.upper}] ({span} candidates); pass narrower {fix}"
+        )
+    return _Need(
+        name, "mode", column=col, centre=b.lower, step=Fraction(1), limit=span,
+        weight=weight, discrete=True,
+    )  # fmt: skip
+
+
 def _sqrt_floor(x: Fraction) -> Fraction:
     """A rational s ≤ sqrt(x), close to it."""
     s = Fraction(math.sqrt(float(x))).limit_denominator(_DENOMINATOR)
@@ -313,12 +405,15 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
             f"{need}delta=1e-6 (or declare the keys' domain: domains={{...}})",
             cli=f"{need}--delta 1e-6 (or list the keys: WHERE col IN ('a', 'b'))",
         )
-    quantiles = _quantile_needs(agg, buckets)
+    quantiles = _quantile_needs(agg, buckets) + _mode_needs(agg)
     moment_columns = sorted(
         {
             a.column
             for a in agg.aggregates
-            if a.kind.bounded and a.kind.quantile == "none" and a.column is not None
+            if a.needs_bounds
+            and a.kind.quantile == "none"
+            and a.column is not None
+            and a.function not in ("mode", "top_k")  # a MODE's candidates need no centre
         }
     )
     options: list[tuple[float, bool, dict[str, Fraction]]] = []
@@ -375,7 +470,7 @@ def _calibrate(
     top = _shares(parts_w, total)
     measurements: list[Measurement] = []
     for q, share in zip(quantiles, top, strict=False):
-        sens = sensitivity(agg, "quantile", "exponential", q.limit, q.quantile)
+        sens = sensitivity(agg, q.statistic, "exponential", q.limit, q.quantile)
         if gaussian:
             # ε_g-DP exponential mechanism per group is ε_g²/8-zCDP (bounded range; Cesar &
             # Rogers 2021, Lemma 3.2); a unit's groups compose to spread_squared·ε_g²/8.
@@ -387,7 +482,7 @@ def _calibrate(
         measurements.append(
             Measurement(
                 name=q.name,
-                statistic="quantile",
+                statistic=q.statistic,
                 mechanism="exponential",
                 budget=loss,
                 sensitivity=sens,
@@ -398,6 +493,7 @@ def _calibrate(
                 limit=q.limit,
                 quantile=q.quantile,
                 discrete=q.discrete,
+                picks=q.picks,
             )
         )
     if needs:

@@ -15,6 +15,9 @@ terms :class:`PerRow`):
 - ``quantile``: row counts per bucket clamp(floor((clamp(x) − c)/step), 0, limit − 1), one
   statement per measurement; the score −|rank − q·n| of a candidate moves by at most
   R·max(q, 1 − q).
+- ``mode``: row counts per public candidate (the integers c, c + 1, …, c + limit − 1 of the
+  bounds; rows outside them count for none), one statement per measurement; a candidate's
+  count moves by at most R (``veil.release.modes``).
 
 Sensitivities come from bounds and contribution limits only — never from data.
 
@@ -65,6 +68,7 @@ __all__ = [
     "Reach",
     "bucket_sql",
     "effective_groups",
+    "mode_bucket_sql",
     "per_group_bound",
     "per_row_bound",
     "reach",
@@ -133,6 +137,8 @@ def per_row_bound(statistic: Statistic, limit: int, quantile: Fraction | None = 
             if quantile is None:
                 raise InternalError("a quantile measurement without q")
             return max(quantile, 1 - quantile)
+        case "mode":
+            return Fraction(1)  # one row adds 1 to one candidate's count (veil.release.modes)
         case _:
             assert_never(statistic)
 
@@ -231,6 +237,8 @@ def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
             )
         case "quantile":
             raise InternalError(f"{m.name!r} is computed per bucket (bucket_sql)")
+        case "mode":
+            raise InternalError(f"{m.name!r} is computed per candidate (mode_bucket_sql)")
         case _:
             assert_never(m.statistic)
     if row.wide is not None:
@@ -249,3 +257,19 @@ def bucket_sql(m: Measurement, row: PerRow) -> exp.Expr:
         literal(m.limit - 1),
     )
     return row.cast(index, row.integer_type)
+
+
+def mode_bucket_sql(m: Measurement, x: exp.Expr, row: PerRow) -> exp.Expr:
+    """The candidate of a row for mode measurement ``m``: x − centre when the (double) value
+    ``x`` of the integer column lies in [centre, centre + limit − 1], else NULL (the row counts
+    for no candidate). Total: the offset is rounded and clamped before the cast; the bounds are
+    integers of magnitude ≤ 2^52, so no other integer's double falls inside them."""
+    if m.statistic != "mode":
+        raise InternalError(f"{m.name!r} is not a mode measurement")
+    top = m.centre + m.limit - 1
+    inside = exp.And(
+        this=exp.GTE(this=x.copy(), expression=literal(m.centre)),
+        expression=exp.LTE(this=x.copy(), expression=literal(top)),
+    )
+    offset = row.integer(exp.Sub(this=x.copy(), expression=literal(m.centre)), 0, m.limit - 1)
+    return exp.Case().when(inside, offset)

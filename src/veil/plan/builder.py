@@ -196,8 +196,10 @@ class Query:
         *,
         quantile: Any = None,
         weight: Any = None,
+        top: tuple[int, int] | None = None,
     ) -> Query:
-        """Add any aggregate by its plan name (``"count"``, ``"sum"``, ``"quantile"``…)."""
+        """Add any aggregate by its plan name (``"count"``, ``"sum"``, ``"quantile"``…);
+        ``top`` is a TOP_K column's (rank, k)."""
         name = None
         if column is not None:
             name = resolve_column(column, self.columns, table=self.table).name
@@ -208,6 +210,7 @@ class Query:
             column=name,
             quantile=q,
             weight=weight,
+            top=top,
         )
         return replace(self, aggregates=(*self.aggregates, call))
 
@@ -313,6 +316,8 @@ class Query:
         if privacy_unit is not None:
             unit = resolve_column(privacy_unit, self.columns, table=self.table).name
         aggregates = self.aggregates
+        known = {**domains_from_predicate(self.predicate, self.columns), **(domains or {})}
+        aggregates = _mode_candidates(aggregates, known)
         node = Aggregate(
             node,
             keys=_with_domains(
@@ -454,4 +459,19 @@ def _with_domains(
             out.append(replace(key, domain=tuple(domains[key.column])))
         else:
             out.append(key)
+    return tuple(out)
+
+
+def _mode_candidates(
+    calls: Sequence[AggregateCall], domains: Mapping[str, Sequence[KeyValue]]
+) -> tuple[AggregateCall, ...]:
+    """MODE calls take their column's public domain, when one is declared, as candidates."""
+    out = []
+    for a in calls:
+        if a.function in ("mode", "top_k") and a.domain is None and a.column in domains:
+            # NULL is never a candidate: the NULL rule leaves its rows out of the aggregation
+            values = tuple(v for v in domains[a.column or ""] if v is not None)
+            out.append(replace(a, domain=values))
+        else:
+            out.append(a)
     return tuple(out)

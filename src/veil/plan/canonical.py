@@ -76,13 +76,18 @@ def _value(v: object) -> object:
 
 
 def _call(a: AggregateCall) -> Json:
-    return {
+    out: Json = {
         "alias": a.alias,
         "function": a.function,
         "column": a.column,
         "quantile": _frac(a.quantile),
         "weight": _frac(a.weight),
     }
+    if a.domain is not None:  # only then: the fingerprints of other plans are unchanged
+        out["domain"] = [_value(v) for v in a.domain]
+    if a.top is not None:
+        out["top"] = list(a.top)
+    return out
 
 
 def _contribution(c: Contribution) -> list[int]:
@@ -110,6 +115,7 @@ def _measurement(m: Measurement) -> Json:
         "limit": m.limit,
         "quantile": _frac(m.quantile),
         "discrete": m.discrete,
+        **({"picks": m.picks} if m.picks != 1 else {}),
     }
 
 

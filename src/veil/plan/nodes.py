@@ -288,6 +288,29 @@ class GroupKey:
         raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
 
 
+MAX_TOP_K = 64
+"""The largest k of TOP_K(col, k) (k peels, each at ε/k)."""
+
+
+def _candidates(function: str, column: str | None, domain: object) -> tuple[KeyValue, ...]:
+    """A MODE's public candidates, checked: distinct str/int/float/bool values, at least one."""
+    if function not in ("mode", "top_k"):
+        raise InvalidArgumentError(f"{function.upper()} takes no domain of candidates")
+    values = tuple(domain) if isinstance(domain, tuple | list) else None
+    fix = f"pass domains={{{column!r}: ['a', 'b', …]}}"
+    if not values:
+        raise InvalidArgumentError(f"the candidates of MODE({column}) are empty; {fix}")
+    for v in values:
+        if not isinstance(v, str | int | float | bool):
+            raise InvalidArgumentError(
+                f"the candidates of MODE({column}) must be str/int/float/bool values, got "
+                f"{v!r}; {fix}"
+            )
+    if len({(type(v), v) for v in values}) != len(values):
+        raise InvalidArgumentError(f"the candidates of MODE({column}) repeat a value; {fix}")
+    return values
+
+
 def _num(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
@@ -310,10 +333,28 @@ class AggregateCall:
     column: str | None = None
     quantile: Fraction | None = None
     weight: Fraction | None = None
+    domain: tuple[KeyValue, ...] | None = None  # MODE's public candidates (else its bounds')
+    top: tuple[int, int] | None = None  # TOP_K: (this column's rank r, k)
 
     def __post_init__(self) -> None:
         _check_name(self.alias, "an aggregate alias")
         k = kind(self.function)  # an unknown aggregate fails here, when the plan is built
+        if self.domain is not None:
+            _set(self, "domain", _candidates(self.function, self.column, self.domain))
+        if (self.function == "top_k") != (self.top is not None):
+            raise InvalidArgumentError(
+                f"TOP_K needs its rank and k, and only TOP_K takes them ({self.alias!r}); "
+                "e.g. TOP_K(col, 3)"
+            )
+        if self.top is not None:
+            rank, picks = self.top
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in (rank, picks)
+            ) or not (1 <= rank <= picks <= MAX_TOP_K):
+                raise InvalidArgumentError(
+                    f"TOP_K(col, k) takes an integer k in [1, {MAX_TOP_K}], got {picks!r} "
+                    f"({self.alias!r}); e.g. TOP_K(col, 3)"
+                )
         if self.column is None and k.column == "required":
             raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
         if k.quantile == "argument":
@@ -352,7 +393,7 @@ class AggregateCall:
 
     @property
     def needs_bounds(self) -> bool:
-        return self.kind.bounded
+        return self.kind.bounded and self.domain is None
 
     def call(self, rows_per_group: int) -> Call:
         """What the kind knows of this call at compile time (R: rows per unit and group)."""
@@ -400,6 +441,7 @@ class Measurement:
     limit: int = 1
     quantile: Fraction | None = None
     discrete: bool = False
+    picks: int = 1  # a TOP_K: candidates chosen one after another, each at temperature picks·scale
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
@@ -634,6 +676,22 @@ class Aggregate(Plan):
         if agg.column is None:
             return
         f = self.child.field(agg.column)
+        if agg.function in ("mode", "top_k") and agg.domain is None and f.type != "integer":
+            c, scan = agg.column, self.scan()
+            text = ""
+            if f.type == "string" and scan.declarable:  # a CSV file's codes are text
+                text = (
+                    f"; if it holds integer codes as text (a CSV file's columns are text "
+                    f"unless declared), declare its type: schema={{{scan.table!r}: {{{c!r}: "
+                    f"'BIGINT'}}}} in Python, --column {c}:BIGINT in the CLI, and give bounds"
+                )
+            why = f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none"
+            raise InvalidArgumentError(
+                f"{why} declared; pass domains={{{c!r}: [value, …]}} (or, for an integer-coded "
+                f"column, bounds={{{c!r}: (lowest code, highest code)}}){text}",
+                cli=f"{why} declared; list them with WHERE {c} IN (value, …) (or, for an "
+                f"integer-coded column, --bounds {c}=LOWEST:HIGHEST){text}",
+            )
         if agg.needs_bounds and f.type not in NUMERIC_TYPES:
             scan = self.scan()
             hint = declare_hint(agg.column, f.type, scan.table, declarable=scan.declarable)
@@ -678,7 +736,12 @@ class Aggregate(Plan):
         for k in self.keys:
             t = "string" if k.edges is not None else self.child.field(k.column).type
             out.append(Field(k.alias, t))
-        out.extend(Field(a.alias, a.output_type) for a in self.aggregates)
+        out.extend(
+            Field(a.alias, self.child.field(a.column).type)
+            if a.domain is not None and a.column is not None
+            else Field(a.alias, a.output_type)  # a MODE over candidates has their column's type
+            for a in self.aggregates
+        )
         return tuple(out)
 
     def accept(self, visitor: PlanVisitor[T]) -> T:

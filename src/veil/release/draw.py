@@ -21,6 +21,7 @@ from typing import Any
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
+from veil.aggregates.base import ColumnModel, Expected, NoiseModel
 from veil.compile.statistics import thresholded
 from veil.errors import InternalError
 from veil.noise.families import family
@@ -30,6 +31,7 @@ from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.explain import describe_usage
 from veil.release.keys import released_key
+from veil.release.modes import choose_mode, choose_top
 from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
@@ -104,11 +106,11 @@ def measure(
     mechanism over the group's exact bucket counts.
     """
     keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
-    names = [m.name for m in agg.measurements if m.statistic != "quantile"]
+    names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
     noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
     for m in agg.measurements:
-        if m.statistic == "quantile":
+        if m.statistic in ("quantile", "mode"):
             continue
         for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
             noisy[k][m.name] += z
@@ -118,12 +120,15 @@ def measure(
             raise InternalError("partition selection without a noisy count")
         keys = [k for k in keys if noisy[k][chosen.name] >= agg.selection.threshold]
     for m in agg.measurements:
-        if m.statistic != "quantile":
+        if m.statistic not in ("quantile", "mode"):
             continue
+        choose = choose_mode if m.statistic == "mode" else choose_quantile
+        if m.picks > 1:
+            choose = choose_top
         per_key = counts.get(m.name, {})
         for k in keys:
             cells, cell_counts = per_key.get(k, _NO_CELLS)
-            noisy[k][m.name] = choose_quantile(m, cells, cell_counts, source=source)
+            noisy[k][m.name] = choose(m, cells, cell_counts, source=source)
     return Measured(tuple((k, noisy[k]) for k in keys), private)
 
 
@@ -174,4 +179,17 @@ def finish(
         noise={n.name: n for n in noise_by_name.values() if family(n.mechanism).additive},
         private=measured.private,
         charged=agg.budget,
+        notes=_selection_notes(models, noise_by_name),
+    )
+
+
+def _selection_notes(
+    models: tuple[ColumnModel, ...], noise: Mapping[str, NoiseModel]
+) -> tuple[str, ...]:
+    """What a released MODE says about itself: its public margin at 95 % (the same words as
+    ``explain``; no released value is read)."""
+    return tuple(
+        f"{c.alias}: {kind(c.function).expected(Expected(c, noise), 0.95)}"
+        for c in models
+        if c.function in ("mode", "top_k")
     )

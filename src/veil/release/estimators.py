@@ -13,6 +13,7 @@ clamping values to the bounds or of contribution bounding).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 
 from veil.aggregates import kind
 from veil.aggregates.base import ColumnModel, Group, NoiseModel, Read, measurement_name
@@ -49,6 +50,8 @@ def column_models(agg: Aggregate) -> tuple[ColumnModel, ...]:
 def _name(read: Read, a: AggregateCall) -> str:
     column = None if read.statistic in ("count", "count_units") else a.column
     q = a.q if read.statistic == "quantile" else None
+    if a.top is not None:
+        q = Fraction(a.top[1])
     return measurement_name(read.statistic, column, q)
 
 
@@ -60,7 +63,7 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         # a read the compiler proved unneeded (the count of a sum centred at 0) is absent
         roles[read.role] = name if name in measured else None
     lower = upper = None
-    if k.bounded:
+    if a.needs_bounds:
         b = agg.bounds_of(a.column or "")
         if b is None:
             raise InternalError(f"no bounds for {a.column!r} after compiling")
@@ -75,6 +78,10 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         sum=roles.get("sum"),
         squares=roles.get("squares"),
         quantile=roles.get("quantile"),
+        mode=roles.get("mode"),
+        labels=a.domain,
+        rank=None if a.top is None else a.top[0],
+        picks=None if a.top is None else a.top[1],
     )
 
 

@@ -175,12 +175,32 @@ class _Tree(PlanVisitor[list[str]]):
             arg = a.column or "*"
             if a.function == "quantile":
                 arg = f"{arg}, {a.q}"
+            rank = ""
+            if a.top is not None:
+                arg, rank = f"{arg}, {a.top[1]}", f" rank {a.top[0]}"
             weight = f" weight {a.weight}" if a.weight is not None else ""
-            calls.append(f"{a.alias} = {a.function.upper()}({arg}){weight}")
-        bounds = ", ".join(f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]" for b in node.bounds)
+            calls.append(f"{a.alias} = {a.function.upper()}({arg}){rank}{weight}")
+        # a MODE does not clamp: its bounds list its candidates (rows outside count for none)
+        clamped = {
+            a.column
+            for a in node.aggregates
+            if a.needs_bounds and a.function not in ("mode", "top_k")
+        }
+        bounds = ", ".join(
+            f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]"
+            for b in node.bounds
+            if b.column in clamped
+        )
+        candidates = ", ".join(
+            f"{b.column} ∈ {{{_g(b.lower)}, …, {_g(b.upper)}}}"
+            for b in node.bounds
+            if b.column not in clamped
+        )
         head = f"Aggregate by {', '.join(keys) or '(no groups)'}: {'; '.join(calls)}"
         if bounds:
             head += f" | clamp {bounds}"
+        if candidates:
+            head += f" | MODE candidates {candidates}"
         return self._under(head, node.child)
 
     def visit_having(self, node: Having) -> list[str]:

@@ -135,7 +135,8 @@ class Result:
                 continue
             rows = [i for i, row in enumerate(self.values) if row[j] is not None]
             groups = [Group(model, self.stats[i], self.noise) for i in rows]
-            values = [float(self.values[i][j]) for i in rows]
+            # a MODE over labels releases a label: no number, and no bar
+            values = [_number(self.values[i][j]) for i in rows]
             for i, bar in zip(
                 rows, kind(model.function).halfwidths(groups, values, level), strict=True
             ):
@@ -181,6 +182,7 @@ class Result:
         lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
         lines.append(f"cost: {self.cost}" + (" (cached answer)" if self.cached else ""))
+        lines += [f"note: {n}" for n in self.notes]
         if not self.private:
             lines.append(NOT_PRIVATE)
         return "\n".join(lines)
@@ -244,3 +246,7 @@ class Result:
             models={m.alias: m for m in models},
             noise={n.name: n for n in noise},
         )
+
+
+def _number(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) else math.nan

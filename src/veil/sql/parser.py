@@ -49,6 +49,7 @@ from veil.plan.expressions import (
     resolve_column,
 )
 from veil.plan.nodes import (
+    MAX_TOP_K,
     AggregateCall,
     AggregateFunction,
     Contribution,
@@ -179,7 +180,9 @@ class _Reader:
         for key in keys:
             query = query.group_by(GroupKey(key.column, edges=key.edges, alias=key.alias or ""))
         for call in aggregates:
-            query = query.agg(call.function, call.column, call.alias, quantile=call.quantile)
+            query = query.agg(
+                call.function, call.column, call.alias, quantile=call.quantile, top=call.top
+            )
         specs = {self.spec_of(c): c.alias for c in aggregates}
         key_alias = {k.column: (k.alias or k.column) for k in keys if k.edges is None}
         having = select.args.get("having")
@@ -437,6 +440,16 @@ class _Reader:
                     "SELECT * is not supported: list the group keys and aggregates to release",
                     node,
                 )
+            if isinstance(node, exp.Anonymous) and node.name.upper() == "TOP_K":
+                column, picks = self.top_k(node)
+                self.check_aggregate(_Spec("top_k", column, None), node)
+                for rank in range(1, picks + 1):  # k columns, the most frequent first
+                    name = f"{alias}{rank}" if alias else f"top{rank}_{column}"
+                    if name in outputs:
+                        raise self.refuse(f"output column {name!r} is used twice", item)
+                    aggregates.append(AggregateCall(name, "top_k", column, top=(rank, picks)))
+                    outputs.append(name)
+                continue
             if _is_aggregate(node):
                 spec = self.aggregate(node)
                 self.check_aggregate(spec, node)
@@ -482,7 +495,10 @@ class _Reader:
                 pos,
             )
         ctype = self.field(spec.column).type
-        if ctype not in ("integer", "real"):
+        if ctype not in ("integer", "real") and spec.function not in (
+            "mode",
+            "top_k",
+        ):  # MODE: the plan's
             where = f" (at line {pos[0]}, column {pos[1]})" if pos else ""
             raise SchemaError(
                 f"{self.at.name_of(node)}({spec.column}) needs a numeric column, but "
@@ -577,6 +593,21 @@ class _Reader:
             if extra and name not in ("QUANTILE_CONT", "COUNT"):
                 raise self.refuse(f"{name} takes exactly one column", call)
         return self.column(arg)
+
+    def top_k(self, node: exp.Anonymous) -> tuple[str, int]:
+        """TOP_K(col, k): the column and k (an integer literal ≥ 1)."""
+        args = node.expressions
+        if len(args) != 2:
+            raise self.refuse("TOP_K takes a column and k, e.g. TOP_K(education, 3)", node)
+        column = self.argument(node, args[0], "TOP_K")
+        k = self.number(args[1], "k of TOP_K")
+        if k.denominator != 1 or not 1 <= k <= MAX_TOP_K:
+            raise self.refuse(
+                f"k of TOP_K must be an integer in [1, {MAX_TOP_K}], got "
+                f"{self.at.text_of(args[1])}; e.g. TOP_K({column}, 3)",
+                args[1],
+            )
+        return column, int(k)
 
     def count_distinct(self, call: exp.Count, arg: exp.Distinct) -> _Spec:
         cols = arg.expressions
