@@ -138,15 +138,20 @@ def test_any_noisy_counts_give_a_valid_pair_on_the_grid(counts: list[int], tau: 
     assert 0 <= c.bar <= 1
 
 
-def _exact_first_last(true: list[int], tau: int, scale: Fraction) -> dict[tuple[int, int], float]:
-    """P(first occupied = i, last occupied = j) with independent exact discrete-Laplace tails."""
+def _tails(true: list[int], tau: int, scale: Fraction) -> list[float]:
+    """P(c + Z ≥ τ) per bin, Z exact discrete Laplace of ``scale``."""
     a = math.exp(-1 / float(scale))
 
-    def tail(c: int) -> float:  # P(c + Z ≥ τ)
+    def tail(c: int) -> float:
         k = tau - c
         return a**k / (1 + a) if k > 0 else 1 - a ** (1 - k) / (1 + a)
 
-    p = [tail(c) for c in true]
+    return [tail(c) for c in true]
+
+
+def _exact_first_last(true: list[int], tau: int, scale: Fraction) -> dict[tuple[int, int], float]:
+    """P(first occupied = i, last occupied = j) with independent exact discrete-Laplace tails."""
+    p = _tails(true, tau, scale)
     out: dict[tuple[int, int], float] = {}
     for i in range(len(p)):
         for j in range(i, len(p)):
@@ -156,30 +161,55 @@ def _exact_first_last(true: list[int], tau: int, scale: Fraction) -> dict[tuple[
     return out
 
 
+def _exact_choice(true: list[int], tau: int, scale: Fraction, mode: int) -> dict[object, float]:
+    """The exact distribution of choose()'s (lower, upper) when bin ``mode`` surely holds the
+    largest count: every occupancy pattern of the other bins, with its exact probability."""
+    p = _tails(true, tau, scale)
+    others = [i for i in range(len(true)) if i != mode]
+    out: dict[object, float] = {}
+    for pattern in range(2 ** len(others)):
+        occupied = [i for k, i in enumerate(others) if pattern >> k & 1]
+        prob = math.prod(p[i] if i in occupied else 1 - p[i] for i in others)
+        counts = [tau if i in occupied else 0 for i in range(len(true))]
+        counts[mode] = 10**6  # the mode, occupied and largest
+        c = choose(EDGES, counts, tau)
+        out[(c.lower, c.upper)] = out.get((c.lower, c.upper), 0.0) + prob
+    return out
+
+
 def test_the_selection_frequencies_match_the_exact_distribution() -> None:
-    true = [0, 3, 12, 400, 15, 6, 0, 0]
+    true = [0, 3, 12, 400, 15, 6, 0, 9]
     scale, tau = Fraction(4), threshold(Fraction(4), len(true))
     n = 20_000
     noise = discrete_laplace(scale, n * len(true), source=SeededSource("autobounds-select"))
     noisy = np.array(true) + noise.reshape(n, len(true))
     seen = Counter()
-    index = {e: i for i, e in enumerate(EDGES)}
     for row in noisy:
-        # the selection without the widening toward 0: the bins chosen are the measured event
-        occupied = [i for i, c in enumerate(row) if c >= tau]
-        seen[(occupied[0], occupied[-1])] += 1
         c = choose(EDGES, row.tolist(), tau)
-        assert index[c.upper] - 1 == occupied[-1]
+        seen[(c.lower, c.upper)] += 1
     for t, label in ((tau, "exact"), (tau - 4, "wrong")):
-        probs = _exact_first_last(true, t, scale)
-        keys = sorted(k for k, v in probs.items() if v * n >= 5)
+        probs = _exact_choice(true, t, scale, mode=3)
+        keys = sorted((k for k, v in probs.items() if v * n >= 5), key=str)
         rest = 1 - sum(probs[k] for k in keys)
         observed = [seen.get(k, 0) for k in keys] + [n - sum(seen.get(k, 0) for k in keys)]
         expected = [probs[k] * n for k in keys] + [rest * n]
-        if expected[-1] < 1e-9:
+        if expected[-1] < 1:
             observed, expected = observed[:-1], expected[:-1]
         p = stats.chisquare(observed, np.array(expected) * sum(observed) / sum(expected)).pvalue
         assert (p > 1e-4) if label == "exact" else (p < 1e-10), (label, p)
+    assert len(seen) >= 3  # the test sees several outcomes, not one
+
+
+def test_an_isolated_far_bin_is_not_absorbed_but_neighbouring_ones_are() -> None:
+    edges = grid(integer=True)
+    counts = [0] * (len(edges) - 1)
+    at = {e: i for i, e in enumerate(edges)}
+    counts[at[Fraction(2) ** 10]] = 500  # [1024, 2048)
+    counts[at[Fraction(2) ** 11]] = 300  # [2048, 4096): adjacent, taken
+    counts[at[Fraction(2) ** 50]] = 100  # a spurious bin (or a few outliers) far away
+    c = choose(edges, counts, tau=50)
+    assert (c.lower, c.upper) == (0, 4096)  # [1024, 4096) widened to 0 by a third
+    assert c.occupied == 3
 
 
 @pytest.mark.parametrize("epsilon", [Fraction(1, 10), Fraction(1)])

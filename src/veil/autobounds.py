@@ -22,9 +22,12 @@ approx-bounds.h``; Tumult's ``get_bounds`` uses the same log-scale idea):
    answered from it, free).
 3. **Selection is post-processing** of the released noisy counts: with ``s`` the counts'
    Laplace scale and ``B`` the number of bins, a bin is *occupied* when its noisy count is at
-   least ``τ = ⌈s·ln(B/β)⌉`` (β = 1/20); ``lower`` is the left edge of the first occupied bin
-   and ``upper`` the right edge of the last. No bin occupied (an empty or all-NULL column, a
-   few rows): the bin with the largest noisy count (the first of ties). The result is always
+   least ``τ = ⌈s·ln(B/β)⌉`` (β = 1/20). From the bin with the largest noisy count the range
+   absorbs the nearest occupied bin on either side while that widens it at most
+   :data:`GROWTH` times (so adjacent bins are always taken, an isolated far bin never: a
+   spurious or outlier bin cannot blow the bounds up), then reaches 0 when that widens it by
+   at most a third (the sparse bins near 0 of a log grid). No bin occupied (an empty or
+   all-NULL column, a few rows): the bin with the largest count alone. The result is always
    a valid pair ``lower < upper``: the path after the data is read is total.
 
 Contract. Preconditions: ``0 < share < 1``; ε a positive number. Postconditions: the bounds
@@ -52,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from veil.accounting.budget import Budget, Number, exact
 from veil.errors import BudgetExhaustedError, InternalError, InvalidArgumentError
-from veil.plan.nodes import Aggregate, AggregateCall, GroupKey, Plan
+from veil.plan.nodes import Aggregate, AggregateCall, ColumnBounds, GroupKey, Plan
 from veil.plan.tree import aggregate_of
 
 if TYPE_CHECKING:
@@ -197,10 +200,9 @@ def choose(
     if len(edges) != len(counts) + 1 or not counts:
         raise InternalError(f"{len(counts)} counts for {len(edges)} edges")
     occupied = [i for i, c in enumerate(counts) if c >= tau]
-    if occupied:
-        first, last = occupied[0], occupied[-1]
-    else:
-        first = last = max(range(len(counts)), key=lambda i: (counts[i], -i))
+    # the seed: the bin with the largest noisy count (the first of ties), occupied or not
+    seed = max(range(len(counts)), key=lambda i: (counts[i], -i))
+    first, last = _grow(edges, occupied, seed)
     first, last = _toward_zero(edges, first, last)
     total = sum(counts)
     below = sum(counts[:first])
@@ -217,6 +219,33 @@ def choose(
         max(0, total),
         len(occupied),
     )
+
+
+GROWTH = 4
+"""Absorbing an occupied bin may widen the bounds at most this many times (see :func:`_grow`)."""
+
+
+def _grow(edges: Sequence[Fraction], occupied: Sequence[int], seed: int) -> tuple[int, int]:
+    """Bins ``first..last``: from ``seed``, absorb the nearest occupied bin on either side
+    (the one that widens less first) while absorbing it makes the range at most
+    :data:`GROWTH` times wider. A neighbouring bin always qualifies (on the log grid it at
+    most triples the width), so data spread over adjacent bins is taken whole; an isolated
+    far bin — the rare empty bin whose noise passed τ, or a handful of outliers — is not, so
+    it cannot blow the bounds (and the noise) up by orders of magnitude."""
+    first = last = seed
+    while True:
+        lower = [i for i in occupied if i < first]
+        upper = [i for i in occupied if i > last]
+        width = edges[last + 1] - edges[first]
+        options = []
+        if lower:
+            options.append((edges[last + 1] - edges[lower[-1]], lower[-1], last))
+        if upper:
+            options.append((edges[upper[0] + 1] - edges[first], first, upper[0]))
+        options = [o for o in options if o[0] <= GROWTH * width]
+        if not options:
+            return first, last
+        _, first, last = min(options)
 
 
 def _variance(scale: Fraction) -> float:
@@ -324,12 +353,16 @@ def _steps(
     columns: Sequence[str],
     epsilon: Fraction,
     limits: _Limits,
+    within: Mapping[str, tuple[Fraction, Fraction]] | None = None,
 ) -> list[_Step]:
-    """Compile each column's bounds step (free: nothing is read) and its threshold."""
+    """Compile each column's bounds step (free: nothing is read) and its threshold; the outer
+    range of a column is ``within``'s, else the session's (a catalog's: the owner's)."""
     steps: list[_Step] = []
     for column in columns:
-        declared = session.bounds.get(column)  # the session's (a catalog's: the owner's)
+        declared = session.bounds.get(column)
         outer = (declared.lower, declared.upper) if declared is not None else None
+        if within is not None and column in within:
+            outer = within[column]
         integer = agg.child.field(column).type == "integer"
         edges = grid(integer, outer)
         if len(edges) < 2 or edges[0] >= edges[-1]:
@@ -485,13 +518,16 @@ def find_bounds(
     *,
     epsilon: object,
     where: str | None = None,
+    within: Mapping[str, tuple[Any, Any]] | None = None,
     max_groups: int | None = None,
     max_rows_per_group: int | None = None,
     max_rows: int | None = None,
     source: RandomSource | None = None,
 ) -> list[ChosenBounds]:
     """The bounds of ``columns`` of ``table`` (rows matching SQL condition ``where``, if
-    given), each column's step at ``epsilon / len(columns)`` — ``veil bounds``. The steps are
+    given), each column's step at ``epsilon / len(columns)`` — ``veil bounds``; ``within``
+    gives outer ranges (column → (lower, upper)) the bounds must stay in, narrowing a data
+    owner's (refused, free, if it widens them). The steps are
     the ones :func:`auto_sql` runs, so a query with ``bounds='auto'`` over the same rows whose
     share of ε equals a step's ε is answered from the cache for its bounds."""
     limits = _Limits(max_groups, max_rows_per_group, max_rows)
@@ -507,8 +543,18 @@ def find_bounds(
     agg = aggregate_of(plan)
     for column in names:
         agg.child.field(column)  # an unknown column: SchemaError, free
+    ranges = {c: ColumnBounds(c, lo, hi) for c, (lo, hi) in (within or {}).items()}
+    stray = sorted(set(ranges) - set(names))
+    if stray:
+        raise InvalidArgumentError(
+            f"a range is given for {stray[0]!r}, which is not among the columns to bound "
+            f"{names}; drop it or add the column",
+        )
+    if session.owner is not None:
+        session.owner.check_bounds({c: (b.lower, b.upper) for c, b in ranges.items()})
     step_eps = eps / len(names)
-    steps = _steps(session, agg, names, step_eps, limits)
+    outer = {c: (b.lower, b.upper) for c, b in ranges.items()}
+    steps = _steps(session, agg, names, step_eps, limits, outer)
     total = steps[0].loss
     for s in steps[1:]:
         total = total + s.loss

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -153,7 +153,19 @@ UnitOpt = Annotated[
 ]
 BoundsOpt = Annotated[
     list[str] | None,
-    typer.Option("--bounds", "-b", help="Clamping bounds COLUMN=LOWER:UPPER; repeatable."),
+    typer.Option(
+        "--bounds",
+        "-b",
+        help="Clamping bounds COLUMN=LOWER:UPPER, or COLUMN=auto (found under DP, see veil "
+        "bounds), or auto (every clamped column); repeatable.",
+    ),
+]
+BoundsShareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bounds-share",
+        help="With --bounds …auto: the share of --epsilon spent finding the bounds (0.1).",
+    ),
 ]
 LedgerOpt = Annotated[
     str | None,
@@ -258,6 +270,16 @@ class _Ask:
     quantile_buckets: int = 2**32
     max_rows: int | None = None
     contributions: int | None = None
+    auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
+    bounds_share: Fraction | None = None
+
+    def bounds_arg(self) -> Any:
+        """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column."""
+        if self.auto is None:
+            return self.bounds
+        if not self.auto:
+            return "auto"
+        return {**self.bounds, **dict.fromkeys(self.auto, "auto")}
 
     @staticmethod
     def parse(
@@ -278,7 +300,9 @@ class _Ask:
         quantile_buckets: int = 2**32,
         max_rows: int | None = None,
         contributions: int | None = None,
+        bounds_share: str | None = None,
     ) -> _Ask:
+        from veil.cli_bounds import split_auto
         from veil.compile.constants import check_quantile_buckets
 
         if engine not in _ENGINES:
@@ -298,11 +322,12 @@ class _Ask:
         declared = merge_schemas(
             parse_schema_files(schema or [], names), parse_columns(column or [], names)
         )
+        pairs, auto = split_auto(bounds or [])
         return _Ask(
             tables,
             parse_epsilon(epsilon),
             parse_delta(delta),
-            parse_bounds(bounds or []),
+            parse_bounds(pairs),
             privacy_unit,
             ledger,
             analyst,
@@ -315,6 +340,8 @@ class _Ask:
             check_quantile_buckets(quantile_buckets),
             max_rows,
             contributions,
+            auto,
+            parse_number(bounds_share, "--bounds-share"),
         )
 
     def session(self) -> Session:
@@ -378,6 +405,7 @@ def query(
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
     quantile_buckets: QuantileBucketsOpt = 2**32,
+    bounds_share: BoundsShareOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget."""
 
@@ -400,6 +428,7 @@ def query(
             quantile_buckets,
             max_rows,
             contributions,
+            bounds_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False)
 
@@ -427,6 +456,7 @@ def explain(
     column: ColumnOpt = None,
     connection: ConnectionOpt = None,
     quantile_buckets: QuantileBucketsOpt = 2**32,
+    bounds_share: BoundsShareOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing."""
 
@@ -449,6 +479,7 @@ def explain(
             quantile_buckets,
             max_rows,
             contributions,
+            bounds_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True)
 
@@ -463,14 +494,16 @@ def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> No
     try:
         if explain_only:
             explanation = session.explain(
-                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds
-            )
+                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
+                bounds_share=ask.bounds_share,
+            )  # fmt: skip
             print_explanation(explanation, fmt)
             return
         with scanning("scanning the private table…") as progress:
             result = session.sql(
-                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds, progress=progress
-            )
+                sql, epsilon=ask.epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
+                progress=progress, bounds_share=ask.bounds_share,
+            )  # fmt: skip
         if not ask.ledger:
             _stderr().print(
                 "warning: no --ledger: this query's cost is not tracked across runs (each run "
@@ -483,6 +516,66 @@ def _answer(ask: _Ask, sql: str, fmt: OutputFormat, *, explain_only: bool) -> No
     finally:
         session.close()
         session.ledger.close()
+
+
+@app.command("bounds")
+def bounds_command(
+    table_name: Annotated[str, typer.Argument(metavar="TABLE", help="The table to read.")],
+    columns: Annotated[
+        list[str], typer.Argument(metavar="COLUMN...", help="The numeric columns to bound.")
+    ],
+    table: TableOpt,
+    epsilon: EpsilonOpt,
+    where: Annotated[
+        str | None,
+        typer.Option("--where", help="Only the rows matching this SQL condition (HWUSUAL < 99)."),
+    ] = None,
+    privacy_unit: UnitOpt = None,
+    bounds: Annotated[
+        list[str] | None,
+        typer.Option("--within", help="An outer range COLUMN=LOWER:UPPER the bounds must stay in."),
+    ] = None,
+    ledger: LedgerOpt = None,
+    analyst: AnalystOpt = "cli",
+    dataset: DatasetNameOpt = None,
+    max_groups: MaxGroupsOpt = None,
+    max_rows_per_group: MaxRowsOpt = None,
+    max_rows: TotalRowsOpt = None,
+    contributions: ContributionsOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    engine: EngineOpt = "duckdb",
+    schema: SchemaOpt = None,
+    column: ColumnOpt = None,
+    connection: ConnectionOpt = None,
+) -> None:
+    """Find clamping bounds for columns under DP (a noisy log-scale histogram each, charged
+    like a query) and show them with the share of rows each would clamp."""
+
+    def go() -> None:
+        from veil.autobounds import find_bounds
+        from veil.cli_bounds import print_bounds
+
+        ask = _Ask.parse(
+            table, epsilon, None, bounds, privacy_unit, ledger, analyst, dataset, max_groups,
+            max_rows_per_group, engine, schema, column, connection, 2**32, max_rows,
+            contributions,
+        )  # fmt: skip
+        if ask.auto is not None:
+            raise InvalidArgumentError("--within takes COLUMN=LOWER:UPPER ranges, not auto")
+        session = ask.session()
+        try:
+            with scanning("scanning the private table…"):
+                chosen = find_bounds(
+                    session, table_name, columns, epsilon=ask.epsilon, where=where,
+                    within=ask.bounds, max_groups=max_groups,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                )  # fmt: skip
+            print_bounds(chosen, fmt, remaining=session.remaining() if ask.ledger else None)
+        finally:
+            session.close()
+            session.ledger.close()
+
+    _run(go, fmt)
 
 
 @app.command()

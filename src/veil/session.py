@@ -971,10 +971,11 @@ def _refuse_auto_target(target: Any) -> None:
 
 def _refuse_stray_share(share: Number | None) -> None:
     if share is not None:
+        shown = f"{float(as_fraction(share, 'bounds_share')):g}"
         raise InvalidArgumentError(
-            f"bounds_share={share!r} is the share of epsilon spent on finding bounds, but no "
+            f"bounds_share={shown} is the share of epsilon spent on finding bounds, but no "
             "bounds are 'auto'; pass bounds='auto' (or {'income': 'auto'}) or drop bounds_share",
-            cli=f"--bounds-share {share} needs --bounds COLUMN=auto (or --bounds auto)",
+            cli=f"--bounds-share {shown} needs --bounds COLUMN=auto (or --bounds auto)",
         )
 
 
