@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from veil.accounting.budget import Budget
-from veil.autobounds import AUTO, ChosenBounds
+from veil.autobounds import AUTO, ChosenBounds, percent
 from veil.cli_options import OutputFormat, budget_json
 from veil.errors import InvalidArgumentError
 
@@ -47,8 +47,8 @@ def _num(x: Fraction) -> str:
 
 
 def _share(value: float, bar: float | None = None) -> str:
-    text = f"{100 * value:.2g} %"
-    return text if bar is None else f"{text} ± {100 * bar:.2g}"
+    text = percent(value)
+    return text if bar is None else f"{text} ± {percent(bar)}"
 
 
 def bounds_payload(chosen: Sequence[ChosenBounds], remaining: Budget | None) -> dict[str, Any]:
