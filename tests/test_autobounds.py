@@ -34,6 +34,7 @@ from veil.autobounds import (
     _Limits,
     _steps,
     choose,
+    find_bounds,
     grid,
     threshold,
 )
@@ -438,3 +439,27 @@ def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None
         except veil.VeilError as exc:  # pragma: no cover - would be the bug this test catches
             outcomes.append(("refused", type(exc).__name__, str(exc), ""))
     assert len(set(outcomes)) == 1, outcomes
+
+
+def test_veil_bounds_then_the_same_rows_with_auto_pays_for_the_bounds_once() -> None:
+    s = _session(PEOPLE)
+    (found,) = find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where="x > 10")
+    result = s.sql(f"{SQL} WHERE x > 10", epsilon=1, bounds="auto")
+    (chosen,) = result.auto_bounds
+    assert chosen.cached
+    assert chosen.pair == found.pair
+    assert s.remaining() == veil.Budget(epsilon=Fraction(10) - Fraction(1, 10) - Fraction(9, 10))
+
+
+def test_explain_says_when_the_grant_does_not_cover_the_whole() -> None:
+    s = _session(PEOPLE, epsilon=1)
+    explained = s.explain(SQL, epsilon=Fraction(11, 10), bounds="auto")
+    assert explained.cost == veil.Budget(epsilon=Fraction(11, 10))
+    assert explained.covered is False
+    assert s.remaining() == veil.Budget(epsilon=1)
+
+
+def test_declared_contributions_without_a_unit_scale_the_steps_noise() -> None:
+    s = _session(PEOPLE, contributions=3)
+    (step,) = _steps(s, aggregate_of(s.plan(SQL)), ["x"], Fraction(1), _Limits(None, None, None))
+    assert step.scale == 3
