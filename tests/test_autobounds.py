@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -463,3 +464,26 @@ def test_declared_contributions_without_a_unit_scale_the_steps_noise() -> None:
     s = _session(PEOPLE, contributions=3)
     (step,) = _steps(s, aggregate_of(s.plan(SQL)), ["x"], Fraction(1), _Limits(None, None, None))
     assert step.scale == 3
+
+
+def test_integer_extremes_still_yield_bounds_and_an_answer() -> None:
+    frame = pd.DataFrame({"x": pd.array([2**63 - 1, -(2**63), 0, 5, 5, 5], dtype="Int64")})
+    s = _session(frame)
+    result = s.sql(SQL, epsilon=1, bounds="auto", source=SeededSource("int-extremes"))
+    (chosen,) = result.auto_bounds
+    assert chosen.lower < chosen.upper
+    assert len(result.rows) == 1
+
+
+def test_auto_bounds_run_on_postgresql_as_on_duckdb() -> None:
+    pytest.importorskip("psycopg")
+    import postgres_support
+
+    qualified = postgres_support.load(pa.table({"x": [float(v) for v in range(1, 401)]}))
+    with veil.Session.postgres(
+        postgres_support.PG_URL, {"t": qualified}, budget=veil.Budget(epsilon=2)
+    ) as s:
+        result = s.sql(SQL, epsilon=1, bounds="auto", source=SeededSource("pg"))
+    local = _session(PEOPLE).sql(SQL, epsilon=1, bounds="auto", source=SeededSource("pg"))
+    assert result.auto_bounds[0].pair == local.auto_bounds[0].pair
+    assert result.cost == veil.Budget(epsilon=1)
