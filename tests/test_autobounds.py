@@ -475,6 +475,7 @@ def test_integer_extremes_still_yield_bounds_and_an_answer() -> None:
     assert len(result.rows) == 1
 
 
+@pytest.mark.slow
 def test_auto_bounds_run_on_postgresql_as_on_duckdb() -> None:
     pytest.importorskip("psycopg")
     import postgres_support
