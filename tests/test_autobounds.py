@@ -488,3 +488,10 @@ def test_auto_bounds_run_on_postgresql_as_on_duckdb() -> None:
     local = _session(PEOPLE).sql(SQL, epsilon=1, bounds="auto", source=SeededSource("pg"))
     assert result.auto_bounds[0].pair == local.auto_bounds[0].pair
     assert result.cost == veil.Budget(epsilon=1)
+
+
+def test_a_one_point_declared_range_is_refused_free() -> None:
+    s = _session(PEOPLE, bounds={"x": (5, 5)})
+    with pytest.raises(InvalidArgumentError, match=r"single point \[5, 5\]"):
+        s.sql(SQL, epsilon=1, bounds="auto")
+    assert s.remaining() == veil.Budget(epsilon=10)

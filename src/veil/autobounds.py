@@ -173,7 +173,7 @@ def grid(integer: bool, outer: tuple[Fraction, Fraction] | None = None) -> tuple
         return tuple(edges)
     lo, hi = outer
     if lo >= hi:
-        return (lo, hi)  # one point (or empty): nothing to find, see find_bounds
+        return (lo, hi)  # one point: nothing to find (refused before any step, see _steps)
     inside = [e for e in edges if lo < e < hi]
     return (lo, *inside, hi)
 
@@ -378,6 +378,14 @@ def _steps(
         if within is not None and column in within:
             outer = within[column]
         integer = agg.child.field(column).type == "integer"
+        if outer is not None and outer[0] >= outer[1]:
+            lo, hi = (float(v) for v in outer)
+            raise InvalidArgumentError(
+                f"the declared range of {column!r} is the single point [{lo:g}, {hi:g}]: there "
+                f"are no bounds to find; pass bounds={{{column!r}: ({lo:g}, {hi:g})}}",
+                cli=f"the declared range of {column!r} is the single point [{lo:g}, {hi:g}]: "
+                f"there are no bounds to find; pass --bounds {column}={lo:g}:{hi:g}",
+            )
         edges = grid(integer, outer)
         if len(edges) < 2 or edges[0] >= edges[-1]:
             raise InternalError(f"an empty grid for {column!r}")
