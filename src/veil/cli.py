@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -169,7 +169,19 @@ UnitOpt = Annotated[
 ]
 BoundsOpt = Annotated[
     list[str] | None,
-    typer.Option("--bounds", "-b", help="Clamping bounds COLUMN=LOWER:UPPER; repeatable."),
+    typer.Option(
+        "--bounds",
+        "-b",
+        help="Clamping bounds COLUMN=LOWER:UPPER, or COLUMN=auto (found under DP, see veil "
+        "bounds), or auto (every clamped column); repeatable.",
+    ),
+]
+BoundsShareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bounds-share",
+        help="With --bounds …auto: the share of --epsilon spent finding the bounds (0.1).",
+    ),
 ]
 LedgerOpt = Annotated[
     str | None,
@@ -274,6 +286,16 @@ class _Ask:
     quantile_buckets: int = 2**32
     max_rows: int | None = None
     contributions: int | None = None
+    auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
+    bounds_share: Fraction | None = None
+
+    def bounds_arg(self) -> Any:
+        """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column."""
+        if self.auto is None:
+            return self.bounds
+        if not self.auto:
+            return "auto"
+        return {**self.bounds, **dict.fromkeys(self.auto, "auto")}
 
     @staticmethod
     def parse(
@@ -294,7 +316,9 @@ class _Ask:
         quantile_buckets: int = 2**32,
         max_rows: int | None = None,
         contributions: int | None = None,
+        bounds_share: str | None = None,
     ) -> _Ask:
+        from veil.cli_bounds import split_auto
         from veil.compile.constants import check_quantile_buckets
 
         if engine not in _ENGINES:
@@ -314,11 +338,12 @@ class _Ask:
         declared = merge_schemas(
             parse_schema_files(schema or [], names), parse_columns(column or [], names)
         )
+        pairs, auto = split_auto(bounds or [])
         return _Ask(
             tables,
             parse_epsilon(epsilon),
             parse_delta(delta),
-            parse_bounds(bounds or []),
+            parse_bounds(pairs),
             privacy_unit,
             ledger,
             analyst,
@@ -331,6 +356,8 @@ class _Ask:
             check_quantile_buckets(quantile_buckets),
             max_rows,
             contributions,
+            auto,
+            parse_number(bounds_share, "--bounds-share"),
         )
 
     def session(self, *, grant: bool = True) -> Session:
@@ -400,6 +427,7 @@ def query(
     level: LevelOpt = None,
     min_group_size: MinGroupOpt = None,
     reference: ReferenceOpt = None,
+    bounds_share: BoundsShareOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget (at --epsilon, or at
     the smallest ε meeting every --target)."""
@@ -426,6 +454,7 @@ def query(
             quantile_buckets,
             max_rows,
             contributions,
+            bounds_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False, aim=aim)
 
@@ -459,6 +488,7 @@ def explain(
     reference: ReferenceOpt = None,
     curve: CurveOpt = False,
     plot: PlotOpt = None,
+    bounds_share: BoundsShareOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing.
     With --target: at the smallest ε meeting every target; --curve, --plot: bars versus ε."""
@@ -483,6 +513,7 @@ def explain(
             quantile_buckets,
             max_rows,
             contributions,
+            bounds_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True, aim=aim)
 
@@ -509,7 +540,10 @@ def _answer(
             if not ask.ledger and not explain_only:
                 grant_chosen(session, choice, ask.delta)
         if explain_only:
-            explanation = session.explain(sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds)
+            explanation = session.explain(
+                sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
+                bounds_share=ask.bounds_share,
+            )  # fmt: skip
             if aim is not None and aim.active:
                 _explain_aimed(session, sql, ask, aim, fmt, explanation, choice)
                 return
@@ -517,8 +551,9 @@ def _answer(
             return
         with scanning("scanning the private table…") as progress:
             result = session.sql(
-                sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds, progress=progress
-            )
+                sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
+                progress=progress, bounds_share=ask.bounds_share,
+            )  # fmt: skip
         if not ask.ledger:
             _stderr().print(
                 "warning: no --ledger: this query's cost is not tracked across runs (each run "
@@ -617,6 +652,66 @@ def plan_command(
         except InvalidArgumentError as err:  # in the CLI's words: say which file it came from
             raise InvalidArgumentError(f"{spec.file}: {err.for_cli()}") from None
         run_plan(spec, ask, fmt, total=cap, curve=curve, picture=picture)
+
+    _run(go, fmt)
+
+
+@app.command("bounds")
+def bounds_command(
+    table_name: Annotated[str, typer.Argument(metavar="TABLE", help="The table to read.")],
+    columns: Annotated[
+        list[str], typer.Argument(metavar="COLUMN...", help="The numeric columns to bound.")
+    ],
+    table: TableOpt,
+    epsilon: EpsilonOpt,
+    where: Annotated[
+        str | None,
+        typer.Option("--where", help="Only the rows matching this SQL condition (HWUSUAL < 99)."),
+    ] = None,
+    privacy_unit: UnitOpt = None,
+    bounds: Annotated[
+        list[str] | None,
+        typer.Option("--within", help="An outer range COLUMN=LOWER:UPPER the bounds must stay in."),
+    ] = None,
+    ledger: LedgerOpt = None,
+    analyst: AnalystOpt = "cli",
+    dataset: DatasetNameOpt = None,
+    max_groups: MaxGroupsOpt = None,
+    max_rows_per_group: MaxRowsOpt = None,
+    max_rows: TotalRowsOpt = None,
+    contributions: ContributionsOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+    engine: EngineOpt = "duckdb",
+    schema: SchemaOpt = None,
+    column: ColumnOpt = None,
+    connection: ConnectionOpt = None,
+) -> None:
+    """Find clamping bounds for columns under DP (a noisy log-scale histogram each, charged
+    like a query) and show them with the share of rows each would clamp."""
+
+    def go() -> None:
+        from veil.autobounds import find_bounds
+        from veil.cli_bounds import print_bounds
+
+        ask = _Ask.parse(
+            table, epsilon, None, bounds, privacy_unit, ledger, analyst, dataset, max_groups,
+            max_rows_per_group, engine, schema, column, connection, 2**32, max_rows,
+            contributions,
+        )  # fmt: skip
+        if ask.auto is not None:
+            raise InvalidArgumentError("--within takes COLUMN=LOWER:UPPER ranges, not auto")
+        session = ask.session()
+        try:
+            with scanning("scanning the private table…"):
+                chosen = find_bounds(
+                    session, table_name, columns, epsilon=ask.epsilon, where=where,
+                    within=ask.bounds, max_groups=max_groups,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                )  # fmt: skip
+            print_bounds(chosen, fmt, remaining=session.remaining() if ask.ledger else None)
+        finally:
+            session.close()
+            session.ledger.close()
 
     _run(go, fmt)
 

@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 import pyarrow as pa
 from sqlglot import exp
@@ -35,6 +35,7 @@ from sqlglot import exp
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
+from veil.autobounds import auto_explain, auto_sql, is_auto
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
@@ -104,6 +105,9 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
 
 
 BoundsArg = Mapping[str, tuple[Any, Any]] | None
+AutoBoundsArg = Mapping[str, tuple[Any, Any] | str] | str | None
+"""``bounds`` of :meth:`Session.sql` / :meth:`Session.explain`: pairs, or ``"auto"``
+(:mod:`veil.autobounds`) for every clamped column or per column."""
 DomainsArg = Mapping[str, Sequence[KeyValue]] | None
 Key = tuple[KeyValue, ...]
 
@@ -578,7 +582,7 @@ class Session:
         *,
         epsilon: Number | Budget | None = None,
         delta: Number | None = None,
-        bounds: BoundsArg = None,
+        bounds: AutoBoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
@@ -588,6 +592,7 @@ class Session:
         max_rows: int | None = None,
         target: Any = None,
         quantile_buckets: int | None = None,
+        bounds_share: Number | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -601,7 +606,20 @@ class Session:
         them (:func:`veil.accuracy.choose_epsilon`, which reads no data);
         ``quantile_buckets`` the grid of this query's continuous quantiles (the session's by
         default).
+        ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
+        0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
         """
+        if is_auto(bounds):
+            _refuse_auto_target(target)
+            return auto_sql(
+                self, text, epsilon=epsilon, delta=delta, bounds=bounds,
+                bounds_share=bounds_share, domains=domains, max_groups=max_groups,
+                max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                consistent=consistent, source=source, progress=progress,
+                quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        _refuse_stray_share(bounds_share)
+        bounds = cast(BoundsArg, bounds)
         plan = self.plan(text, bounds=bounds, domains=domains)
         if target is not None:
             epsilon = self._targeted(
@@ -810,20 +828,34 @@ class Session:
         *,
         epsilon: Number | Budget | None = None,
         delta: Number | None = None,
-        bounds: BoundsArg = None,
+        bounds: AutoBoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         domains: DomainsArg = None,
         max_rows: int | None = None,
         target: Any = None,
         quantile_buckets: int | None = None,
+        bounds_share: Number | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
         Without ``epsilon`` the explanation assumes ε = 1 (and, for unknown keys without a δ
         to take from the grant, δ = 10⁻⁶); ``notes`` says so. ``target`` (instead of
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
+        ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
         """
+        if is_auto(bounds):
+            _refuse_auto_target(target)
+            if not isinstance(query, str):
+                raise InvalidArgumentError("bounds='auto' needs the query as SQL text")
+            return auto_explain(
+                self, query, epsilon=epsilon, delta=delta, bounds=bounds,
+                bounds_share=bounds_share, domains=domains, max_groups=max_groups,
+                max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        _refuse_stray_share(bounds_share)
+        bounds = cast(BoundsArg, bounds)
         plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
         if target is not None:
             choice = self._targeted(
@@ -925,6 +957,25 @@ def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
             f"bounds for {column!r} are ignored: no aggregate of this query clamps {column!r}",
             VeilWarning,
             stacklevel=4,
+        )
+
+
+def _refuse_auto_target(target: Any) -> None:
+    if target is not None:
+        raise InvalidArgumentError(
+            "target= and bounds='auto' cannot be combined yet (the error bars depend on the "
+            "bounds the data will choose); pass epsilon= with bounds='auto', or bounds as pairs "
+            "with target="
+        )
+
+
+def _refuse_stray_share(share: Number | None) -> None:
+    if share is not None:
+        shown = f"{float(as_fraction(share, 'bounds_share')):g}"
+        raise InvalidArgumentError(
+            f"bounds_share={shown} is the share of epsilon spent on finding bounds, but no "
+            "bounds are 'auto'; pass bounds='auto' (or {'income': 'auto'}) or drop bounds_share",
+            cli=f"--bounds-share {shown} needs --bounds COLUMN=auto (or --bounds auto)",
         )
 
 

@@ -430,7 +430,7 @@ class _Lowering:
                 cond = exp.And(
                     this=exp.GTE(this=x.copy(), expression=literal(e[i])), expression=upper
                 )
-                case = case.when(cond, exp.Literal.number(i))
+                case = case.when(cond, exp.Literal.number(i), copy=False)  # linear, not n²
             return case
         if key.domain is not None:
             values = [_value(v) for v in key.domain if v is not None]

@@ -109,6 +109,8 @@ class Result:
     released_bars: ReleasedBars | None = field(default=None, repr=False)
     remaining: Budget | None = None
     charged: Budget | None = field(default=None, repr=False, compare=False)
+    # bounds="auto": the bounds chosen per column (veil.autobounds.ChosenBounds), in order
+    auto_bounds: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def rows(self) -> list[list[Any]]:
