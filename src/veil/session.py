@@ -41,6 +41,7 @@ from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
+from veil.compile.weights import weigh
 from veil.engines.base import (
     DeclaredTypes,
     Engine,
@@ -410,8 +411,16 @@ class Session:
     def _schemas(self) -> dict[str, pa.Schema]:
         return {t: self.engine.schema(t) for t in self.engine.tables}
 
-    def plan(self, text: str, *, bounds: BoundsArg = None, domains: DomainsArg = None) -> Plan:
-        """The plan of SQL ``text`` (veil's DP subset), before compiling."""
+    def plan(
+        self,
+        text: str,
+        *,
+        bounds: BoundsArg = None,
+        domains: DomainsArg = None,
+        weights: str | None = None,
+    ) -> Plan:
+        """The plan of SQL ``text`` (veil's DP subset), before compiling; ``weights``: its
+        COUNT(*), SUM and AVG weighted by that column (``veil.compile.weights``)."""
         from veil.sql import parse
 
         self._open()
@@ -442,7 +451,7 @@ class Session:
                 declarable=declarable,
             )
             _remember(_PLANS, memo, found)
-        return found
+        return weigh(found, weights)
 
     def query(self, table: str) -> Query:
         """A query builder over ``table``; ``.run(epsilon=…)`` / ``.explain(…)`` come back here."""
@@ -593,6 +602,7 @@ class Session:
         target: Any = None,
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
+        weights: str | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -605,12 +615,14 @@ class Session:
         ``target`` (instead of ``epsilon``): accuracy targets, run at the smallest ε meeting
         them (:func:`veil.accuracy.choose_epsilon`, which reads no data);
         ``quantile_buckets`` the grid of this query's continuous quantiles (the session's by
-        default).
+        default); ``weights``: a survey-weights column (with bounds, e.g. ``bounds={"coeff":
+        (0, 20)}``) weighting the query's COUNT(*), SUM and AVG (``veil.compile.weights``).
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
         """
         if is_auto(bounds):
             _refuse_auto_target(target)
+            _refuse_auto_weights(weights)
             return auto_sql(
                 self, text, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=domains, max_groups=max_groups,
@@ -620,7 +632,7 @@ class Session:
             )  # fmt: skip
         _refuse_stray_share(bounds_share)
         bounds = cast(BoundsArg, bounds)
-        plan = self.plan(text, bounds=bounds, domains=domains)
+        plan = self.plan(text, bounds=bounds, domains=domains, weights=weights)
         if target is not None:
             epsilon = self._targeted(
                 plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
@@ -836,6 +848,7 @@ class Session:
         target: Any = None,
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
+        weights: str | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -843,9 +856,11 @@ class Session:
         to take from the grant, δ = 10⁻⁶); ``notes`` says so. ``target`` (instead of
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
+        ``weights``: as in :meth:`sql`.
         """
         if is_auto(bounds):
             _refuse_auto_target(target)
+            _refuse_auto_weights(weights)
             if not isinstance(query, str):
                 raise InvalidArgumentError("bounds='auto' needs the query as SQL text")
             return auto_explain(
@@ -856,7 +871,11 @@ class Session:
             )  # fmt: skip
         _refuse_stray_share(bounds_share)
         bounds = cast(BoundsArg, bounds)
-        plan = self.plan(query, bounds=bounds, domains=domains) if isinstance(query, str) else query
+        plan = (
+            self.plan(query, bounds=bounds, domains=domains, weights=weights)
+            if isinstance(query, str)
+            else weigh(query, weights)
+        )
         if target is not None:
             choice = self._targeted(
                 plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
@@ -966,6 +985,16 @@ def _refuse_auto_target(target: Any) -> None:
             "target= and bounds='auto' cannot be combined yet (the error bars depend on the "
             "bounds the data will choose); pass epsilon= with bounds='auto', or bounds as pairs "
             "with target="
+        )
+
+
+def _refuse_auto_weights(weights: object) -> None:
+    if weights is not None and weights is not False:
+        raise InvalidArgumentError(
+            f"weights={weights!r} and bounds='auto' cannot be combined yet (the weights' bounds "
+            "must be declared, and the automatic bounds would be chosen unweighted); pass the "
+            "bounds as pairs, e.g. bounds={'hours': (0, 60), 'coeff': (0, 5)}, or "
+            "weights=False"
         )
 
 

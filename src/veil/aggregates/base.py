@@ -38,13 +38,15 @@ __all__ = [
 Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile", "mode"]
 """The closed set of exact per-group statistics the engine computes."""
 
-Role = Literal["count", "units", "sum", "squares", "quantile", "mode"]
+Role = Literal["count", "units", "sum", "squares", "quantile", "mode", "total"]
 """The part a statistic plays for one aggregate (a column model names one measurement per
-role it reads)."""
+role it reads); ``total`` is the sum of a weighted call's weights (its ``sum`` is that of
+the products)."""
 ROLES: tuple[Role, ...] = get_args(Role)
 
 OutputType = Literal["integer", "real"]
 QuantileArgument = Literal["none", "argument", "fixed"]
+Weighted = Literal["none", "count", "sum", "mean"]
 
 
 def measurement_name(
@@ -178,6 +180,7 @@ class ColumnModel:
     labels: tuple[str | int | float | bool | None, ...] | None = None  # MODE candidates
     rank: int | None = None  # a TOP_K column: the rank it releases (1: the most frequent)
     picks: int | None = None  # … of its k
+    total: str | None = None
 
     def reads(self, role: Role) -> str | None:
         name: str | None = getattr(self, role)
@@ -190,6 +193,8 @@ class ColumnModel:
         d: dict[str, Any] = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["lower"] = None if self.lower is None else str(self.lower)
         d["upper"] = None if self.upper is None else str(self.upper)
+        if self.total is None:  # unweighted models keep their JSON
+            del d["total"]
         return d
 
     @staticmethod
@@ -261,7 +266,9 @@ class AggregateKind(ABC):
     column that needs clamping bounds), ``column`` ("required", "optional" or "unit": only the
     privacy unit), ``quantile`` ("none"; "argument": takes q; "fixed": q is ``fixed_q``),
     ``consistent`` (the role whose count ``consistent=True`` projects, if any),
-    ``constant_bar`` (the error bar is the same for every group: it reads no released value).
+    ``constant_bar`` (the error bar is the same for every group: it reads no released value),
+    ``weighted`` (a survey-weighted kind, ``veil.compile.weights``: "count" sums the weights,
+    "sum" and "mean" the products column × weights; "none" otherwise).
     """
 
     name: ClassVar[str]
@@ -275,6 +282,7 @@ class AggregateKind(ABC):
     fixed_q: ClassVar[Fraction | None] = None
     consistent: ClassVar[Role | None] = None
     constant_bar: ClassVar[bool] = False  # the bar depends on no released value
+    weighted: ClassVar[Weighted] = "none"
 
     def default_alias(self, column: str | None, q: Fraction | None) -> str:
         """The output name given no alias: ``sum_income``, ``count``…"""
@@ -289,6 +297,14 @@ class AggregateKind(ABC):
         bounds), times ``weight``: the coefficient A_m per statistic it reads (``count``,
         ``count_units``, ``sum``, ``sum_squares`` of its column). Quantile kinds take their
         share off the top instead and return nothing."""
+        return {}
+
+    def split_weights(
+        self, call: Call, weight: float, moments: Moments | None
+    ) -> dict[Statistic, float]:
+        """For a kind that reads the sum of its weights (role ``total``): the coefficients of
+        that sum (key ``sum``) and of the row count, as :meth:`split` (``moments``: the
+        weights column's). Nothing otherwise."""
         return {}
 
     @abstractmethod

@@ -9,6 +9,8 @@ coverage of the noise; the final clamp is post-processing the bar does not model
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from sqlglot import exp
 
 from veil.aggregates import register
@@ -31,7 +33,7 @@ class Sum(AggregateKind):
     rank = 2
     constant_bar = True
     sql = ("SUM",)
-    sql_nodes = (exp.Sum,)
+    sql_nodes: ClassVar[tuple[type[Any], ...]] = (exp.Sum,)
 
     def reads(self, call: Call) -> tuple[Read, ...]:
         return (Read("sum", "sum"), Read("count", "count", optional=True))

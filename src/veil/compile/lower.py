@@ -256,8 +256,11 @@ class _Lowering:
             # the privacy unit a unit-count reads is not a value: a NULL unit is one unit
             if a.column is not None and a.kind.column != "unit" and a.column not in read:
                 read.append(a.column)
+            if a.weights is not None and a.weights not in read:  # a row without a weight too
+                read.append(a.weights)
         self.read = tuple(read)
-        # the columns whose values are aggregated (carried through bounding as doubles)
+        # the columns whose values are aggregated (carried through bounding as doubles); a
+        # weighted sum's product is computed from its two columns (``_clamped``)
         # a MODE over listed candidates carries its candidate's index instead (any type)
         self.labels = {
             a.column: a.domain
@@ -267,7 +270,8 @@ class _Lowering:
         cols = [
             c
             for c in read
-            if any(m.column == c and not (m.statistic == "mode" and c in self.labels)
+            if any(m.column and c in agg.factors(m.column)
+                   and not (m.statistic == "mode" and c in self.labels)
                    for m in agg.measurements)
         ]  # fmt: skip
         self.columns = tuple(cols)
@@ -546,7 +550,28 @@ class _Lowering:
         b = self.agg.bounds_of(m.column)
         if b is None:
             raise InternalError(f"no bounds for {m.column!r} at lowering")
+        factors = self.agg.factors(m.column)
+        if len(factors) == 2:
+            # a weighted sum's product clamp(x)·clamp(w): both factors clamped to finite
+            # bounds first (no inf·0, no NaN: the NULL rule left those rows out), the double
+            # product then clamped to the products' range (it can round past an end)
+            x, w = (self._factor(c) for c in factors)
+            return _clamp(exp.Mul(this=x, expression=w), literal(b.lower), literal(b.upper))
         return _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
+
+    def _factor(self, column: str) -> exp.Expr:
+        """One factor of a product, clamped; where a double product that rounds to zero
+        raises (``float_underflow_raises``), a factor below 1e-150 in magnitude is written as
+        0, so a non-zero product is at least 1e-300 (no underflow), and the product's clamp
+        keeps the row inside its range whatever the factor."""
+        b = self.agg.bounds_of(column)
+        if b is None:
+            raise InternalError(f"no bounds for {column!r} at lowering")
+        clamped = _clamp(_col(self.x[column]), literal(b.lower), literal(b.upper))
+        if not self.d.float_underflow_raises:
+            return clamped
+        tiny = exp.LT(this=exp.func("ABS", clamped.copy()), expression=literal(1e-150))
+        return exp.paren(exp.Case().when(tiny, exp.Literal.number(0)).else_(clamped))
 
     def integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
         """``e`` (a double) as an integer in ``[lo, hi]``, total: clamped *before* the cast, so

@@ -131,6 +131,16 @@ def _scale(b: ColumnBounds) -> Fraction:
     return max(abs(b.lower), abs(b.upper), b.upper - b.lower)
 
 
+def _moments(agg: Aggregate, column: str, centres: dict[str, Fraction]) -> Moments:
+    """The column's :class:`Moments` in units of its own scale: every term is then a
+    *relative* variance, which changes no weight, and the arithmetic stays finite for any
+    bounds."""
+    b = _bounds(agg, column)
+    scale = _scale(b)
+    c = centres[column]
+    return Moments(float(b.midpoint / scale), float(b.radius / scale), float(c / scale))
+
+
 def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
     """Moment measurements with their objective weights A_m·D_m (D_m per unit budget)."""
     rows = reach(agg)
@@ -147,18 +157,18 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
         k = agg_call.kind
         if k.quantile != "none" or agg_call.function in ("mode", "top_k"):
             continue  # quantiles and modes take their share off the top (_quantile_needs)
-        col = agg_call.column
+        col = agg_call.value_column  # the column itself, or a weighted call's sum column
         moments: Moments | None = None
         if k.bounded:
-            b = _bounds(agg, col or "")
-            # in units of the column's own scale: every term is a *relative* variance, so
-            # this changes no weight, and keeps the arithmetic finite for any bounds
-            scale = _scale(b)
-            c = centres[col or ""]
-            moments = Moments(float(b.midpoint / scale), float(b.radius / scale), float(c / scale))
+            moments = _moments(agg, col or "", centres)
         for statistic, coef in k.split(agg_call.call(r), float(w), moments).items():
             per_column = statistic in ("sum", "sum_squares")
             add(measurement_name(statistic, col if per_column else None), coef)
+        if agg_call.weights is not None:  # a weighted mean reads the sum of its weights too
+            wm = _moments(agg, agg_call.weights, centres)
+            for statistic, coef in k.split_weights(agg_call.call(r), float(w), wm).items():
+                per_column = statistic in ("sum", "sum_squares")
+                add(measurement_name(statistic, agg_call.weights if per_column else None), coef)
     if not agg.public_keys and a.get("count", 0.0) == 0:
         # partition selection thresholds a noisy count: the unit count if there is one (a
         # row count no aggregate weighs would get a vanishing share of the budget), else a
@@ -408,13 +418,14 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
     quantiles = _quantile_needs(agg, buckets) + _mode_needs(agg)
     moment_columns = sorted(
         {
-            a.column
+            a.value_column
             for a in agg.aggregates
             if a.needs_bounds
             and a.kind.quantile == "none"
-            and a.column is not None
+            and a.value_column is not None
             and a.function not in ("mode", "top_k")  # a MODE's candidates need no centre
         }
+        | {a.weights for a in agg.aggregates if a.kind.weighted == "mean" and a.weights}
     )
     options: list[tuple[float, bool, dict[str, Fraction]]] = []
     modes = [False]

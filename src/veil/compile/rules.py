@@ -24,6 +24,7 @@ from veil.compile.constants import (
     check_quantile_buckets,
 )
 from veil.compile.measure import build
+from veil.compile.weights import check_weights, weights_bounds_missing
 from veil.errors import BoundsError, SchemaError, UnsupportedQueryError
 from veil.plan.canonical import call_order
 from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
@@ -154,9 +155,13 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
     a missing one is a ``BoundsError`` that says how to pass it."""
     agg = aggregate_of(plan)
     needed = sorted({a.column for a in agg.aggregates if a.needs_bounds and a.column})
+    weights = sorted({a.weights for a in agg.aggregates if a.weights})  # survey weights
+    needed = sorted({*needed, *weights})
     out: list[ColumnBounds] = []
     for col in needed:
         b = ctx.bounds.get(col) or agg.bounds_of(col)
+        if b is None and col in weights:
+            raise weights_bounds_missing(col)
         if b is None:
             fn = next(a.function for a in agg.aggregates if a.column == col and a.needs_bounds)
             need = f"bounds for {col!r} are required to compute {fn.upper()}({col}); pass "
@@ -188,6 +193,7 @@ def check_numbers(plan: Plan, ctx: Context) -> Plan:
         check_bounds(b)
     for key in agg.keys:
         check_edges(key)
+    check_weights(plan)  # survey weights: bounds from 0 up, products within the range
     return plan
 
 

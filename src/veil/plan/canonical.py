@@ -87,6 +87,8 @@ def _call(a: AggregateCall) -> Json:
         out["domain"] = [_value(v) for v in a.domain]
     if a.top is not None:
         out["top"] = list(a.top)
+    if a.weights is not None:  # survey weights (unweighted fingerprints are unchanged)
+        out["weights"] = a.weights
     return out
 
 

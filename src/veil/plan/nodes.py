@@ -68,6 +68,7 @@ __all__ = [
     "Statistic",
     "as_fraction",
     "declare_hint",
+    "product_name",
 ]
 
 T = TypeVar("T")
@@ -319,6 +320,13 @@ def _bin_label(lo: Fraction, hi: Fraction, *, closed: bool = False) -> str:
     return f"[{_num(lo)}, {_num(hi)}{']' if closed else ')'}"
 
 
+def product_name(column: str, weights: str) -> str:
+    """The name of the per-row product ``clamp(column) · clamp(weights)`` a weighted sum adds
+    up (a measurement's column; no table column may be called so, see
+    :meth:`Aggregate.bounds_of`)."""
+    return f"{column} * {weights}"
+
+
 @dataclass(frozen=True)
 class AggregateCall:
     """One aggregate in the SELECT list, released as the output column ``alias``.
@@ -335,6 +343,7 @@ class AggregateCall:
     weight: Fraction | None = None
     domain: tuple[KeyValue, ...] | None = None  # MODE's public candidates (else its bounds')
     top: tuple[int, int] | None = None  # TOP_K: (this column's rank r, k)
+    weights: str | None = None  # a survey-weight column (``veil.compile.weights``)
 
     def __post_init__(self) -> None:
         _check_name(self.alias, "an aggregate alias")
@@ -355,6 +364,13 @@ class AggregateCall:
                     f"TOP_K(col, k) takes an integer k in [1, {MAX_TOP_K}], got {picks!r} "
                     f"({self.alias!r}); e.g. TOP_K(col, 3)"
                 )
+        if (self.weights is not None) != (k.weighted != "none"):
+            raise InvalidArgumentError(
+                f"{self.function.upper()} ({self.alias!r}) "
+                + ("needs a weights column" if self.weights is None else "takes no weights")
+            )
+        if self.weights is not None:
+            _check_name(self.weights, "a weights column")
         if self.column is None and k.column == "required":
             raise InvalidArgumentError(f"{self.function.upper()} needs a column ({self.alias!r})")
         if k.quantile == "argument":
@@ -394,6 +410,19 @@ class AggregateCall:
     @property
     def needs_bounds(self) -> bool:
         return self.kind.bounded and self.domain is None
+
+    @property
+    def value_column(self) -> str | None:
+        """The column whose values the call's sums add up: its own column, or for a weighted
+        call the weights (a weighted count) or the product of the two
+        (:func:`product_name`)."""
+        match self.kind.weighted:
+            case "none":
+                return self.column
+            case "count":
+                return self.weights
+            case _:
+                return product_name(self.column or "", self.weights or "")
 
     def call(self, rows_per_group: int) -> Call:
         """What the kind knows of this call at compile time (R: rows per unit and group)."""
@@ -640,6 +669,7 @@ class Aggregate(Plan):
                 )
         for agg in aggs:
             self._check_call(agg)
+        self._check_weights(aggs)
         names = [k.alias for k in keys] + [a.alias for a in aggs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -705,6 +735,46 @@ class Aggregate(Plan):
                 f"{agg.function.upper()} of the privacy unit {agg.column!r} is not supported"
             )
 
+    def _check_weights(self, aggs: tuple[AggregateCall, ...]) -> None:
+        """One numeric weights column per aggregation, not the privacy unit, and no table
+        column named like a product of a weighted call."""
+        weights = sorted({a.weights for a in aggs if a.weights is not None})
+        if not weights:
+            return
+        if len(weights) > 1:
+            raise UnsupportedQueryError(
+                f"one query may weight by one column, got {weights}; run one query per weights"
+            )
+        f = self.child.field(weights[0])
+        if f.type not in NUMERIC_TYPES:
+            scan = self.scan()
+            hint = declare_hint(f.name, f.type, scan.table, declarable=scan.declarable)
+            raise SchemaError(
+                f"the weights column {f.name!r} is {f.type}, not numeric; weight by a numeric "
+                f"column{hint}"
+            )
+        if f.name == self.privacy_unit:
+            raise UnsupportedQueryError(
+                f"weighting by the privacy unit {f.name!r} is not supported; weight by another "
+                "column"
+            )
+        names = set(self.child.column_names())
+        for a in aggs:
+            v = a.value_column
+            if a.kind.weighted in ("sum", "mean") and v in names:
+                raise UnsupportedQueryError(
+                    f"the table has a column called {v!r}, the name veil gives the product of "
+                    f"{a.column!r} and its weights; rename that column in a view"
+                )
+
+    def factors(self, column: str) -> tuple[str, ...]:
+        """The table columns a measured column is computed from: a weighted call's product
+        is ``(column, weights)``, any other column itself."""
+        for a in self.aggregates:
+            if a.kind.weighted in ("sum", "mean") and a.value_column == column:
+                return (a.column or "", a.weights or "")
+        return (column,)
+
     def scan(self) -> Scan:
         """The table this aggregation reads (the leaf of its child chain)."""
         node = self.child
@@ -716,6 +786,13 @@ class Aggregate(Plan):
         for b in self.bounds:
             if b.column == column:
                 return b
+        factors = self.factors(column)
+        if len(factors) == 2:  # a product clamp(x)·clamp(w): the range of the products
+            bx, bw = (self.bounds_of(c) for c in factors)
+            if bx is None or bw is None:
+                return None
+            corners = [x * w for x in (bx.lower, bx.upper) for w in (bw.lower, bw.upper)]
+            return ColumnBounds(column, min(corners), max(corners))
         return None
 
     @property

@@ -48,7 +48,11 @@ def column_models(agg: Aggregate) -> tuple[ColumnModel, ...]:
 
 
 def _name(read: Read, a: AggregateCall) -> str:
-    column = None if read.statistic in ("count", "count_units") else a.column
+    # a weighted call's sums are of its products (its weights for a weighted count), and its
+    # total (role "total") that of its weights
+    column = a.weights if read.role == "total" else a.value_column
+    if read.statistic in ("count", "count_units"):
+        column = None
     q = a.q if read.statistic == "quantile" else None
     if a.top is not None:
         q = Fraction(a.top[1])
@@ -64,9 +68,11 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         roles[read.role] = name if name in measured else None
     lower = upper = None
     if a.needs_bounds:
-        b = agg.bounds_of(a.column or "")
+        # a weighted mean lies in its column's bounds; a weighted sum or count in its sums'
+        bounded = a.column if k.weighted == "mean" else a.value_column
+        b = agg.bounds_of(bounded or "")
         if b is None:
-            raise InternalError(f"no bounds for {a.column!r} after compiling")
+            raise InternalError(f"no bounds for {bounded!r} after compiling")
         lower, upper = b.lower, b.upper
     return ColumnModel(
         a.alias,
@@ -82,6 +88,7 @@ def _model(agg: Aggregate, a: AggregateCall, measured: set[str]) -> ColumnModel:
         labels=a.domain,
         rank=None if a.top is None else a.top[0],
         picks=None if a.top is None else a.top[1],
+        total=roles.get("total"),
     )
 
 

@@ -179,13 +179,17 @@ class _Tree(PlanVisitor[list[str]]):
             if a.top is not None:
                 arg, rank = f"{arg}, {a.top[1]}", f" rank {a.top[0]}"
             weight = f" weight {a.weight}" if a.weight is not None else ""
-            calls.append(f"{a.alias} = {a.function.upper()}({arg}){rank}{weight}")
+            name = a.function.upper()
+            if a.weights is not None:  # survey weights: the call as the analyst wrote it
+                name = {"wcount": "COUNT", "wsum": "SUM", "wavg": "AVG"}.get(a.function, name)
+                weight += f" weighted by {a.weights}"
+            calls.append(f"{a.alias} = {name}({arg}){rank}{weight}")
         # a MODE does not clamp: its bounds list its candidates (rows outside count for none)
         clamped = {
             a.column
             for a in node.aggregates
             if a.needs_bounds and a.function not in ("mode", "top_k")
-        }
+        } | {a.weights for a in node.aggregates if a.weights is not None}  # survey weights
         bounds = ", ".join(
             f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]"
             for b in node.bounds
