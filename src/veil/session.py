@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 
 import pyarrow as pa
 from sqlglot import exp
@@ -147,6 +147,7 @@ class SessionOptions(TypedDict, total=False):
     quantile_buckets: int
     source: RandomSource | None
     self_grant: bool
+    weights: str | None
 
 
 def _self_grant_refused(
@@ -190,6 +191,7 @@ class Session:
         source: RandomSource | None = None,
         max_rows: int | None = None,
         contributions: int | None = None,
+        weights: str | None = None,
     ) -> None:
         self.engine = engine
         self.ledger = ledger
@@ -209,6 +211,8 @@ class Session:
         self._closed = False
         self._owns_engine = True
         self.owner: Dataset | None = None  # the catalog entry whose limits a query may narrow
+        # survey weights every query's COUNT(*), SUM and AVG use unless it says weights=False
+        self.weights = weights
 
     @classmethod
     def on(cls, engine: Engine, **options: Unpack[SessionOptions]) -> Session:
@@ -272,6 +276,7 @@ class Session:
             source=options.get("source"),
             max_rows=options.get("max_rows"),
             contributions=options.get("contributions"),
+            weights=options.get("weights"),
         )
 
     @classmethod
@@ -316,6 +321,7 @@ class Session:
                 domains=dict(spec.domains),
                 quantile_buckets=quantile_buckets,
                 source=source,
+                weights=spec.weights,
             )
         except BaseException:
             if owned:
@@ -417,10 +423,11 @@ class Session:
         *,
         bounds: BoundsArg = None,
         domains: DomainsArg = None,
-        weights: str | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Plan:
         """The plan of SQL ``text`` (veil's DP subset), before compiling; ``weights``: its
-        COUNT(*), SUM and AVG weighted by that column (``veil.compile.weights``)."""
+        COUNT(*), SUM and AVG weighted by that column (``veil.compile.weights``; ``None``:
+        the session's weights, ``False``: none)."""
         from veil.sql import parse
 
         self._open()
@@ -451,7 +458,13 @@ class Session:
                 declarable=declarable,
             )
             _remember(_PLANS, memo, found)
-        return weigh(found, weights)
+        return weigh(found, self._weights(weights))
+
+    def _weights(self, weights: str | Literal[False] | None) -> str | None:
+        """The weights column of a query: its own, none (``False``), or the session's."""
+        if weights is False:
+            return None
+        return self.weights if weights is None else weights
 
     def query(self, table: str) -> Query:
         """A query builder over ``table``; ``.run(epsilon=…)`` / ``.explain(…)`` come back here."""
@@ -464,26 +477,28 @@ class Session:
 
     def run_query(self, query: Query, **options: Any) -> Result:
         """``query.run(**options)``: the options of :meth:`run` (and ``domains``)."""
-        _check_options(options, self.run, "run", drop=("plan", "text"), add=("domains",))
+        _check_options(options, self.run, "run", drop=("plan", "text"), add=("domains", "weights"))
         plan = self._builder_plan(query, options)  # takes "domains" out of options
         return self.run(plan, **options)
 
     def explain_query(self, query: Query, **options: Any) -> Explanation:
         """``query.explain(**options)``: the options of :meth:`explain`."""
         _check_options(options, self.explain, "explain", drop=("query",))
-        plan = self._builder_plan(query, options)
-        return self.explain(plan, **options)
+        plan = self._builder_plan(query, options)  # weighted as asked (or as the session is)
+        return self.explain(plan, weights=False, **options)
 
     def _builder_plan(self, query: Query, options: dict[str, Any]) -> Plan:
-        """The plan of builder ``query`` with the session's settings; takes ``domains`` out of
-        ``options`` (the plan has them) and leaves ``bounds`` in (compiling reads them too)."""
+        """The plan of builder ``query`` with the session's settings; takes ``domains`` and
+        ``weights`` out of ``options`` (the plan has them) and leaves ``bounds`` in (compiling
+        reads them too)."""
         bounds = options.get("bounds")
-        return query.plan(
+        plan = query.plan(
             privacy_unit=self.privacy_unit,
             bounds=list({**self.bounds, **_bounds(bounds)}.values()),
             contribution=self.contribution,
             domains={**self.domains, **(options.pop("domains", None) or {})},
         )
+        return weigh(plan, self._weights(options.pop("weights", None)))
 
     def _compile(
         self,
@@ -602,7 +617,7 @@ class Session:
         target: Any = None,
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
-        weights: str | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -616,13 +631,14 @@ class Session:
         them (:func:`veil.accuracy.choose_epsilon`, which reads no data);
         ``quantile_buckets`` the grid of this query's continuous quantiles (the session's by
         default); ``weights``: a survey-weights column (with bounds, e.g. ``bounds={"coeff":
-        (0, 20)}``) weighting the query's COUNT(*), SUM and AVG (``veil.compile.weights``).
+        (0, 20)}``) weighting the query's COUNT(*), SUM and AVG (``veil.compile.weights``;
+        ``None``: the session's, as the catalog declares them; ``False``: unweighted).
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
         """
         if is_auto(bounds):
             _refuse_auto_target(target)
-            _refuse_auto_weights(weights)
+            _refuse_auto_weights(self._weights(weights))
             return auto_sql(
                 self, text, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=domains, max_groups=max_groups,
@@ -848,7 +864,7 @@ class Session:
         target: Any = None,
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
-        weights: str | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -860,7 +876,7 @@ class Session:
         """
         if is_auto(bounds):
             _refuse_auto_target(target)
-            _refuse_auto_weights(weights)
+            _refuse_auto_weights(self._weights(weights))
             if not isinstance(query, str):
                 raise InvalidArgumentError("bounds='auto' needs the query as SQL text")
             return auto_explain(
@@ -874,7 +890,7 @@ class Session:
         plan = (
             self.plan(query, bounds=bounds, domains=domains, weights=weights)
             if isinstance(query, str)
-            else weigh(query, weights)
+            else weigh(query, self._weights(weights))
         )
         if target is not None:
             choice = self._targeted(

@@ -125,6 +125,7 @@ class Dataset:
     max_delta: Fraction | None = None
     total: Budget | None = None
     min_response_ms: int = 0
+    weights: str | None = None  # survey weights of every query (veil.compile.weights)
 
     def public(self) -> dict[str, Any]:
         """What an analyst granted the dataset may see (JSON-safe): everything but the source."""
@@ -134,6 +135,7 @@ class Dataset:
 
     def to_json(self) -> dict[str, Any]:
         extra = {} if self.max_rows is None else {"max_rows": self.max_rows}
+        weights = {} if self.weights is None else {"weights": self.weights}  # stored as before
         return {
             "name": self.name,
             "source": self.source.to_json(),
@@ -148,6 +150,7 @@ class Dataset:
             "max_delta": None if self.max_delta is None else str(self.max_delta),
             "total": None if self.total is None else self.total.to_dict(),
             "min_response_ms": self.min_response_ms,
+            **weights,
         }
 
     @staticmethod
@@ -168,6 +171,7 @@ class Dataset:
             max_delta=d.get("max_delta"),
             total=None if d.get("total") is None else Budget.from_dict(d["total"]),
             min_response_ms=d.get("min_response_ms", 0),
+            weights=d.get("weights"),
         )
 
     # -- the owner's limits, checked before anything is charged ---------------------------
@@ -292,6 +296,7 @@ def _dataset(
     max_delta: object = None,
     total: Budget | None = None,
     min_response_ms: object = 0,
+    weights: object = None,
 ) -> Dataset:
     """A checked :class:`Dataset` (every argument validated, numbers read exactly)."""
     from veil.plan.nodes import ColumnBounds, GroupKey
@@ -314,6 +319,8 @@ def _dataset(
     pad = min_response_ms
     if isinstance(pad, bool) or not isinstance(pad, int) or pad < 0:
         raise InvalidArgumentError(f"min_response_ms must be an integer ≥ 0, got {pad!r}")
+    if weights is not None:
+        _check_weights(_text(weights, "the weights column"), checked)
     return Dataset(
         name=_text(name, "a dataset name"),
         source=source,
@@ -331,7 +338,23 @@ def _dataset(
         max_delta=None if max_delta is None else _fraction(max_delta, "max_delta"),
         total=total,
         min_response_ms=pad,
+        weights=weights,  # type: ignore[arg-type]
     )
+
+
+def _check_weights(column: str, bounds: Mapping[str, tuple[Fraction, Fraction]]) -> None:
+    """A dataset's survey weights need the owner's bounds, from 0 or above."""
+    from veil.compile.weights import weights_bounds_missing
+
+    pair = bounds.get(column)
+    if pair is None:
+        raise weights_bounds_missing(column)
+    if pair[0] < 0:
+        raise BoundsError(
+            f"bounds for the weights column {column!r} start at {float(pair[0]):g}: a weight "
+            f"counts people, its lower bound must be at least 0; declare bounds={{{column!r}: "
+            f"(0, {float(pair[1]):g})}}"
+        )
 
 
 class Catalog:
@@ -366,6 +389,7 @@ class Catalog:
         total: Budget | None = None,
         min_response_ms: int = 0,
         replace: bool = False,
+        weights: str | None = None,
     ) -> Dataset:
         """Register ``name`` (see the module docstring); return its :class:`Dataset`.
 
@@ -373,7 +397,9 @@ class Catalog:
         registered name raises ``LedgerError`` unless ``replace=True``; a source already
         registered under another name is refused (one source, one unit of accounting).
         ``total`` caps what all analysts together may spend on the dataset
-        (:meth:`veil.Ledger.cap_dataset`).
+        (:meth:`veil.Ledger.cap_dataset`). ``weights``: the survey-weights column every
+        query's COUNT(*), SUM and AVG are weighted by (its bounds in ``bounds``, from 0 up; an
+        analyst opts out with ``weights=False``).
         """
         if not isinstance(source, Source):
             raise InvalidArgumentError(f"source must be a veil.catalog.Source, got {source!r}")
@@ -392,6 +418,7 @@ class Catalog:
             max_delta=max_delta,
             total=total,
             min_response_ms=min_response_ms,
+            weights=weights,
         )
         _check_schema(ds, "python")
         spec = json.dumps(ds.to_json(), sort_keys=True)

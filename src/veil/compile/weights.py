@@ -61,7 +61,8 @@ def weigh(plan: Plan, weights: str | None) -> Plan:
             raise UnsupportedQueryError(
                 f"{shown} ({a.alias!r}) cannot be weighted: weights={weights!r} applies to "
                 "COUNT(*), SUM(col) and AVG(col) only; run the other aggregates in a query "
-                "without weights (for COUNT(col), count rows WHERE col IS NOT NULL)",
+                "without weights (weights=False where the session weights every query; for "
+                "COUNT(col), count rows WHERE col IS NOT NULL)",
                 cli=(
                     f"{shown} ({a.alias!r}) cannot be weighted: --weights applies to COUNT(*), "
                     "SUM(col) and AVG(col) only; run the other aggregates without --weights"
