@@ -238,6 +238,14 @@ QuantileBucketsOpt = Annotated[
         help="Grid cells of a continuous quantile (MEDIAN, QUANTILE, MIN, MAX), 1 to 2^40.",
     ),
 ]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        help="A survey-weights column (with --bounds COL=0:W_MAX): COUNT(*), SUM and AVG "
+        "are weighted by it.",
+    ),
+]
 SqlArg = Annotated[
     str, typer.Argument(help="The SQL query (veil's DP subset, see the README); - reads stdin.")
 ]
@@ -289,6 +297,8 @@ class _Ask:
     auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
     bounds_share: Fraction | None = None
 
+    weights: str | None = None
+
     def bounds_arg(self) -> Any:
         """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column."""
         if self.auto is None:
@@ -317,6 +327,7 @@ class _Ask:
         max_rows: int | None = None,
         contributions: int | None = None,
         bounds_share: str | None = None,
+        weights: str | None = None,
     ) -> _Ask:
         from veil.cli_bounds import split_auto
         from veil.compile.constants import check_quantile_buckets
@@ -358,6 +369,7 @@ class _Ask:
             contributions,
             auto,
             parse_number(bounds_share, "--bounds-share"),
+            weights,
         )
 
     def session(self, *, grant: bool = True) -> Session:
@@ -396,6 +408,7 @@ class _Ask:
             contributions=self.contributions,
             schema=self.schema or None,
             quantile_buckets=self.quantile_buckets,
+            weights=self.weights,
         )
         if self.ledger:
             session.ledger.on_alert(_print_alert)
@@ -428,6 +441,7 @@ def query(
     min_group_size: MinGroupOpt = None,
     reference: ReferenceOpt = None,
     bounds_share: BoundsShareOpt = None,
+    weights: WeightsOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget (at --epsilon, or at
     the smallest ε meeting every --target)."""
@@ -455,6 +469,7 @@ def query(
             max_rows,
             contributions,
             bounds_share,
+            weights=weights,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False, aim=aim)
 
@@ -489,6 +504,7 @@ def explain(
     curve: CurveOpt = False,
     plot: PlotOpt = None,
     bounds_share: BoundsShareOpt = None,
+    weights: WeightsOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing.
     With --target: at the smallest ε meeting every target; --curve, --plot: bars versus ε."""
@@ -514,6 +530,7 @@ def explain(
             max_rows,
             contributions,
             bounds_share,
+            weights=weights,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True, aim=aim)
 

@@ -156,7 +156,7 @@ class WeightedAvg(AggregateKind):
             worst = combination_halfwidth([sm.term(float(sm.step)), wm.term(far * step)], level)
             small = max(step, 4 * wm.halfwidth(level) * step)
             return (
-                f"± {near:.6g}/W (mean at 0) to ± {worst:.6g}/W (mean at ±{far:.6g}) for a "
+                f"± {near:.6g}/W (mean at 0) to ± {worst:.6g}/W (|mean| = {far:.6g}) for a "
                 f"group of total weight W; ± {full:.6g} (the whole range) for a group whose "
                 f"noisy total weight is below {small:.6g}"
             )
