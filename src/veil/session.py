@@ -890,7 +890,9 @@ class Session:
         plan = (
             self.plan(query, bounds=bounds, domains=domains, weights=weights)
             if isinstance(query, str)
-            else weigh(query, self._weights(weights))
+            # a plan is weighted when it is built (plan(), the builder): only an explicit
+            # weights= column weights it here, never the session's default a second time
+            else weigh(query, weights if isinstance(weights, str) else None)
         )
         if target is not None:
             choice = self._targeted(

@@ -119,3 +119,29 @@ def test_weighting_by_the_privacy_unit_is_refused(session: veil.Session) -> None
     with pytest.raises(UnsupportedQueryError, match="weighting by the privacy unit 'uid'"):
         s.sql("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, 2)}, weights="uid")
     assert s.remaining().eps == 1
+
+
+def test_a_target_on_a_weighted_count_finds_the_smallest_epsilon_meeting_it(
+    session: veil.Session,
+) -> None:
+    sql = "SELECT g, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY g"
+    e = session.explain(sql, bounds=BOUNDS, weights="w", target={"n": "±50"})
+    bar = float(e.errors["n"].removeprefix("± "))
+    assert 45 <= bar <= 50  # the weighted count's bar (Σ w, w ≤ 4) meets the target, tightly
+    eps = e.cost.eps
+    smaller = session.explain(sql, epsilon=float(eps) * 0.98, bounds=BOUNDS, weights="w")
+    assert float(smaller.errors["n"].removeprefix("± ")) > 50  # 2 % less ε misses it
+
+
+def test_the_sessions_weights_apply_to_sql_once_and_weights_false_opts_out() -> None:
+    df = pd.DataFrame({"x": [1.0, 2.0], "w": [0.5, 1.0]})
+    s = veil.Session.local(
+        {"t": df}, budget=veil.Budget(epsilon=1), bounds={"x": (0, 2), "w": (0, 1)}, weights="w"
+    )
+    weighted = s.explain("SELECT COUNT(*) AS n FROM t", epsilon=1)
+    assert [a.function for a in aggregate_of(weighted.plan).aggregates] == ["wcount"]
+    plain = s.explain("SELECT COUNT(*) AS n FROM t", epsilon=1, weights=False)
+    assert [a.function for a in aggregate_of(plain.plan).aggregates] == ["count"]
+    # an unweighted plan passed in stays unweighted: the session's default is for SQL text
+    again = s.explain(s.plan("SELECT COUNT(*) AS n FROM t", weights=False), epsilon=1)
+    assert [a.function for a in aggregate_of(again.plan).aggregates] == ["count"]

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Choice", "check_targets", "choose_epsilon", "target_bars"]
 
-_CONSTANT = ("count", "count_distinct", "sum")
+_CONSTANT = ("count", "count_distinct", "sum", "wcount", "wsum")  # w…: survey weights
 _LOWEST = Fraction(1, 10**6)
 _HIGHEST = Fraction(10**4)
 
