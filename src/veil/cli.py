@@ -1185,6 +1185,14 @@ def catalog_add(
         bool, typer.Option("--replace", help="Change a registered dataset's metadata.")
     ] = False,
     fmt: FormatOpt = OutputFormat.table,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="The survey-weights column every query's COUNT(*), SUM and AVG are weighted "
+            "by (its --bounds from 0 up).",
+        ),
+    ] = None,
 ) -> None:
     """Register a dataset: its source, privacy unit, limits, bounds, domains and caps."""
 
@@ -1214,6 +1222,7 @@ def catalog_add(
                 max_delta=parse_number(max_delta, "--max-delta"),
                 total=total,
                 replace=replace,
+                weights=weights,
             )
         if fmt is OutputFormat.json:
             sys.stdout.write(json.dumps({"dataset": ds.to_json()}) + "\n")

@@ -4,12 +4,14 @@ column without owner bounds, or with a negative lower bound, is refused when it 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cli_support import invoke
 from veil import Budget, Catalog, Session
 from veil.catalog import Source
 from veil.errors import BoundsError, UnsupportedQueryError
@@ -99,3 +101,30 @@ def test_weights_without_owner_bounds_from_zero_are_refused_when_added(
 ) -> None:
     with pytest.raises(BoundsError, match=match):
         add(tmp_path, survey, bounds=bounds)
+
+
+def test_veil_catalog_add_and_load_take_the_weights_column(tmp_path: Path, survey: Path) -> None:
+    ledger = f"sqlite:///{tmp_path / 'cli.db'}"
+    code, out, err = invoke(
+        "catalog", "add", "survey", "--ledger", ledger, "--path", str(survey),
+        "--bounds", "hours=0:60", "--bounds", "coeff=0:4", "--weights", "coeff",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["dataset"]["weights"] == "coeff"
+    code, _, err = invoke(
+        "catalog", "add", "other", "--ledger", ledger, "--path", str(survey),
+        "--bounds", "coeff=-1:4", "--weights", "coeff",
+    )  # fmt: skip
+    assert code != 0
+    assert "--bounds coeff=0:4" in " ".join(err.split())
+    config = tmp_path / "veil.toml"
+    config.write_text(
+        f'[ledger]\nurl = "sqlite:///{tmp_path / "toml.db"}"\n\n[[datasets]]\nname = "survey"\n'
+        f'source = {{ kind = "file", path = "{survey}" }}\n'
+        'bounds = { hours = [0, 60], coeff = [0, 4] }\nweights = "coeff"\n',
+        encoding="utf-8",
+    )
+    code, out, err = invoke("catalog", "load", str(config), "--format", "json")
+    assert code == 0, err
+    assert Catalog(f"sqlite:///{tmp_path / 'toml.db'}").dataset("survey").weights == "coeff"

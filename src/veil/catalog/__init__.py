@@ -350,10 +350,13 @@ def _check_weights(column: str, bounds: Mapping[str, tuple[Fraction, Fraction]])
     if pair is None:
         raise weights_bounds_missing(column)
     if pair[0] < 0:
-        raise BoundsError(
+        rule = (
             f"bounds for the weights column {column!r} start at {float(pair[0]):g}: a weight "
-            f"counts people, its lower bound must be at least 0; declare bounds={{{column!r}: "
-            f"(0, {float(pair[1]):g})}}"
+            "counts people, its lower bound must be at least 0; declare "
+        )
+        raise BoundsError(
+            f"{rule}bounds={{{column!r}: (0, {float(pair[1]):g})}}",
+            cli=f"{rule}--bounds {column}=0:{float(pair[1]):g}",
         )
 
 
@@ -521,6 +524,7 @@ _TOML_KEYS = {
     "total_delta",
     "total_rho",
     "min_response_ms",
+    "weights",
 }
 
 
