@@ -160,6 +160,7 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
         "max_groups": body.max_groups,
         "max_rows_per_group": body.max_rows_per_group,
         "max_rows": body.max_rows,
+        "weights": body.weights,
     }
 
 

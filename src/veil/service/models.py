@@ -7,7 +7,7 @@ Unknown fields are refused (422), so a misspelt option is never silently ignored
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -163,6 +163,11 @@ class ExplainRequest(_Body):
         le=10**12,
         description="the public smallest group size assumed for the bar of an AVG target",
     )
+    weights: Name | Literal[False] | None = Field(
+        default=None,
+        description="a survey-weights column (its bounds the owner's) weighting COUNT(*), SUM "
+        "and AVG; false: unweighted; omitted: the dataset's own weights, if it has any",
+    )
 
     @model_validator(mode="after")
     def _one_query(self) -> ExplainRequest:
@@ -262,6 +267,11 @@ class DatasetCreate(_Body):
     total_rho: Num | None = None
     min_response_ms: int = Field(default=0, ge=0, le=600_000)
     replace: bool = False
+    weights: Name | None = Field(
+        default=None,
+        description="the survey-weights column every query's COUNT(*), SUM and AVG are "
+        "weighted by (its bounds, from 0 up, in bounds)",
+    )
 
     def options(self) -> dict[str, Any]:
         return {
@@ -277,4 +287,5 @@ class DatasetCreate(_Body):
             "max_delta": self.max_delta,
             "min_response_ms": self.min_response_ms,
             "replace": self.replace,
+            "weights": self.weights,
         }
