@@ -81,8 +81,9 @@ def by_sql_node(node: type[Any]) -> AggregateKind | None:
 
 
 def supported_sql() -> str:
-    """Every SQL spelling of every kind, for messages."""
-    return ", ".join(s for k in kinds() for s in k.sql)
+    """Every SQL spelling of every kind, for messages (a survey-weighted kind is the weighted
+    form of COUNT, SUM or AVG, written with ``weights=``, not in SQL)."""
+    return ", ".join(s for k in kinds() if k.weighted == "none" for s in k.sql)
 
 
 def _load() -> None:
