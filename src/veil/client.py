@@ -381,6 +381,7 @@ class Client:
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,
         min_group_size: int | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Result: ...
 
     @overload
@@ -401,6 +402,7 @@ class Client:
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,
         min_group_size: int | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Job: ...
 
     def query(
@@ -420,6 +422,7 @@ class Client:
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,
         min_group_size: int | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Result | Job:
         """Answer ``sql`` on ``dataset`` with noise, error bars and a charged budget (the
         arguments of ``Session.sql``; bounds and limits may only narrow the owner's).
@@ -429,10 +432,13 @@ class Client:
         If the service turns the query into a job (202), poll it until done, or for at most
         ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to
         wait for). ``wait=False``: start it as a job and return the :class:`Job` at once.
+        ``weights``: a survey-weights column, or ``False`` for none (default: the dataset's).
         """
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
         if max_rows is not None:
             body["max_rows"] = max_rows
+        if weights is not None:
+            body["weights"] = weights
         body["consistent"] = bool(consistent)
         body |= _targets(target, references, min_group_size)
         status, payload = self._call(
@@ -464,14 +470,17 @@ class Client:
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,
         min_group_size: int | None = None,
+        weights: str | Literal[False] | None = None,
     ) -> Explanation:
         """What the query would cost and its expected error; reads no data, charges nothing
         (without ``epsilon``: shown for ε = 1; with ``target``: at the smallest ε meeting
-        the accuracy targets, which ``notes`` state)."""
+        the accuracy targets, which ``notes`` state; ``weights`` as in :meth:`query`)."""
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
         if max_rows is not None:
             body["max_rows"] = max_rows
         body |= _targets(target, references, min_group_size)
+        if weights is not None:
+            body["weights"] = weights
         _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
         return Explanation.from_json(payload)
 

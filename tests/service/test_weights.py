@@ -49,3 +49,18 @@ def test_the_owners_weights_weight_an_analysts_queries(service: Service) -> None
     assert code == 400, problem
     assert "cannot be weighted" in problem["detail"]
     assert service.ledger.remaining("bob", "weighted") == before
+
+
+def test_the_python_client_passes_weights(service: Service) -> None:
+    from veil.client import Client
+
+    test_the_owners_weights_weight_an_analysts_queries(service)  # registers "weighted"
+    # the client over the in-process app: starlette's test transport (no server process)
+    transport = service.client._transport  # type: ignore[attr-defined]
+    with Client("http://127.0.0.1", service.keys["bob"], transport=transport) as bob:
+        weighted = bob.explain("weighted", SQL, epsilon=1)
+        plain = bob.explain("weighted", SQL, epsilon=1, weights=False)
+        r = bob.query("weighted", SQL, epsilon=1, weights=False)
+    assert {u.measurement for u in weighted.usage} >= {"sum(user_id)"}
+    assert "sum(user_id)" not in {u.measurement for u in plain.usage}
+    assert r.columns == ("grp", "n", "m")
