@@ -49,6 +49,7 @@ final class Client
     private const QUERY_OPTIONS = [
         'epsilon', 'delta', 'bounds', 'max_groups', 'max_rows_per_group', 'consistent',
         'target', 'references', 'min_group_size',
+        'weights',
     ];
 
     /** An exact number as the service reads it: `0.5`, `-2`, `1/3` (no exponent). */
@@ -122,6 +123,7 @@ final class Client
      *     max_groups?: int,
      *     max_rows_per_group?: int,
      *     consistent?: bool,
+     *     weights?: string|false,
      *     async?: bool,
      *     target?: string|list<string>,
      *     references?: array<string, float|int>,
@@ -130,8 +132,10 @@ final class Client
      *     accuracy targets instead (`'n=±50'`, `'mean=±2%'` with `references`, an AVG with
      *     `min_group_size`): the service runs it at the smallest ε meeting them; `bounds`, `max_groups`,
      *     `max_rows_per_group`: only tighter than the data owner's; `consistent`: group counts
-     *     that add up to their noisy total; `async`: run it as a job and poll until it is done
-     *     (for a query longer than a proxy's read timeout; the answer is the same)
+     *     that add up to their noisy total; `weights`: a survey-weights column weighting
+     *     COUNT(*), SUM and AVG, or false for none (default: the dataset's own weights);
+     *     `async`: run it as a job and poll until it is done (for a query longer than a
+     *     proxy's read timeout; the answer is the same)
      * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
      */
     public function query(string $dataset, string $sql, array $options): QueryResult
@@ -532,6 +536,10 @@ final class Client
                     : throw new InvalidRequestException(
                         'min_group_size must be a positive integer (the public smallest group size '
                         . 'you assume), e.g. 100; nothing was sent'
+                    ),
+                'weights' => (is_string($value) && $value !== '') || $value === false ? $value
+                    : throw new InvalidRequestException(
+                        "weights must be a survey-weights column (e.g. 'coeff') or false; nothing was sent"
                     ),
             };
         }

@@ -203,6 +203,20 @@ final class QueryTest extends TestCase
         self::client()->query(self::DATASET, 'SELECT COUNT(*) FROM people', ['epsilon' => 1, 'epsilonn' => 1]);
     }
 
+    public function testABadWeightsOptionIsRefusedBeforeSending(): void
+    {
+        $this->expectException(InvalidRequestException::class);
+        $this->expectExceptionMessage('weights must be a survey-weights column');
+        self::client()->query(self::DATASET, 'SELECT COUNT(*) FROM people', ['epsilon' => 1, 'weights' => 7]);
+    }
+
+    public function testWeightsFalseRunsTheQueryUnweighted(): void
+    {
+        $e = self::client()->explain(self::DATASET, 'SELECT COUNT(*) AS n FROM people', ['epsilon' => 0.1, 'weights' => false]);
+
+        self::assertSame('0.1', (string) $e->cost->epsilon);
+    }
+
     public function testADatasetWithoutAGrantAnswersLikeOneThatDoesNotExist(): void
     {
         $veil = self::client('carol'); // carol has no grant on the padded dataset
