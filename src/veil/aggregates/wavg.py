@@ -12,21 +12,25 @@ error with step s_P/s_W, centre 0, and the weights' grid sum V̂_W as the count 
 :func:`veil.noise.errorbars.avg_halfwidths`'s, with its exact coverage (see
 :mod:`veil.aggregates.avg`; the whole range when V̂_W is below 4 × its own bar).
 
-Otherwise (a sum centred away from 0 shares the count's noise), a union bound: with a and b the
-two sums' half-widths at (1 + level)/2 (exact discrete quantiles,
-:func:`veil.noise.errorbars.combination_halfwidth`), the event {|P̂ − P| ≤ a and |Ŵ − W| ≤ b}
-has probability ≥ level whatever the dependence; on it, if Ŵ > b, then W > 0 and m = P/W lies
-between the least and largest of (P̂ ± a)/(Ŵ ± b) (P/W is monotone in P and in W on W > 0)
-and in [lower, upper] (weights ≥ 0, values clamped); the bar is the largest distance from the
-released value to that interval's ends, and the whole range if Ŵ ≤ b. Wider than a joint
-quantile, never narrower. Like every veil bar it is for the noise, not for the clamping of
-values or weights.
+Otherwise (a sum centred away from 0 reads the count too: P̂ = s_P·V̂_P + c_P·n̂, Ŵ =
+s_W·V̂_W + c_W·n̂), the error is still exact: P̂ − m·Ŵ = s_P·Z_P − m·s_W·Z_W + (c_P − m·c_W)·Z_N
+(P = m·W), so m̂ − m = (s_P·Z_P − m·s_W·Z_W + (c_P − m·c_W)·Z_N)/Ŵ with m̂ = P̂/Ŵ, three
+independent noises. Cut [lower, upper] (where m lies: weights ≥ 0, values clamped) into 1000
+cells; T_j bounds that combination at ``level`` for every m in cell j, computed at the cell's
+largest |m|·s_W and |c_P − m·c_W| (the coverage of the combination is nonincreasing in each
+coefficient, the property AVG's bar uses). On the event {|combination at the true m| ≤
+T_cell(m)} (P ≥ level), m lies in S = ∪_j (cell j ∩ [m̂ − T_j/Ŵ, m̂ + T_j/Ŵ]) when Ŵ > 0, so the
+bar — the largest distance from the released value to a point of S — covers the noise with
+probability ≥ level; with Ŵ ≤ 0 it is the whole range. Like every veil bar it is for the
+noise, not for the clamping of values or weights.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+
+import numpy as np
 
 from veil.aggregates import register
 from veil.aggregates.base import (
@@ -40,16 +44,13 @@ from veil.aggregates.base import (
     Statistic,
     clamp,
 )
-from veil.noise.errorbars import Term, avg_halfwidths, combination_halfwidth
+from veil.noise.errorbars import (
+    avg_halfwidths,
+    combination_halfwidth,
+    combination_halfwidths,
+)
 
-
-def _terms(e: Expected, role: Role) -> list[Term]:
-    """The noise of the sum in ``role`` (step·Z_S, plus centre·Z_N when centred)."""
-    sm = e.noise(role)
-    terms = [sm.term(float(sm.step))]
-    if e.has("count") and sm.centre != 0:
-        terms.append(e.noise("count").term(float(sm.centre)))
-    return terms
+_CELLS = 1000  # the centred bar's cells of the bounds (a thousandth each)
 
 
 def _total(g: Group, role: Role) -> float:
@@ -98,13 +99,6 @@ class WeightedAvg(AggregateKind):
             return (g.lower + g.upper) / 2
         return clamp(p / w, g.lower, g.upper)
 
-    def _halfwidths(self, e: Expected, level: float) -> tuple[float, float]:
-        inner = (1 + level) / 2  # each sum at (1 + level)/2: both hold with P ≥ level
-        return (
-            combination_halfwidth(_terms(e, "sum"), inner),
-            combination_halfwidth(_terms(e, "total"), inner),
-        )
-
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         """The bar of the module docstring (a batch of one)."""
         bar = self.halfwidths([g], [value], level)[0]
@@ -119,7 +113,7 @@ class WeightedAvg(AggregateKind):
         g = groups[0]  # one column: every group shares its noises and bounds
         sm, wm = g.noise("sum"), g.noise("total")
         if sm.centre != 0 or wm.centre != 0:
-            return [self._union(x, v, level) for x, v in zip(groups, values, strict=True)]
+            return self._centred(groups, values, level)
         bars = avg_halfwidths(
             sm,
             wm,
@@ -133,17 +127,45 @@ class WeightedAvg(AggregateKind):
         )
         return [float(b) for b in bars]
 
-    def _union(self, g: Group, value: float, level: float) -> float:
-        """The union-bound bar of the module docstring (sums centred away from 0)."""
-        a, b = self._halfwidths(g, level)
-        p, w = _total(g, "sum"), _total(g, "total")
+    def _cells(self, e: Expected, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cells of [lower, upper] (their ends) and T_j of the module docstring."""
+        sm, wm = e.noise("sum"), e.noise("total")
+        edges = np.linspace(e.lower, e.upper, _CELLS + 1)
+        edges[-1] = e.upper
+        lo, hi = edges[:-1], edges[1:]
+        terms: list[tuple[object, str, Fraction]] = [
+            (float(sm.step), sm.mechanism, sm.scale),
+            (np.maximum(np.abs(lo), np.abs(hi)) * float(wm.step), wm.mechanism, wm.scale),
+        ]
+        if e.has("count"):
+            cp, cw = float(sm.centre), float(wm.centre)
+            n = np.maximum(np.abs(cp - lo * cw), np.abs(cp - hi * cw))
+            cm = e.noise("count")
+            terms.append((n, cm.mechanism, cm.scale))
+        return lo, hi, combination_halfwidths(terms, level)  # type: ignore[arg-type]
+
+    def _centred(
+        self, groups: Sequence[Group], values: Sequence[float], level: float
+    ) -> list[float | None]:
+        """The bar of the module docstring for sums centred away from 0, every group at once."""
+        g = groups[0]
+        lo, hi, t = self._cells(g, level)
         full = g.upper - g.lower
-        if not w > b:
-            return full
-        ratios = [(p + s * a) / (w + t * b) for s in (-1, 1) for t in (-1, 1)]
-        lo = clamp(min(ratios), g.lower, g.upper)
-        hi = clamp(max(ratios), g.lower, g.upper)
-        return min(max(value - lo, hi - value, 0.0), full)
+        out: list[float | None] = []
+        for x, v in zip(groups, values, strict=True):
+            p, w = _total(x, "sum"), _total(x, "total")
+            if not w > 0:
+                out.append(full)
+                continue
+            m_hat, r = p / w, t / w
+            left, right = np.maximum(lo, m_hat - r), np.minimum(hi, m_hat + r)
+            ok = left <= right
+            if not ok.any():  # the noise beyond its bound: no point of S, the whole range
+                out.append(full)
+                continue
+            bar = max(v - float(left[ok].min()), float(right[ok].max()) - v, 0.0)
+            out.append(min(bar, full))
+        return out
 
     def expected(self, e: Expected, level: float) -> str:
         sm, wm = e.noise("sum"), e.noise("total")
@@ -160,9 +182,9 @@ class WeightedAvg(AggregateKind):
                 f"group of total weight W; ± {full:.6g} (the whole range) for a group whose "
                 f"noisy total weight is below {small:.6g}"
             )
-        a, b = self._halfwidths(e, level)
+        _, _, t = self._cells(e, level)
         return (
-            f"± about ({a:.6g} + |mean|·{b:.6g})/(W − {b:.6g}) for a group of total weight W "
-            f"(at most ± ({a:.6g} + {far:.6g}·{b:.6g})/(W − {b:.6g})); ± {full:.6g}"
-            f" (the whole range) for a group whose noisy total weight is below {b:.6g}"
+            f"± {float(t.min()):.6g}/W to ± {float(t.max()):.6g}/W (by where the mean lies) for "
+            f"a group of total weight W; ± {full:.6g} (the whole range) for a group whose "
+            "noisy total weight is 0 or below"
         )
