@@ -39,6 +39,7 @@ from veil.errors import (
     UnsupportedQueryError,
 )
 from veil.noise.families import MECHANISMS, Mechanism
+from veil.plan.weighting import check_weights, product_name
 
 if TYPE_CHECKING:
     from veil.plan.visitor import PlanVisitor
@@ -318,13 +319,6 @@ def _num(x: Fraction) -> str:
 
 def _bin_label(lo: Fraction, hi: Fraction, *, closed: bool = False) -> str:
     return f"[{_num(lo)}, {_num(hi)}{']' if closed else ')'}"
-
-
-def product_name(column: str, weights: str) -> str:
-    """The name of the per-row product ``clamp(column) · clamp(weights)`` a weighted sum adds
-    up (a measurement's column; no table column may be called so, see
-    :meth:`Aggregate.bounds_of`)."""
-    return f"{column} * {weights}"
 
 
 @dataclass(frozen=True)
@@ -669,7 +663,7 @@ class Aggregate(Plan):
                 )
         for agg in aggs:
             self._check_call(agg)
-        self._check_weights(aggs)
+        check_weights(self, aggs)  # survey weights (veil.plan.weighting)
         names = [k.alias for k in keys] + [a.alias for a in aggs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -734,38 +728,6 @@ class Aggregate(Plan):
             raise UnsupportedQueryError(
                 f"{agg.function.upper()} of the privacy unit {agg.column!r} is not supported"
             )
-
-    def _check_weights(self, aggs: tuple[AggregateCall, ...]) -> None:
-        """One numeric weights column per aggregation, not the privacy unit, and no table
-        column named like a product of a weighted call."""
-        weights = sorted({a.weights for a in aggs if a.weights is not None})
-        if not weights:
-            return
-        if len(weights) > 1:
-            raise UnsupportedQueryError(
-                f"one query may weight by one column, got {weights}; run one query per weights"
-            )
-        f = self.child.field(weights[0])
-        if f.type not in NUMERIC_TYPES:
-            scan = self.scan()
-            hint = declare_hint(f.name, f.type, scan.table, declarable=scan.declarable)
-            raise SchemaError(
-                f"the weights column {f.name!r} is {f.type}, not numeric; weight by a numeric "
-                f"column{hint}"
-            )
-        if f.name == self.privacy_unit:
-            raise UnsupportedQueryError(
-                f"weighting by the privacy unit {f.name!r} is not supported; weight by another "
-                "column"
-            )
-        names = set(self.child.column_names())
-        for a in aggs:
-            v = a.value_column
-            if a.kind.weighted in ("sum", "mean") and v in names:
-                raise UnsupportedQueryError(
-                    f"the table has a column called {v!r}, the name veil gives the product of "
-                    f"{a.column!r} and its weights; rename that column in a view"
-                )
 
     def factors(self, column: str) -> tuple[str, ...]:
         """The table columns a measured column is computed from: a weighted call's product
