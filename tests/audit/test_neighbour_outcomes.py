@@ -205,9 +205,13 @@ def _calls(spelling: str) -> list[str]:
     return [re.sub(r"\bq\b", q, text) for q in ("0.9", "0.01")]
 
 
-AGGREGATES = [call for k in kinds() for spelling in k.sql for call in _calls(spelling)]
+AGGREGATES = [
+    call for k in kinds() if k.weighted == "none" for spelling in k.sql for call in _calls(spelling)
+]
 """Every spelling of every registered aggregate kind (``veil.aggregates``): a new kind is
-hunted as soon as it is registered."""
+hunted as soon as it is registered. The survey-weighted kinds are these calls with
+``weights=`` (:data:`WEIGHTABLE`)."""
+WEIGHTABLE = ["COUNT(*)", "SUM(x)", "AVG(x)"]  # with weights="x": wcount, wsum, wavg
 
 
 # -- tables and queries ---------------------------------------------------------------------
@@ -317,6 +321,17 @@ def cases(draw: st.DrawFn, engine: str = "duckdb") -> Case:
     # the supported range's top (MAX_QUANTILE_BUCKETS) costs ~1 s a query to score here: it
     # has its own test on every engine (test_failure_oracles); the hunt varies the rest
     buckets = draw(st.sampled_from([1024, 1024, 1024, 1, 2, 3, 7, 100, 4096]))
+    if draw(st.integers(0, 3)) == 0:  # survey weights: the adversarial x weights itself
+        options["weights"] = "x"
+        weighted = draw(st.lists(st.sampled_from(WEIGHTABLE), min_size=1, max_size=3, unique=True))
+        if draw(st.booleans()):  # most often weightable only (else refused free, both sides)
+            calls = [c for c in select if " AS a" in c]
+            select = [c for c in select if " AS a" not in c]
+            select += [f"{a} AS a{i}" for i, a in enumerate(weighted)][: len(calls) or 1]
+        lo, hi = options["bounds"]["x"]
+        if draw(st.booleans()) and hi >= 0:  # weights need a lower bound ≥ 0
+            options["bounds"] = {"x": (max(lo, 0), hi)}
+        sql = f"SELECT {', '.join(select)} FROM t{where}{group}"
     return Case(key, value, base, unit, sql, options, buckets)
 
 
@@ -474,6 +489,9 @@ def test_every_registered_aggregate_kind_is_hunted() -> None:
     asked = set()
     for call in AGGREGATES:
         plan = session.plan(f"SELECT {call} AS a FROM t")
+        asked.update(a.function for a in aggregate_of(plan).aggregates)
+    for call in WEIGHTABLE:
+        plan = session.plan(f"SELECT {call} AS a FROM t", weights="x")
         asked.update(a.function for a in aggregate_of(plan).aggregates)
     assert asked == {k.name for k in kinds()}
 

@@ -145,3 +145,18 @@ def test_the_sessions_weights_apply_to_sql_once_and_weights_false_opts_out() -> 
     # an unweighted plan passed in stays unweighted: the session's default is for SQL text
     again = s.explain(s.plan("SELECT COUNT(*) AS n FROM t", weights=False), epsilon=1)
     assert [a.function for a in aggregate_of(again.plan).aggregates] == ["count"]
+
+
+@pytest.mark.parametrize(
+    "calls",
+    [["COUNT(*)"], ["SUM(x)"], ["AVG(x)"], ["SUM(x)", "COUNT(*)"], ["AVG(x)", "SUM(x)"]],
+)
+@pytest.mark.parametrize("weights", ["w", "x"])  # x weighted by itself: the product x * x
+def test_every_mix_of_weighted_calls_compiles(
+    session: veil.Session, calls: list[str], weights: str
+) -> None:
+    sql = f"SELECT g, {', '.join(f'{c} AS a{i}' for i, c in enumerate(calls))} FROM t GROUP BY g"
+    needed = {weights} | ({"x"} if calls != ["COUNT(*)"] else set())
+    bounds = {c: b for c, b in BOUNDS.items() if c in needed}  # no unused bounds (a warning)
+    e = session.explain(sql, epsilon=1, bounds=bounds, weights=weights)
+    assert set(e.errors) == {f"a{i}" for i in range(len(calls))}

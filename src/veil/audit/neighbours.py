@@ -327,7 +327,14 @@ def neighbours(data: pa.Table, agg: Aggregate) -> tuple[list[Neighbour], list[st
 def _crafted(units: _Units, template: int, groups: Sequence[tuple[Any, ...]]) -> list[Neighbour]:
     """Casacuberta et al.'s values, one neighbour each, for every column a sum reads."""
     agg, data = units.agg, units.data
-    summed = sorted({m.column for m in agg.measurements if m.statistic in _SUMS and m.column})
+    summed = sorted(
+        {  # a weighted sum's product: the crafted values go into its two columns
+            c
+            for m in agg.measurements
+            if m.statistic in _SUMS and m.column
+            for c in agg.factors(m.column)
+        }
+    )
     out: list[Neighbour] = []
     for column in summed:
         t = data.schema.field(column).type

@@ -409,6 +409,7 @@ def query(
     level: float = 0.95,
     progress: Progress | None = None,
     source: RandomSource | None = None,
+    weights: str | None = None,
 ) -> QueryAudit:
     """Audit ``sql`` on ``tables`` at its claimed (``epsilon``, ``delta``) — see the module
     docstring. NOT differentially private: the data owner's tool.
@@ -419,7 +420,8 @@ def query(
     neighbour; ``confidence`` is the whole audit's (its false-alarm rate is at most
     1 − confidence); ``level`` the error bars' confidence level; ``progress(done, total)`` is
     called as releases are drawn; ``source`` a seeded random source for repeatable tests
-    (default: the operating system's CSPRNG, for the salt and every release).
+    (default: the operating system's CSPRNG, for the salt and every release); ``weights`` a
+    survey-weights column (``Session.sql(weights=)``).
     """
     if neighbours_of != "auto":
         raise InvalidArgumentError(f"neighbours must be 'auto', got {neighbours_of!r}")
@@ -442,6 +444,7 @@ def query(
         "max_groups": max_groups,
         "max_rows_per_group": max_rows_per_group,
         "quantile_buckets": quantile_buckets,
+        "weights": weights,
     }
     given = run(sources, sql, salt=salt, epsilon=eps, delta=dlt, options=options, schema=schema)
     data = _read(sources, schema)

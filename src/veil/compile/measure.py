@@ -164,11 +164,12 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
         for statistic, coef in k.split(agg_call.call(r), float(w), moments).items():
             per_column = statistic in ("sum", "sum_squares")
             add(measurement_name(statistic, col if per_column else None), coef)
-        if agg_call.weights is not None:  # a weighted mean reads the sum of its weights too
-            wm = _moments(agg, agg_call.weights, centres)
+        if k.weighted == "mean":  # a weighted mean reads the sum of its weights too
+            weights = agg_call.weights or ""
+            wm = _moments(agg, weights, centres)
             for statistic, coef in k.split_weights(agg_call.call(r), float(w), wm).items():
                 per_column = statistic in ("sum", "sum_squares")
-                add(measurement_name(statistic, agg_call.weights if per_column else None), coef)
+                add(measurement_name(statistic, weights if per_column else None), coef)
     if not agg.public_keys and a.get("count", 0.0) == 0:
         # partition selection thresholds a noisy count: the unit count if there is one (a
         # row count no aggregate weighs would get a vanishing share of the budget), else a
