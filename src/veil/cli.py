@@ -296,7 +296,6 @@ class _Ask:
     contributions: int | None = None
     auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
     bounds_share: Fraction | None = None
-
     weights: str | None = None
 
     def bounds_arg(self) -> Any:
