@@ -160,3 +160,11 @@ def test_every_mix_of_weighted_calls_compiles(
     bounds = {c: b for c, b in BOUNDS.items() if c in needed}  # no unused bounds (a warning)
     e = session.explain(sql, epsilon=1, bounds=bounds, weights=weights)
     assert set(e.errors) == {f"a{i}" for i in range(len(calls))}
+
+
+def test_automatic_bounds_with_weights_are_refused_at_no_cost(session: veil.Session) -> None:
+    before = session.remaining()
+    for call in (session.sql, session.explain):
+        with pytest.raises(InvalidArgumentError, match="weights='w' and bounds='auto' cannot"):
+            call("SELECT g, AVG(x) AS m FROM t GROUP BY g", epsilon=1, bounds="auto", weights="w")
+    assert session.remaining() == before
