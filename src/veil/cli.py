@@ -616,7 +616,8 @@ def _explain_aimed(
 @app.command("plan")
 def plan_command(
     workload: Annotated[
-        str, typer.Argument(help="A workload .toml file: [tables] and [[queries]] with targets.")
+        str,
+        typer.Argument(help="A workload .toml file: \\[tables] and \\[\\[queries]] with targets."),
     ],
     total: Annotated[
         str | None,

@@ -76,7 +76,7 @@ CurveOpt = Annotated[
 ]
 PlotOpt = Annotated[
     str | None,
-    typer.Option("--plot", help="Also draw the error bars versus ε to FILE.png (veil[plot])."),
+    typer.Option("--plot", help="Also draw the error bars versus ε to FILE.png (veil\\[plot])."),
 ]
 
 CURVE_FACTORS = tuple(Fraction(2) ** k for k in range(-3, 4))
