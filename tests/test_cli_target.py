@@ -231,3 +231,26 @@ def test_the_cli_choice_is_the_python_one(pums: str) -> None:
         py = veil.accuracy.choose_epsilon(s, COUNT, "n=±50")
     cli = _json("explain", COUNT, "-t", pums, "--target", "n=±50")["target"]
     assert Fraction(cli["epsilon_exact"]) == py.epsilon
+
+
+def test_the_choice_and_the_refusal_are_the_same_on_neighbouring_datasets(
+    pums: str, tmp_path: Path
+) -> None:
+    """Removing one person's row changes neither the chosen ε, nor the bars, nor a refusal's
+    words: the search reads no data."""
+    lines = Path(pums.split("=", 1)[1]).read_text(encoding="utf-8").splitlines(keepends=True)
+    neighbour = tmp_path / "neighbour.csv"
+    neighbour.write_text("".join([lines[0], *lines[2:]]), encoding="utf-8")  # one row fewer
+    args = (*TYPES, "--delta", "1e-6", "--target", "n=±20", "--target", "mean_income=±5%",
+            "--reference", "mean_income=40000", "--min-group-size", "400")  # fmt: skip
+    seen = []
+    for table in (pums, f"pums={neighbour}"):
+        got = _json("explain", BY_SEX, "-t", table, *args)
+        seen.append((got["target"], got["cost"], got["expected_error_bars"], got["sql"]))
+        tight = ("--target", "n=±5%")  # no public reference: refused, free
+        code, out, err = invoke("explain", BY_SEX, "-t", table, *TYPES, "--delta", "1e-6", *tight)
+        seen.append((code, out, err))
+    assert seen[0] == seen[2]
+    assert seen[1] == seen[3]
+    assert seen[1][0] == 2
+    assert "needs a public reference value" in seen[1][2]
