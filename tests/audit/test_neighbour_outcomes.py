@@ -198,6 +198,7 @@ def _calls(spelling: str) -> list[str]:
     a registered kind writes: ``SUM`` → ``SUM(x)``, ``QUANTILE_CONT(col, q)`` with q = 0.9 and
     0.01 (``COUNT(*)`` as it is)."""
     text = re.sub(r"\bcol\b", "x", spelling.replace("<privacy unit>", "uid"))
+    text = re.sub(r"\bk\b", "2", text)  # TOP_K(col, k)
     if "(" not in text:
         text = f"{text}(x)"
     if re.search(r"\bq\b", text) is None:

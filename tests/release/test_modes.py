@@ -421,3 +421,17 @@ def test_top_k_through_a_session_costs_epsilon_and_names_k_columns() -> None:
             with pytest.raises((InvalidArgumentError, veil.UnsupportedQueryError), match=message):
                 s.sql(sql, epsilon=1, bounds={"code": (1, 3)})
             assert s.remaining() == before
+
+
+def test_the_query_audit_measures_a_mode_by_its_largest_count_change() -> None:
+    from veil.audit.query_runs import changes, run
+
+    sql = "SELECT MODE(code) AS m FROM t"
+    base = pd.DataFrame({"code": [1, 1, 2, 3, 3, 3]})
+    three_away = base.iloc[3:]  # the rows 1, 1, 2 gone (not a neighbour): candidate 1 moves by 2
+    options = {"bounds": {"code": (1, 3)}}
+    a = run({"t": base}, sql, salt=1, epsilon=Fraction(1), delta=None, options=options)
+    b = run({"t": three_away}, sql, salt=1, epsilon=Fraction(1), delta=None, options=options)
+    assert a.agg is not None
+    assert changes(a.agg, a, b) == {"mode(code)": (Fraction(2), Fraction(1))}
+    assert changes(a.agg, a, a) == {"mode(code)": (Fraction(0), Fraction(1))}

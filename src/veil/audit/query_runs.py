@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Literal
 
+import numpy as np
+
 from veil.accounting.budget import Budget
 from veil.accounting.scratch import ScratchLedger
 from veil.compile.statistics import thresholded
@@ -222,6 +224,20 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
                 change = score_change(m, ca.get(g, _NO_CELLS), cb.get(g, _NO_CELLS))
                 worst = max(worst, change)
             out[m.name] = (worst, m.sensitivity)
+            continue
+        if m.statistic == "mode":  # a candidate's score is its count: max |Δcount|
+            top = Fraction(0)
+            ca, cb = a.counts.get(m.name, {}), b.counts.get(m.name, {})
+            for g in set(ca) | set(cb):
+                left = dict(
+                    zip(*(np.asarray(x).tolist() for x in ca.get(g, _NO_CELLS)), strict=True)
+                )
+                right = dict(
+                    zip(*(np.asarray(x).tolist() for x in cb.get(g, _NO_CELLS)), strict=True)
+                )
+                for j in set(left) | set(right):
+                    top = max(top, Fraction(abs(left.get(j, 0) - right.get(j, 0))))
+            out[m.name] = (top, m.sensitivity)
             continue
         diffs = [
             a.exact.get(g, {}).get(m.name, 0) - b.exact.get(g, {}).get(m.name, 0)

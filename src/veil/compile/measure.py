@@ -366,13 +366,25 @@ def _mode_candidates(
     if domain is not None:
         _check_candidates(agg, col, domain)
         return _Need(name, "mode", column=col, limit=len(domain), weight=weight)
+    kind = agg.child.field(col).type
+    if kind != "integer":
+        scan = agg.scan()
+        text = ""
+        if kind == "string" and scan.declarable:  # a CSV file's codes are text
+            text = (
+                f"; if it holds integer codes as text (a CSV file's columns are text "
+                f"unless declared), declare its type: schema={{{scan.table!r}: {{{col!r}: "
+                f"'BIGINT'}}}} in Python, --column {col}:BIGINT in the CLI, and give bounds"
+            )
+        why = f"MODE({col}) chooses among public candidates, and {col!r} ({kind}) has none"
+        raise InvalidArgumentError(
+            f"{why} declared; pass domains={{{col!r}: [value, …]}} (or, for an integer-coded "
+            f"column, bounds={{{col!r}: (lowest code, highest code)}}){text}",
+            cli=f"{why} declared; list them with WHERE {col} IN (value, …) (or, for an "
+            f"integer-coded column, --bounds {col}=LOWEST:HIGHEST){text}",
+        )
     b = _bounds(agg, col)
     fix = f"bounds={{{col!r}: (lowest code, highest code)}}"
-    if agg.child.field(col).type != "integer":
-        raise InvalidArgumentError(
-            f"MODE({col}) chooses among the integers of its bounds, but {col!r} is "
-            f"{agg.child.field(col).type}; take the mode of an integer-coded column with {fix}"
-        )
     if b.lower.denominator != 1 or b.upper.denominator != 1:
         raise BoundsError(
             f"MODE({col}) needs integer bounds (its candidates are the integers between "
@@ -382,7 +394,7 @@ def _mode_candidates(
     if max(abs(b.lower), abs(b.upper)) > _MODE_MAGNITUDE or span > _MODE_CANDIDATES:
         raise BoundsError(
             f"MODE({col}) allows at most 2^32 candidates within ±2^52, got bounds "
-            f"[{b.lower}, {b.upper}] ({span} candidates); pass narrower {fix}"
+            f"[{float(b.lower):g}, {float(b.upper):g}]; pass narrower {fix}"
         )
     return _Need(
         name, "mode", column=col, centre=b.lower, step=Fraction(1), limit=span,

@@ -155,6 +155,13 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
     a missing one is a ``BoundsError`` that says how to pass it."""
     agg = aggregate_of(plan)
     needed = sorted({a.column for a in agg.aggregates if a.needs_bounds and a.column})
+    # a MODE of a non-integer column has no bounds to use: it is refused for its candidates
+    needed = [
+        c for c in needed
+        if agg.child.field(c).type == "integer"
+        or any(a.column == c and a.function not in ("mode", "top_k") and a.needs_bounds
+               for a in agg.aggregates)
+    ]  # fmt: skip
     weights = sorted({a.weights for a in agg.aggregates if a.weights})  # survey weights
     needed = sorted({*needed, *weights})
     out: list[ColumnBounds] = []

@@ -292,6 +292,7 @@ class GroupKey:
 
 MAX_TOP_K = 64
 """The largest k of TOP_K(col, k) (k peels, each at ε/k)."""
+_CHOICES = ("mode", "top_k")  # their candidates are checked when compiled (veil.compile.measure)
 
 
 def _candidates(function: str, column: str | None, domain: object) -> tuple[KeyValue, ...]:
@@ -700,23 +701,7 @@ class Aggregate(Plan):
         if agg.column is None:
             return
         f = self.child.field(agg.column)
-        if agg.function in ("mode", "top_k") and agg.domain is None and f.type != "integer":
-            c, scan = agg.column, self.scan()
-            text = ""
-            if f.type == "string" and scan.declarable:  # a CSV file's codes are text
-                text = (
-                    f"; if it holds integer codes as text (a CSV file's columns are text "
-                    f"unless declared), declare its type: schema={{{scan.table!r}: {{{c!r}: "
-                    f"'BIGINT'}}}} in Python, --column {c}:BIGINT in the CLI, and give bounds"
-                )
-            why = f"MODE({c}) chooses among public candidates, and {c!r} ({f.type}) has none"
-            raise InvalidArgumentError(
-                f"{why} declared; pass domains={{{c!r}: [value, …]}} (or, for an integer-coded "
-                f"column, bounds={{{c!r}: (lowest code, highest code)}}){text}",
-                cli=f"{why} declared; list them with WHERE {c} IN (value, …) (or, for an "
-                f"integer-coded column, --bounds {c}=LOWEST:HIGHEST){text}",
-            )
-        if agg.needs_bounds and f.type not in NUMERIC_TYPES:
+        if agg.needs_bounds and f.type not in NUMERIC_TYPES and agg.function not in _CHOICES:
             scan = self.scan()
             hint = declare_hint(agg.column, f.type, scan.table, declarable=scan.declarable)
             raise SchemaError(
