@@ -66,6 +66,7 @@ __all__ = [
     "Sort",
     "SortKey",
     "Statistic",
+    "Stratum",
     "as_fraction",
     "declare_hint",
 ]
@@ -406,6 +407,32 @@ class AggregateCall:
 
 
 @dataclass(frozen=True)
+class Stratum:
+    """One bin's own calibration of a stratified ``sum`` measurement (``veil.compile.strata``).
+
+    The rows of the bin have clamped values in ``[lower, upper]``; the engine's per-row
+    integers (about the measurement's centre) are shifted by ``shift`` grid steps, so they are
+    taken about ``centre`` = measurement centre + shift·step and lie in ``[−limit, limit]``;
+    the bin's noise is calibrated to ``sensitivity`` (that per-row bound's) at ``scale``.
+    """
+
+    lower: Fraction
+    upper: Fraction
+    centre: Fraction
+    shift: int
+    limit: int
+    sensitivity: Fraction
+    scale: Fraction
+
+    def __post_init__(self) -> None:
+        if self.limit < 1 or self.scale <= 0 or self.sensitivity < 0 or self.lower > self.upper:
+            raise InvalidArgumentError(
+                f"a stratum needs limit ≥ 1, scale > 0, sensitivity ≥ 0 and lower ≤ upper (got "
+                f"{self.limit}, {self.scale}, {self.sensitivity}, [{self.lower}, {self.upper}])"
+            )
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One noisy statistic per group that the released aggregates are computed from.
 
@@ -442,9 +469,19 @@ class Measurement:
     quantile: Fraction | None = None
     discrete: bool = False
     picks: int = 1  # a TOP_K: candidates chosen one after another, each at temperature picks·scale
+    strata: tuple[Stratum, ...] = ()
+    stratum_key: int | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
+        _set(self, "strata", tuple(self.strata))
+        if bool(self.strata) != (self.stratum_key is not None) or (
+            self.strata and self.statistic != "sum"
+        ):
+            raise InvalidArgumentError(
+                f"measurement {self.name!r}: strata (one per bin of key {self.stratum_key}) "
+                "are for a sum measurement, with the index of its BIN key"
+            )
         if self.mechanism not in MECHANISMS:
             raise InvalidArgumentError(
                 f"measurement {self.name!r}: no mechanism {self.mechanism!r} (one of {MECHANISMS})"

@@ -21,7 +21,7 @@ from typing import Any
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
-from veil.aggregates.base import ColumnModel, Expected, NoiseModel
+from veil.aggregates.base import ColumnModel, Expected, NoiseModel, measurement_name, stratum_name
 from veil.compile.statistics import thresholded
 from veil.errors import InternalError
 from veil.noise.families import family
@@ -89,6 +89,35 @@ def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
     return family(m.mechanism).sample(m.scale, size, source)
 
 
+def _stratified(
+    m: Measurement,
+    keys: list[Key],
+    exact: Mapping[Key, Mapping[str, int]],
+    noisy: dict[Key, dict[str, int]],
+    source: RandomSource,
+) -> None:
+    """A sum stratified by its own bins (``veil.compile.strata``): each group's exact integer
+    sum is re-centred on its bin (minus shift × the group's exact row count, the same rows),
+    noised at its bin's scale, and the group records its bin index. Total: integer arithmetic
+    on what the engine returned, keys by their bin index (public)."""
+    key = m.stratum_key if m.stratum_key is not None else 0
+    by_bin: dict[int, list[Key]] = {}
+    for k in keys:
+        i = k[key]
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(m.strata):
+            raise InternalError(f"group key {k!r} is not a bin of {m.name!r}")
+        by_bin.setdefault(i, []).append(k)
+        rows = int(exact[k].get(measurement_name("count"), 0)) if k in exact else 0
+        noisy[k][m.name] -= m.strata[i].shift * rows
+        noisy[k][stratum_name(m.name)] = i
+    for i, members in sorted(by_bin.items()):
+        scale = m.strata[i].scale
+        for k, z in zip(
+            members, family(m.mechanism).sample(scale, len(members), source), strict=True
+        ):
+            noisy[k][m.name] += z
+
+
 def measure(
     agg: Aggregate,
     exact: Mapping[Key, Mapping[str, int]],
@@ -111,6 +140,9 @@ def measure(
     noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
     for m in agg.measurements:
         if m.statistic in ("quantile", "mode"):
+            continue
+        if m.strata:
+            _stratified(m, keys, exact, noisy, source)
             continue
         for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
             noisy[k][m.name] += z
