@@ -34,7 +34,7 @@ from veil.errors import InternalError, InvalidArgumentError, QueryFailedError, V
 from veil.plan.canonical import measurement_fingerprint
 from veil.plan.nodes import Aggregate, KeyValue, Plan
 from veil.random import RandomSource, system_source
-from veil.release.draw import Cells, Measured, finish, measure
+from veil.release.draw import Cells, Measured, finish, measure, recentre
 from veil.release.quantiles import score_change
 from veil.release.result import Result
 from veil.session import Session
@@ -183,10 +183,9 @@ def noiseless(found: Run) -> Result:
         raise InvalidArgumentError("only a released run has exact statistics")
     agg = found.agg
     names = [m.name for m in agg.measurements]
-    groups = tuple(
-        (k, {n: int(found.exact[k].get(n, 0)) for n in names})
-        for k in sorted(found.exact, key=repr)
-    )
+    stats = {k: {n: int(found.exact[k].get(n, 0)) for n in names} for k in found.exact}
+    recentre(agg, stats)  # a stratified sum is released about its bin's centre
+    groups = tuple((k, stats[k]) for k in sorted(found.exact, key=repr))
     return finish(found.compiled, agg, Measured(groups), measurement_fingerprint(agg))
 
 

@@ -36,7 +36,7 @@ from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
 
-__all__ = ["Cells", "Measured", "finish", "measure"]
+__all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
 
 Cells = tuple[Any, Any]
 """One group's occupied quantile cells and their exact row counts (``bucket_counts``)."""
@@ -89,32 +89,34 @@ def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
     return family(m.mechanism).sample(m.scale, size, source)
 
 
+def recentre(agg: Aggregate, noisy: dict[Key, dict[str, int]]) -> None:
+    """Re-centre, in place, each group's exact sums that are stratified by their own bins
+    (``veil.compile.strata``) on the group's bin: minus shift × the group's exact row count
+    (the same rows), and record the group's bin index. Total: integer arithmetic on what the
+    engine returned; a group's bin is its key's index (public)."""
+    for m in agg.measurements:
+        if not m.strata:
+            continue
+        key = m.stratum_key if m.stratum_key is not None else 0
+        for k, stats in noisy.items():
+            i = k[key]
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(m.strata):
+                raise InternalError(f"group key {k!r} is not a bin of {m.name!r}")
+            stats[m.name] -= m.strata[i].shift * int(stats.get(measurement_name("count"), 0))
+            stats[stratum_name(m.name)] = i
+
+
 def _stratified(
-    m: Measurement,
-    keys: list[Key],
-    exact: Mapping[Key, Mapping[str, int]],
-    noisy: dict[Key, dict[str, int]],
-    source: RandomSource,
+    m: Measurement, keys: list[Key], noisy: dict[Key, dict[str, int]], source: RandomSource
 ) -> None:
-    """A sum stratified by its own bins (``veil.compile.strata``): each group's exact integer
-    sum is re-centred on its bin (minus shift × the group's exact row count, the same rows),
-    noised at its bin's scale, and the group records its bin index. Total: integer arithmetic
-    on what the engine returned, keys by their bin index (public)."""
-    key = m.stratum_key if m.stratum_key is not None else 0
+    """Noise for a stratified sum: each group's at its own bin's scale (the groups of a bin
+    in key order, the bins in order)."""
     by_bin: dict[int, list[Key]] = {}
     for k in keys:
-        i = k[key]
-        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(m.strata):
-            raise InternalError(f"group key {k!r} is not a bin of {m.name!r}")
-        by_bin.setdefault(i, []).append(k)
-        rows = int(exact[k].get(measurement_name("count"), 0)) if k in exact else 0
-        noisy[k][m.name] -= m.strata[i].shift * rows
-        noisy[k][stratum_name(m.name)] = i
+        by_bin.setdefault(noisy[k][stratum_name(m.name)], []).append(k)
     for i, members in sorted(by_bin.items()):
-        scale = m.strata[i].scale
-        for k, z in zip(
-            members, family(m.mechanism).sample(scale, len(members), source), strict=True
-        ):
+        draws = family(m.mechanism).sample(m.strata[i].scale, len(members), source)
+        for k, z in zip(members, draws, strict=True):
             noisy[k][m.name] += z
 
 
@@ -138,11 +140,12 @@ def measure(
     names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
     noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
+    recentre(agg, noisy)
     for m in agg.measurements:
         if m.statistic in ("quantile", "mode"):
             continue
         if m.strata:
-            _stratified(m, keys, exact, noisy, source)
+            _stratified(m, keys, noisy, source)
             continue
         for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
             noisy[k][m.name] += z
