@@ -277,3 +277,32 @@ def test_explain_shows_each_bins_scale() -> None:
         assert f"scale {float(st.scale * m.step):.6g}" in text
     assert e.errors["s"].startswith("[0, 10): ± ")
     assert e.errors["s"].count("± ") == 3
+
+
+def test_a_result_carries_each_bins_noise_through_json() -> None:
+    f = found()
+    (r,) = releases(f, 1, source=SeededSource("strata-json"))
+    back = veil.Result.from_json(r.to_json())
+    assert back.error_bars() == r.error_bars()
+    assert back.error_bars()[0][2] != back.error_bars()[2][2]
+
+
+def test_the_cache_key_carries_the_strata() -> None:
+    """The measurement fingerprint (the ledger's cache key) names each bin's calibration, so
+    an answer measured without strata is never decoded with them (nor the reverse)."""
+    from veil.plan.canonical import measurement_fingerprint
+
+    agg = compiled()
+    flat = tuple(
+        dataclasses.replace(m, strata=(), stratum_key=None) if m.strata else m
+        for m in agg.measurements
+    )
+    plain = dataclasses.replace(agg, measurements=flat)
+    assert measurement_fingerprint(agg) != measurement_fingerprint(plain)
+    s = veil.Session.local(
+        tables={"t": base_table()}, privacy_unit="uid", budget=veil.Budget(epsilon=10)
+    )
+    first = s.sql(SQL, epsilon=1, bounds=BOUNDS)
+    again = s.sql(SQL, epsilon=1, bounds=BOUNDS)
+    assert again.cached
+    assert again.error_bars() == first.error_bars()
