@@ -117,6 +117,12 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
         )
     out: dict[str, ColumnBounds] = {}
     for col, pair in bounds.items():
+        if isinstance(pair, Mapping):  # per-group bounds (issue 14): not supported yet
+            raise InvalidArgumentError(
+                f"bounds for {col!r} must be one pair (lower, upper); per-group bounds are not "
+                f"supported yet: group by BIN({col}, e0, …, en) to give each bin of {col!r} the "
+                f"noise of its own width, and pass bounds={{{col!r}: (lower, upper)}}"
+            )
         if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
             raise InvalidArgumentError(
                 f"bounds for {col!r} must be a pair (lower, upper), got {pair!r}"

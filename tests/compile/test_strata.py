@@ -131,48 +131,52 @@ def neighbour(table: pa.Table) -> pa.Table:
     return pa.concat_tables([table, extra])
 
 
-def released(harness: Harness, table: pa.Table, tmp: Path) -> tuple[veil.Result, Aggregate]:
-    s = harness.session(table, {}, tmp, privacy_unit="uid", budget=veil.Budget(epsilon=10))
+def released(
+    harness: Harness, table: pa.Table, tmp: Path, budget: veil.Budget
+) -> tuple[veil.Result, Aggregate]:
+    options: dict[str, Any] = {"bounds": BOUNDS, "max_groups": 3, "max_rows_per_group": 2}
+    s = harness.session(table, {}, tmp, privacy_unit="uid", budget=veil.Budget(rho=100))
     try:
-        r = s.sql(
-            SQL,
-            epsilon=1,
-            bounds=BOUNDS,
-            max_groups=3,
-            max_rows_per_group=2,
-            source=SeededSource("strata-neighbours"),
-        )
-        agg = aggregate_of(
-            s.explain(SQL, epsilon=1, bounds=BOUNDS, max_groups=3, max_rows_per_group=2).plan
-        )
+        r = s.sql(SQL, epsilon=budget, source=SeededSource("strata-neighbours"), **options)
+        agg = aggregate_of(s.explain(SQL, epsilon=budget, **options).plan)
     finally:
         s.close()
     return r, agg
 
 
+@pytest.mark.parametrize(
+    "budget", [veil.Budget(epsilon=1), veil.Budget(rho=Fraction(1, 2))], ids=["laplace", "gauss"]
+)
 @pytest.mark.parametrize("harness", HARNESSES)
-def test_neighbours_move_each_bin_within_its_own_bound(harness: Harness, tmp_path: Path) -> None:
+def test_neighbours_move_each_bin_within_its_own_bound(
+    harness: Harness, budget: veil.Budget, tmp_path: Path
+) -> None:
     """The same seeded source on both neighbours draws the same noise (the scales are the
     plan's), so the released integer statistics differ by exactly what the unit changed: each
-    bin's re-centred sum by at most R·b_i, and the Laplace privacy loss Σ_g |Δ_g|/s_g of the
-    sum is at most its share of ε (the strata module's proof). Both neighbours are released."""
+    bin's re-centred sum by at most R·b_i, and the privacy loss of the sum — Σ_g |Δ_g|/s_g
+    (discrete Laplace) or Σ_g Δ_g²/(2σ_g²) (discrete Gaussian, ρ) — is at most its share (the
+    strata module's proof), and nearly all of it: the bound is tight."""
     if not harness.supports(base_table(), {}):
         pytest.skip(f"{harness.name} cannot hold the table")
-    r0, agg = released(harness, base_table(), tmp_path)
-    r1, agg1 = released(harness, neighbour(base_table()), tmp_path)
+    r0, agg = released(harness, base_table(), tmp_path, budget)
+    r1, agg1 = released(harness, neighbour(base_table()), tmp_path, budget)
     assert agg == agg1  # the calibration does not depend on the data
     m = the_sum(agg)
+    gauss = m.mechanism == "discrete_gaussian"
+    assert gauss == (budget.kind == "zcdp")
     loss = Fraction(0)
     moved = 0
     for st, s0, s1 in zip(m.strata, r0.stats, r1.stats, strict=True):
         d_sum = abs(s1["sum(x)"] - s0["sum(x)"])
         assert abs(s1["count"] - s0["count"]) <= 2
         assert d_sum <= 2 * st.limit
-        loss += Fraction(d_sum) / st.scale
+        loss += Fraction(d_sum) ** 2 / (2 * st.scale) if gauss else Fraction(d_sum) / st.scale
         moved += d_sum > 0
     assert moved == 3  # the unit reached every bin
-    assert loss <= m.budget.eps
-    assert loss > m.budget.eps * Fraction(99, 100)  # the rows use the whole bound: it is tight
+    share = m.budget.rho_value if gauss else m.budget.eps
+    assert loss <= share
+    # the rows use the whole bound (Gaussian: Σc_g² = 12 of the L2² bound's 12)
+    assert loss > share * Fraction(99, 100)
 
 
 @pytest.mark.parametrize("harness", HARNESSES)
@@ -306,3 +310,13 @@ def test_the_cache_key_carries_the_strata() -> None:
     again = s.sql(SQL, epsilon=1, bounds=BOUNDS)
     assert again.cached
     assert again.error_bars() == first.error_bars()
+
+
+def test_per_group_bounds_are_refused_free_with_the_way_to_stratify() -> None:
+    s = veil.Session.local(
+        tables={"t": base_table()}, privacy_unit="uid", budget=veil.Budget(epsilon=1)
+    )
+    before = s.remaining()
+    with pytest.raises(veil.InvalidArgumentError, match=r"per-group bounds are not supported yet"):
+        s.sql(SQL, epsilon=1, bounds={"x": {"[0, 10)": (0, 10)}})
+    assert s.remaining() == before
