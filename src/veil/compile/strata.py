@@ -41,31 +41,93 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 
 from veil.compile.constants import nearest_double
 from veil.compile.statistics import reach, sensitivity
-from veil.errors import InternalError
+from veil.errors import BoundsError, InternalError
 from veil.noise.families import Mechanism, family
-from veil.plan.nodes import Aggregate, Measurement, Stratum
+from veil.plan.nodes import Aggregate, KeyValue, Measurement, Stratum
 
 __all__ = [
     "bins_of",
+    "check_group_bounds",
     "expected_strata",
+    "group_bounds_key",
     "strata",
     "stratified_key",
 ]
 
 
+def _typed(labels: Iterable[KeyValue]) -> set[tuple[str, KeyValue]]:
+    return {(type(k).__name__, k) for k in labels}  # True, 1 and 1.0 are different keys
+
+
+def group_bounds_key(agg: Aggregate, column: str) -> int | None:
+    """The index of the public key whose groups ``column``'s per-group bounds name (None:
+    the column has none). :func:`check_group_bounds` has refused every other case."""
+    b = agg.bounds_of(column)
+    if b is None or not b.groups:
+        return None
+    named = _typed(k for k, _, _ in b.groups)
+    for i, key in enumerate(agg.keys):
+        if key.is_public and _typed(key.labels()) == named:
+            return i
+    raise InternalError(f"the per-group bounds of {column!r} name no public key's groups")
+
+
+def check_group_bounds(agg: Aggregate) -> None:
+    """Per-group bounds must name exactly the groups of one public GROUP BY key (a listed
+    domain, or the bins of ``BIN``): ``BoundsError`` naming the keys otherwise. Decided from
+    the plan alone, before anything is reserved — a key whose groups are not public would
+    let the bounds say which groups exist, and a group left out would have no bounds."""
+    for b in agg.bounds:
+        if not b.groups:
+            continue
+        named = _typed(k for k, _, _ in b.groups)
+        public = [k for k in agg.keys if k.is_public]
+        matches = [k for k in public if _typed(k.labels()) == named]
+        labels = sorted(repr(k) for k, _, _ in b.groups)
+        if len(matches) == 1:
+            continue
+        if len(matches) > 1:
+            raise BoundsError(
+                f"the per-group bounds of {b.column!r} name the groups of several keys "
+                f"({', '.join(repr(k.alias) for k in matches)}); give the keys different groups"
+            )
+        keys = "; ".join(
+            f"{k.alias!r}: {', '.join(repr(x) for x in k.labels()[:8])}"
+            f"{', …' if len(k.labels()) > 8 else ''}"
+            for k in public
+        )
+        hidden = [k.alias for k in agg.keys if not k.is_public]
+        why = (
+            f" ({', '.join(map(repr, hidden))} has no public list of groups: declare its "
+            "domain, e.g. WHERE col IN ('a', 'b'), to bound its groups)"
+            if hidden
+            else ""
+        )
+        raise BoundsError(
+            f"the per-group bounds of {b.column!r} name the groups {', '.join(labels)}, which "
+            f"are not exactly the groups of one public GROUP BY key"
+            f"{' (' + keys + ')' if keys else ''}{why}; name every group of one key"
+        )
+
+
 def stratified_key(agg: Aggregate, column: str) -> int | None:
-    """The index of the key whose bins stratify the sum of ``column``: the first ``BIN`` key
-    over ``column`` itself — unless an aggregate of ``column`` reads its sum of squares
-    (VARIANCE, STDDEV take the sum about one centre for every group) — else None."""
+    """The index of the key whose groups stratify the sum of ``column``: the key its
+    per-group bounds name, else the first ``BIN`` key over ``column`` itself — unless an
+    aggregate of ``column`` reads its sum of squares (VARIANCE, STDDEV take the sum about one
+    centre for every group) — else None."""
     for a in agg.aggregates:
         if a.column == column and any(
             r.statistic == "sum_squares" for r in a.kind.reads(a.call(1))
         ):
             return None
+    named = group_bounds_key(agg, column)
+    if named is not None:
+        return named
     for i, key in enumerate(agg.keys):
         if key.column == column and key.edges is not None:
             return i
@@ -79,8 +141,16 @@ def _clamp(x: Fraction, lo: Fraction, hi: Fraction) -> Fraction:
 def bins_of(agg: Aggregate, column: str, key: int) -> list[tuple[Fraction, Fraction]]:
     """The interval each bin's clamped values lie in: ``[clamp(e_i), clamp(e_{i+1})]`` with the
     bounds as the engine clamps to them (the doubles nearest the declared ends)."""
-    edges = agg.keys[key].edges
     b = agg.bounds_of(column)
+    if b is not None and b.groups and group_bounds_key(agg, column) == key:
+        # per-group bounds: each group's rows are clamped to its own (the lowering)
+        given = {(type(k).__name__, k): (lo, hi) for k, lo, hi in b.groups}
+        out = []
+        for label in agg.keys[key].labels():
+            lo, hi = given[(type(label).__name__, label)]
+            out.append((Fraction(nearest_double(lo)), Fraction(nearest_double(hi))))
+        return out
+    edges = agg.keys[key].edges
     if edges is None or b is None:
         raise InternalError(f"no bins or bounds to stratify {column!r} by")
     lo, hi = Fraction(nearest_double(b.lower)), Fraction(nearest_double(b.upper))

@@ -99,7 +99,10 @@ def _contribution(c: Contribution) -> list[int]:
 
 
 def _bounds(b: ColumnBounds) -> Json:
-    return {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
+    form: Json = {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
+    if b.groups:  # only then: the fingerprints of plans without per-group bounds are unchanged
+        form["groups"] = [[_value(k), _frac(lo), _frac(hi)] for k, lo, hi in b.groups]
+    return form
 
 
 def _measurement(m: Measurement) -> Json:

@@ -149,11 +149,16 @@ class Field:
 
 @dataclass(frozen=True)
 class ColumnBounds:
-    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions)."""
+    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions).
+
+    ``groups``: per-group bounds ``(key label, lower, upper)`` for the groups of one public
+    GROUP BY key (``veil.compile.strata``), each inside ``[lower, upper]``; a row of the group
+    with that key is clamped to its group's bounds."""
 
     column: str
     lower: Fraction
     upper: Fraction
+    groups: tuple[tuple[KeyValue, Fraction, Fraction], ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self.column, "a bounded column")
@@ -166,6 +171,20 @@ class ColumnBounds:
             )
         _set(self, "lower", lo)
         _set(self, "upper", hi)
+        groups = []
+        for label, g_lo, g_hi in tuple(self.groups):
+            what = f"the bounds of {self.column!r} in group {label!r}"
+            a, b = as_fraction(g_lo, what), as_fraction(g_hi, what)
+            if not lo <= a <= b <= hi:
+                raise BoundsError(
+                    f"{what}, ({float(a):g}, {float(b):g}), must be a non-empty interval inside "
+                    f"the column's bounds ({float(lo):g}, {float(hi):g}); narrow them"
+                )
+            groups.append((label, a, b))
+        if len({(type(k), k) for k, _, _ in groups}) != len(groups):
+            raise BoundsError(f"per-group bounds of {self.column!r} name a group twice")
+        # a canonical order (not the order given): equal bounds, equal plans
+        _set(self, "groups", tuple(sorted(groups, key=lambda g: (type(g[0]).__name__, repr(g[0])))))
 
     @property
     def midpoint(self) -> Fraction:

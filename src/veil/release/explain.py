@@ -111,8 +111,10 @@ def _strata_noise(agg: Aggregate, m: Measurement) -> str:
             noise = f"L2 = {l2:.6g}, σ = {math.sqrt(float(st.scale)) * float(m.step):.6g}"
         else:
             noise = f"{sens} = {_g(st.sensitivity * m.step)}, scale {_g(st.scale * m.step)}"
-        parts.append(f"{label}: centre {_g(st.centre)}, {noise}")
-    return f"; stratified by the bins of {key.alias} (parallel composition): " + "; ".join(parts)
+        parts.append(
+            f"{label}: in [{_g(st.lower)}, {_g(st.upper)}], centre {_g(st.centre)}, {noise}"
+        )
+    return f"; stratified by the groups of {key.alias} (parallel composition): " + "; ".join(parts)
 
 
 def describe_contribution(agg: Aggregate) -> str:
@@ -222,6 +224,7 @@ class _Tree(PlanVisitor[list[str]]):
         }
         bounds = ", ".join(
             f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]"
+            + (f" (per group: {len(b.groups)} groups)" if b.groups else "")
             for b in node.bounds
             if b.column in clamped
         )
