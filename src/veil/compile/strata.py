@@ -7,7 +7,17 @@ its own centre and noised at a scale calibrated to its own width: the top bin of
 histogram gets the noise of its width, the bottom bins far less. Privacy is unchanged: the
 measurement's loss is the same ε (or ρ) share as before (proof below).
 
-How it is computed. The engine's SQL is unchanged: it sums, per group, the per-row integers
+Per-group bounds. ``bounds={"income": {"north": (0, 20000), …}}`` names the groups of one
+public key (a listed domain, or the bins of a ``BIN`` of any column) — every group of it,
+:func:`check_group_bounds` refuses anything else before the reservation. The lowering clamps
+each row to its group's bounds, choosing them by the key *as it travels to Python* (the bin
+or domain index the engine computes, or a native value compared with the listed literal by
+the same SQL equality as the key's ``IN`` filter), so every row of group g has its clamped
+value in ``[lower_g, upper_g]``; the column's bounds are the hull. From there on a group's
+interval plays the part of a bin's ``[clamp(e_i), clamp(e_{i+1})]`` below.
+
+How it is computed. The engine's statistics are the usual ones: it sums, per group, the
+per-row integers
 v = clamp(round((clamp(x) − c)/step), −b, b) about the measurement's centre c (and counts the
 rows). For bin i the compiler computes, from the plan alone, the integer range ``[a_i, z_i]``
 that v lies in for every row the bin can hold — ``a_i = floor((clamp(e_i) − c)/step) − 1``,
