@@ -120,11 +120,13 @@ def test_the_order_of_the_groups_does_not_change_the_plan() -> None:
 
 
 def neighbour(table: pa.Table, key: str) -> pa.Table:
-    """One more unit: in each group, rows far beyond the group's bounds (clamped to them) and
-    at its lower end; rows of no group (another region, a uid band it is not in) included."""
+    """One more unit: in each group rows at one far end — beyond the group's bounds (clamped
+    to them) or at its lower end, the same end for all, so whichever rows bounding keeps move
+    the sum by the whole bound —, more rows in 'north' than R = 2, and rows of no group
+    (another region, NULL)."""
     if key == "region":
         regions = ["north", "north", "north", "south", "south", "east", "east", "west", None]
-        income = [1e6, 1e6, 0.0, 1e6, 1e6, 0.0, 0.0, 1e6, 1e6]
+        income = [1e6, 1e6, 1e6, 1e6, 1e6, 0.0, 0.0, 1e6, 1e6]
     else:  # the unit is in one band only (its age): its rows are all in that group
         regions = ["north"] * 3
         income = [1e6, 1e6, 1e6]
