@@ -25,6 +25,7 @@ release of each variant and their ratio.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import time
 from fractions import Fraction
@@ -58,7 +59,7 @@ def table(synthetic: bool, rows: int) -> pa.Table:
 def truth(t: pa.Table) -> list[tuple[float, float]]:
     x = np.asarray(t.column("income").to_pylist(), dtype=float)
     out = []
-    for i, (lo, hi) in enumerate(zip(EDGES, EDGES[1:], strict=False)):
+    for i, (lo, hi) in enumerate(itertools.pairwise(EDGES)):
         last = i == len(EDGES) - 2
         inside = x[(x >= lo) & ((x <= hi) if last else (x < hi))]
         out.append((float(inside.sum()), float(inside.mean()) if len(inside) else float("nan")))
