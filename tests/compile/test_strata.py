@@ -351,3 +351,24 @@ def test_on_pums_income_the_low_layers_beat_one_global_bound_at_equal_epsilon() 
         errors.append([sorted(e)[len(e) // 2] for e in rel])
     stratified, global_ = errors
     assert all(g > 5 * s for s, g in zip(stratified, global_, strict=True)), errors
+
+
+@pytest.mark.slow
+def test_the_query_audit_passes_a_stratified_query() -> None:
+    """``veil audit query`` on the stratified histogram: every neighbour's outcome equal, each
+    stratum's re-centred change within its bin's bound (the audit weighs each group's change by
+    its bin's scale), no ε lower bound above 1 over 1 000 releases per side, the bars covering."""
+    from veil.audit.query import query
+
+    audit = query(
+        SQL,
+        {"t": base_table()},
+        epsilon=1,
+        privacy_unit="uid",
+        bounds=BOUNDS,
+        max_groups=3,
+        max_rows_per_group=2,
+        releases_per_side=1000,
+        source=SeededSource("strata-audit"),
+    )
+    assert audit.verdict == "PASS", audit.lines()

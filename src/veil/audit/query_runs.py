@@ -29,10 +29,11 @@ from typing import Any, Literal
 
 from veil.accounting.budget import Budget
 from veil.accounting.scratch import ScratchLedger
+from veil.aggregates.base import stratum_name
 from veil.compile.statistics import thresholded
 from veil.errors import InternalError, InvalidArgumentError, QueryFailedError, VeilError
 from veil.plan.canonical import measurement_fingerprint
-from veil.plan.nodes import Aggregate, KeyValue, Plan
+from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
 from veil.random import RandomSource, system_source
 from veil.release.draw import Cells, Measured, finish, measure, recentre
 from veil.release.quantiles import score_change
@@ -222,6 +223,9 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
                 worst = max(worst, change)
             out[m.name] = (worst, m.sensitivity)
             continue
+        if m.strata:
+            out[m.name] = (_stratified_change(agg, m, a, b), m.sensitivity)
+            continue
         diffs = [
             a.exact.get(g, {}).get(m.name, 0) - b.exact.get(g, {}).get(m.name, 0)
             for g in set(a.exact) | set(b.exact)
@@ -246,6 +250,27 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
             )
             out["selection"] = (Fraction(largest), sel.sensitivity)
     return out
+
+
+def _stratified_change(agg: Aggregate, m: Measurement, a: Run, b: Run) -> Fraction:
+    """A stratified sum's change (``veil.compile.strata``) in the units of its global
+    sensitivity: each group's change of its re-centred statistic weighted by the global scale
+    over its bin's, Σ_g |Δ_g|·s/s_g (L1) or Σ_g Δ_g²·s/s_g (squared L2) — at most the global
+    sensitivity exactly when the loss Σ_g |Δ_g|/s_g (or Σ_g Δ_g²/(2s_g)) is at most the
+    measurement's share."""
+    groups = set(a.exact) | set(b.exact)
+    names = [x.name for x in agg.measurements if x.statistic != "quantile"]
+    zero = dict.fromkeys(names, 0)
+    side_a = {g: {n: int(a.exact.get(g, zero).get(n, 0)) for n in names} for g in groups}
+    side_b = {g: {n: int(b.exact.get(g, zero).get(n, 0)) for n in names} for g in groups}
+    recentre(agg, side_a)
+    recentre(agg, side_b)
+    total = Fraction(0)
+    for g in groups:
+        d = side_a[g][m.name] - side_b[g][m.name]
+        weight = m.scale / m.strata[side_a[g][stratum_name(m.name)]].scale
+        total += (d * d if m.mechanism == "discrete_gaussian" else abs(d)) * weight
+    return total
 
 
 def finite(value: Any) -> float:
