@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import warnings
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -372,3 +373,25 @@ def test_the_query_audit_passes_a_stratified_query() -> None:
         source=SeededSource("strata-audit"),
     )
     assert audit.verdict == "PASS", audit.lines()
+
+
+def test_a_target_on_a_stratified_sum_is_met_by_its_widest_bin_at_the_smallest_epsilon() -> None:
+    """``target=`` reads each bin's own bar: the ε it picks gives the widest bin (the top
+    one) a bar within the target, and within 1 % of it (the smallest such ε)."""
+    from veil.accuracy.targets import Target
+
+    s = veil.Session.local(
+        tables={"t": base_table()}, privacy_unit="uid", budget=veil.Budget(epsilon=20)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", veil.VeilWarning)  # a large ε, on purpose
+        e = s.explain(SQL, bounds=BOUNDS, target=[Target("s", halfwidth=500)])
+        a = s.explain(SQL, bounds=BOUNDS, target=[Target("a", halfwidth=5, min_group_size=40)])
+    tops = [float(part.rsplit("± ", 1)[1]) for part in e.errors["s"].split("; ")]
+    assert max(tops) <= 500
+    assert max(tops) >= 495
+    assert tops[0] < tops[2] / 50
+    # the AVG target too is met by the widest bin's bar at its smallest ε
+    (line,) = [n for n in a.notes if n.startswith("target a ")]
+    bar = float(line.split("bar ± ")[1].split(" ")[0])
+    assert 4.95 <= bar <= 5
