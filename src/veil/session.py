@@ -105,10 +105,11 @@ def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
             memo.pop(next(iter(memo)))
 
 
-BoundsArg = Mapping[str, tuple[Any, Any]] | None
-AutoBoundsArg = Mapping[str, tuple[Any, Any] | str] | str | None
-"""``bounds`` of :meth:`Session.sql` / :meth:`Session.explain`: pairs, or ``"auto"``
-(:mod:`veil.autobounds`) for every clamped column or per column."""
+BoundsArg = Mapping[str, tuple[Any, Any] | Mapping[Any, tuple[Any, Any]]] | None
+AutoBoundsArg = Mapping[str, tuple[Any, Any] | Mapping[Any, tuple[Any, Any]] | str] | str | None
+"""``bounds`` of :meth:`Session.sql` / :meth:`Session.explain`: pairs (or per-group pairs, see
+:mod:`veil.compile.strata`), or ``"auto"`` (:mod:`veil.autobounds`) for every clamped column or
+per column."""
 DomainsArg = Mapping[str, Sequence[KeyValue]] | None
 Key = tuple[KeyValue, ...]
 
@@ -122,12 +123,34 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
         )
     out: dict[str, ColumnBounds] = {}
     for col, pair in bounds.items():
+        if isinstance(pair, Mapping):  # per-group bounds: {group: (lower, upper), …}
+            out[col] = _group_bounds(col, pair)
+            continue
         if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
             raise InvalidArgumentError(
                 f"bounds for {col!r} must be a pair (lower, upper), got {pair!r}"
             )
         out[col] = ColumnBounds(col, pair[0], pair[1])
     return out
+
+
+def _group_bounds(col: object, groups: Mapping[Any, Any]) -> ColumnBounds:
+    """Per-group bounds ``{group: (lower, upper), …}`` of one column (``veil.compile.strata``):
+    the column's bounds are their hull; which key's groups they name is checked when compiled."""
+    pairs = []
+    for label, pair in groups.items():
+        if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
+            raise InvalidArgumentError(
+                f"bounds for {col!r} in group {label!r} must be a pair (lower, upper), got "
+                f"{pair!r}; e.g. bounds={{{col!r}: {{{label!r}: (0, 20000), …}}}}"
+            )
+        pairs.append((label, pair[0], pair[1]))
+    if not pairs:
+        raise InvalidArgumentError(f"per-group bounds for {col!r} name no group")
+    ends = [ColumnBounds(str(col), lo, hi) for _, lo, hi in pairs]
+    lower = min(b.lower for b in ends)
+    upper = max(b.upper for b in ends)
+    return ColumnBounds(str(col), lower, upper, tuple(pairs))
 
 
 class SessionOptions(TypedDict, total=False):

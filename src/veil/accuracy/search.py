@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from veil.accounting.budget import Budget
 from veil.accuracy.targets import Target, parse_targets
 from veil.aggregates import kind
-from veil.aggregates.base import Group
+from veil.aggregates.base import Group, stratum_name
 from veil.errors import BudgetExhaustedError, InvalidArgumentError, UnsupportedQueryError
 from veil.plan.nodes import Plan, as_fraction
 from veil.plan.tree import aggregate_of
@@ -124,21 +124,31 @@ def target_bars(explanation: Explanation, targets: Iterable[Target]) -> dict[str
     for t in targets:
         model = models[t.column]
         k = kind(model.function)
-        if model.function == "avg":
-            assert t.min_group_size is not None
-            n = t.min_group_size
-            sm = noise[model.reads("sum") or ""]
-            lo, hi = float(model.lower or 0), float(model.upper or 0)
-            far = hi if abs(hi - float(sm.centre)) >= abs(lo - float(sm.centre)) else lo
-            # the noisy centred sum of n rows all at the far bound, in grid steps
-            stats = {
-                model.reads("count") or "": n,
-                model.reads("sum") or "": round((far - float(sm.centre)) * n / float(sm.step)),
-            }
-            bar = k.halfwidth(Group(model, stats, noise), far, t.level)
-        else:  # constant bars read no released value
-            bar = k.halfwidth(Group(model, {}, noise), 0.0, t.level)
-        out[t.column] = math.inf if bar is None else float(bar)
+        summed = model.reads("sum")
+        # a sum stratified by its groups (veil.compile.strata): the widest bar of any stratum
+        strata = noise[summed].strata if summed is not None else ()
+        bars: list[float | None] = []
+        for stratum in range(len(strata)) if strata else [None]:
+            where = {} if stratum is None else {stratum_name(summed or ""): stratum}
+            if model.function == "avg":
+                assert t.min_group_size is not None
+                n = t.min_group_size
+                g = Group(model, where, noise)
+                sm = g.noise("sum")
+                lo, hi = g.lower, g.upper
+                far = hi if abs(hi - float(sm.centre)) >= abs(lo - float(sm.centre)) else lo
+                # the noisy centred sum of n rows all at the far bound, in grid steps
+                stats = {
+                    **where,
+                    model.reads("count") or "": n,
+                    summed or "": round((far - float(sm.centre)) * n / float(sm.step)),
+                }
+                bars.append(k.halfwidth(Group(model, stats, noise), far, t.level))
+            else:  # constant bars read no released value
+                bars.append(k.halfwidth(Group(model, where, noise), 0.0, t.level))
+        out[t.column] = (
+            math.inf if any(b is None for b in bars) else max(float(b or 0) for b in bars)
+        )
     return out
 
 

@@ -63,7 +63,24 @@ class Avg(AggregateKind):
     ) -> list[float | None]:
         if not groups:
             return []
-        g = groups[0]  # one column: every group shares its noises and bounds
+        if groups[0].stratum is not None:  # a stratified sum: each bin its noise and bounds
+            out: list[float | None] = [None] * len(groups)
+            by_bin: dict[int | None, list[int]] = {}
+            for i, x in enumerate(groups):
+                by_bin.setdefault(x.stratum, []).append(i)
+            for members in by_bin.values():
+                part = self._unstratified_halfwidths(
+                    [groups[i] for i in members], [values[i] for i in members], level
+                )
+                for i, bar in zip(members, part, strict=True):
+                    out[i] = bar
+            return out
+        return self._unstratified_halfwidths(groups, values, level)
+
+    def _unstratified_halfwidths(
+        self, groups: Sequence[Group], values: Sequence[float], level: float
+    ) -> list[float | None]:
+        g = groups[0]  # one column (or one bin): every group shares its noises and bounds
         sm, cm = g.noise("sum"), g.noise("count")
         bars = avg_halfwidths(
             sm,

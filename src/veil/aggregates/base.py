@@ -33,6 +33,7 @@ __all__ = [
     "Role",
     "Statistic",
     "measurement_name",
+    "stratum_name",
 ]
 
 Statistic = Literal["count", "count_units", "sum", "sum_squares", "quantile", "mode"]
@@ -62,6 +63,12 @@ def measurement_name(
     if statistic == "mode":  # q: a TOP_K's k
         return f"mode({column})" if q is None else f"top({column}, {q})"
     return f"{statistic}({column})"
+
+
+def stratum_name(measurement: str) -> str:
+    """The statistic under which a released group records its bin index for a stratified
+    measurement (``veil.compile.strata``): a public number, the group's own BIN key."""
+    return f"{measurement}#stratum"
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,17 @@ class NoiseModel:
     centre: Fraction
     step: Fraction
     limit: int
+    strata: tuple[NoiseModel, ...] = ()  # a stratified sum: one model per bin
+    lower: Fraction | None = None  # a stratum's clamped values lie in [lower, upper]
+    upper: Fraction | None = None
+
+    def stratum(self, index: int | None) -> NoiseModel:
+        """The model of bin ``index`` of a stratified measurement (itself otherwise)."""
+        if not self.strata or index is None:
+            return self
+        if not 0 <= index < len(self.strata):
+            raise InternalError(f"{self.name!r} has no stratum {index}")
+        return self.strata[index]
 
     def halfwidth(self, level: float) -> float:
         """Half-width of the noise at ``level`` in the statistic's integer units."""
@@ -139,7 +157,7 @@ class NoiseModel:
         return width * width / (2 * self.limit)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "name": self.name,
             "statistic": self.statistic,
             "mechanism": self.mechanism,
@@ -148,6 +166,11 @@ class NoiseModel:
             "step": str(self.step),
             "limit": self.limit,
         }
+        if self.strata:  # only then: unstratified models keep their form
+            d["strata"] = [s.to_json() for s in self.strata]
+        if self.lower is not None and self.upper is not None:
+            d["lower"], d["upper"] = str(self.lower), str(self.upper)
+        return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> NoiseModel:
@@ -159,6 +182,9 @@ class NoiseModel:
             centre=Fraction(d["centre"]),
             step=Fraction(d["step"]),
             limit=int(d["limit"]),
+            strata=tuple(NoiseModel.from_json(s) for s in d.get("strata") or ()),
+            lower=None if d.get("lower") is None else Fraction(d["lower"]),
+            upper=None if d.get("upper") is None else Fraction(d["upper"]),
         )
 
 
@@ -212,11 +238,17 @@ class ColumnModel:
 
 
 class Expected:
-    """A column model before any data: the noise of each role it reads, and its bounds."""
+    """A column model before any data: the noise of each role it reads, and its bounds.
 
-    def __init__(self, model: ColumnModel, noise: Mapping[str, NoiseModel]) -> None:
+    ``stratum``: for a column whose sum is stratified by its own bins (``veil.compile.strata``),
+    the bin whose noise and bounds apply (a group's own, or one ``explain`` describes)."""
+
+    def __init__(
+        self, model: ColumnModel, noise: Mapping[str, NoiseModel], stratum: int | None = None
+    ) -> None:
         self.model = model
         self._noise = noise
+        self._stratum = stratum
 
     def has(self, role: Role) -> bool:
         return self.model.reads(role) is not None
@@ -225,15 +257,31 @@ class Expected:
         name = self.model.reads(role)
         if name is None:
             raise InternalError(f"{self.model.alias!r} reads no {role} measurement")
-        return self._noise[name]
+        return self._noise[name].stratum(self._stratum)
+
+    @property
+    def stratum(self) -> int | None:
+        """The bin whose noise applies, when the column's sum is stratified (else None)."""
+        name = self.model.reads("sum")
+        if name is None or not self._noise[name].strata:
+            return None
+        return self._stratum
+
+    def _bin(self) -> NoiseModel | None:
+        if self.stratum is None:
+            return None
+        m = self.noise("sum")
+        return m if m.lower is not None and m.upper is not None else None
 
     @property
     def lower(self) -> float:
-        return float(self.model.lower or 0)
+        b = self._bin()
+        return float(b.lower if b is not None and b.lower is not None else self.model.lower or 0)
 
     @property
     def upper(self) -> float:
-        return float(self.model.upper or 0)
+        b = self._bin()
+        return float(b.upper if b is not None and b.upper is not None else self.model.upper or 0)
 
 
 class Group(Expected):
@@ -242,7 +290,9 @@ class Group(Expected):
     def __init__(
         self, model: ColumnModel, stats: Mapping[str, int], noise: Mapping[str, NoiseModel]
     ) -> None:
-        super().__init__(model, noise)
+        name = model.reads("sum")
+        index = stats.get(stratum_name(name)) if name is not None else None
+        super().__init__(model, noise, None if index is None else int(index))
         self._stats = stats
 
     def value(self, role: Role) -> int:
@@ -322,8 +372,11 @@ class AggregateKind(ABC):
         group asks for); kinds whose bar differs per group override it with a vectorised
         computation and define :meth:`halfwidth` as a batch of one."""
         if self.constant_bar and groups:  # one noise law for every group of the column
-            bar = self.halfwidth(groups[0], values[0], level)
-            return [bar] * len(groups)
+            bars: dict[int | None, float | None] = {}  # or per bin of a stratified sum
+            for g, v in zip(groups, values, strict=True):
+                if g.stratum not in bars:
+                    bars[g.stratum] = self.halfwidth(g, v, level)
+            return [bars[g.stratum] for g in groups]
         return [self.halfwidth(g, v, level) for g, v in zip(groups, values, strict=True)]
 
     @abstractmethod

@@ -31,12 +31,13 @@ import numpy as np
 
 from veil.accounting.budget import Budget
 from veil.accounting.scratch import ScratchLedger
+from veil.aggregates.base import stratum_name
 from veil.compile.statistics import thresholded
 from veil.errors import InternalError, InvalidArgumentError, QueryFailedError, VeilError
 from veil.plan.canonical import measurement_fingerprint
-from veil.plan.nodes import Aggregate, KeyValue, Plan
+from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
 from veil.random import RandomSource, system_source
-from veil.release.draw import Cells, Measured, finish, measure
+from veil.release.draw import Cells, Measured, finish, measure, recentre
 from veil.release.quantiles import score_change
 from veil.release.result import Result
 from veil.session import Session
@@ -185,10 +186,9 @@ def noiseless(found: Run) -> Result:
         raise InvalidArgumentError("only a released run has exact statistics")
     agg = found.agg
     names = [m.name for m in agg.measurements]
-    groups = tuple(
-        (k, {n: int(found.exact[k].get(n, 0)) for n in names})
-        for k in sorted(found.exact, key=repr)
-    )
+    stats = {k: {n: int(found.exact[k].get(n, 0)) for n in names} for k in found.exact}
+    recentre(agg, stats)  # a stratified sum is released about its bin's centre
+    groups = tuple((k, stats[k]) for k in sorted(found.exact, key=repr))
     return finish(found.compiled, agg, Measured(groups), measurement_fingerprint(agg))
 
 
@@ -224,6 +224,9 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
                 change = score_change(m, ca.get(g, _NO_CELLS), cb.get(g, _NO_CELLS))
                 worst = max(worst, change)
             out[m.name] = (worst, m.sensitivity)
+            continue
+        if m.strata:
+            out[m.name] = (_stratified_change(agg, m, a, b), m.sensitivity)
             continue
         if m.statistic == "mode":  # a candidate's score is its count: max |Δcount|
             top = Fraction(0)
@@ -263,6 +266,27 @@ def changes(agg: Aggregate, a: Run, b: Run) -> dict[str, tuple[Fraction, Fractio
             )
             out["selection"] = (Fraction(largest), sel.sensitivity)
     return out
+
+
+def _stratified_change(agg: Aggregate, m: Measurement, a: Run, b: Run) -> Fraction:
+    """A stratified sum's change (``veil.compile.strata``) in the units of its global
+    sensitivity: each group's change of its re-centred statistic weighted by the global scale
+    over its bin's, Σ_g |Δ_g|·s/s_g (L1) or Σ_g Δ_g²·s/s_g (squared L2) — at most the global
+    sensitivity exactly when the loss Σ_g |Δ_g|/s_g (or Σ_g Δ_g²/(2s_g)) is at most the
+    measurement's share."""
+    groups = set(a.exact) | set(b.exact)
+    names = [x.name for x in agg.measurements if x.statistic != "quantile"]
+    zero = dict.fromkeys(names, 0)
+    side_a = {g: {n: int(a.exact.get(g, zero).get(n, 0)) for n in names} for g in groups}
+    side_b = {g: {n: int(b.exact.get(g, zero).get(n, 0)) for n in names} for g in groups}
+    recentre(agg, side_a)
+    recentre(agg, side_b)
+    total = Fraction(0)
+    for g in groups:
+        d = side_a[g][m.name] - side_b[g][m.name]
+        weight = m.scale / m.strata[side_a[g][stratum_name(m.name)]].scale
+        total += (d * d if m.mechanism == "discrete_gaussian" else abs(d)) * weight
+    return total
 
 
 def finite(value: Any) -> float:

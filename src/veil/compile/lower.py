@@ -49,9 +49,11 @@ from sqlglot.errors import ErrorLevel
 from veil.compile.constants import literal
 from veil.compile.dialect import Dialect
 from veil.compile.statistics import bucket_sql, mode_bucket_sql, statistic_sql
+from veil.compile.strata import group_bounds_key
 from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan.nodes import (
     Aggregate,
+    ColumnBounds,
     ColumnType,
     Filter,
     GroupKey,
@@ -557,7 +559,36 @@ class _Lowering:
             # product then clamped to the products' range (it can round past an end)
             x, w = (self._factor(c) for c in factors)
             return _clamp(exp.Mul(this=x, expression=w), literal(b.lower), literal(b.upper))
-        return _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
+        clamped = _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
+        if b.groups:
+            return self._group_clamped(m.column, b, clamped)
+        return clamped
+
+    def _group_clamped(self, column: str, b: ColumnBounds, clamped: exp.Expr) -> exp.Expr:
+        """Per-group bounds (``veil.compile.strata``): each row clamped to its group's bounds,
+        chosen by the key *as it travels to Python* (its bin or domain index, or a native value
+        compared with the listed literal), so a row's bounds are those of the group it is
+        released in; a row of no listed group (none passes the key's WHERE) keeps ``clamped``."""
+        key = group_bounds_key(self.agg, column)
+        if key is None:
+            raise InternalError(f"per-group bounds of {column!r} name no key at lowering")
+        k = self.agg.keys[key]
+        given = {(type(g).__name__, g): (lo, hi) for g, lo, hi in b.groups}
+        native = k.edges is None and key_transport(self.agg.child.field(k.column).type) == "native"
+        case = exp.Case()
+        for i, label in enumerate(k.labels()):
+            lo, hi = given[(type(label).__name__, label)]
+            travelled = _col(self.keys[key])
+            cond: exp.Expr
+            if not native:
+                cond = exp.EQ(this=travelled, expression=exp.Literal.number(i))
+            elif label is None:
+                cond = exp.Is(this=travelled, expression=exp.Null())
+            else:
+                cond = exp.EQ(this=travelled, expression=_value(label))
+            x = _col(self.x[column])
+            case = case.when(cond, _clamp(x, literal(lo), literal(hi)))
+        return case.else_(clamped)
 
     def _factor(self, column: str) -> exp.Expr:
         """One factor of a product, clamped; where a double product that rounds to zero

@@ -25,6 +25,7 @@ comparing the minimised totals. All choices depend only on the plan, bounds and 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -42,6 +43,7 @@ from veil.compile.statistics import (
     sensitivity,
     thresholded,
 )
+from veil.compile.strata import bins_of, strata, stratified_key
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.noise import MAX_SCALE
 from veil.noise.families import EXPONENTIAL, Mechanism, family
@@ -51,6 +53,7 @@ from veil.plan.nodes import (
     Measurement,
     Selection,
     Statistic,
+    Stratum,
 )
 
 __all__ = [
@@ -208,10 +211,38 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
                 limit=limit,
                 weight=coef * d,
             )
+    _stratify_needs(agg, needs)
     # a column summed only with c = 0 and no count asked: no count needed
     if "count" in needs and needs["count"].weight == 0 and agg.public_keys:
         del needs["count"]
     return needs
+
+
+def _stratify_needs(agg: Aggregate, needs: dict[str, _Need]) -> None:
+    """Re-weigh a sum stratified by its own bins (``veil.compile.strata``) for the split: its
+    variance is that of the bins' widths, and each bin's centre times the noisy count adds the
+    count's; the count is always measured (the release re-centres each bin with it). The
+    weights only steer the split; the calibration does not depend on them."""
+    for name, need in list(needs.items()):
+        if need.statistic != "sum" or need.column is None:
+            continue
+        key = stratified_key(agg, need.column)
+        if key is None:
+            continue
+        b = _bounds(agg, need.column)
+        bins = bins_of(agg, need.column, key)
+        half = sum(float((hi - lo) / 2) ** 2 for lo, hi in bins) / len(bins)
+        mids = sum(float((hi + lo) / 2) ** 2 for lo, hi in bins) / len(bins)
+        full = float(_width(b, need.centre)) ** 2
+        coef = need.weight / full if full > 0 else need.weight
+        needs[name] = dataclasses.replace(need, weight=coef * max(half, 1e-300))
+        # the count's D per unit budget is the sum's at width 1: the same coefficient applies
+        extra = coef * mids
+        count = needs.get("count")
+        if count is None:
+            needs["count"] = _Need("count", "count", weight=max(extra, 1e-300))
+        else:
+            needs["count"] = dataclasses.replace(count, weight=count.weight + extra)
 
 
 def _objective(needs: Sequence[_Need], gaussian: bool) -> float:
@@ -538,7 +569,20 @@ def _calibrate(
                 step *= 2
                 sens = sensitivity(agg, n.statistic, mech, limit)
                 scale = noise.scale(sens, part)
-            if scale <= 0 or scale > cap:
+            key = stratified_key(agg, n.column) if n.statistic == "sum" and n.column else None
+            bins: tuple[Stratum, ...] = ()
+            if key is not None and n.column is not None:
+                bins = strata(
+                    agg,
+                    n.column,
+                    key,
+                    mechanism=mech,
+                    centre=n.centre,
+                    step=step,
+                    limit=limit,
+                    share=part,
+                )
+            if scale <= 0 or scale > cap or any(x.scale > cap for x in bins):
                 raise InvalidArgumentError(
                     f"the noise for {n.name} would be too large to sample (scale {float(scale):.3g}"
                     "); raise epsilon or lower max_groups / max_rows_per_group / max_rows"
@@ -555,6 +599,8 @@ def _calibrate(
                     centre=n.centre,
                     step=step,
                     limit=limit,
+                    strata=bins,
+                    stratum_key=key,
                 )
             )
     selection = _selection(agg, measurements, d_sel) if selecting else None

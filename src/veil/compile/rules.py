@@ -24,6 +24,7 @@ from veil.compile.constants import (
     check_quantile_buckets,
 )
 from veil.compile.measure import build
+from veil.compile.strata import check_group_bounds
 from veil.compile.weights import check_weights, weights_bounds_missing
 from veil.errors import BoundsError, SchemaError, UnsupportedQueryError
 from veil.plan.canonical import call_order
@@ -177,7 +178,7 @@ def resolve_bounds(plan: Plan, ctx: Context) -> Plan:
                 "the data",
                 cli=f"{need}--bounds {col}=LOWER:UPPER with limits that do not depend on the data",
             )
-        out.append(ColumnBounds(col, b.lower, b.upper))
+        out.append(ColumnBounds(col, b.lower, b.upper, b.groups))
     bounds = tuple(out)
     if bounds == agg.bounds:
         return plan
@@ -198,6 +199,9 @@ def check_numbers(plan: Plan, ctx: Context) -> Plan:
     agg = aggregate_of(plan)
     for b in agg.bounds:
         check_bounds(b)
+        for _, lo, hi in b.groups:  # per-group bounds: the same range rules
+            check_bounds(ColumnBounds(b.column, lo, hi))
+    check_group_bounds(agg)
     for key in agg.keys:
         check_edges(key)
     check_weights(plan)  # survey weights: bounds from 0 up, products within the range

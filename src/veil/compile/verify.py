@@ -19,9 +19,10 @@ from veil.compile.statistics import (
     sensitivity,
     thresholded,
 )
+from veil.compile.strata import expected_strata
 from veil.errors import PrivacyInvariantError
 from veil.noise.families import family
-from veil.plan.nodes import Aggregate
+from veil.plan.nodes import Aggregate, Measurement
 
 __all__ = ["check_loss", "recompute_loss"]
 
@@ -44,6 +45,7 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
                 f"plan's bounds and contribution limits give {expected}"
             )
         e, rho_m = family(m.mechanism).loss(m.sensitivity, m.scale, reach(agg, m.statistic))
+        _check_strata(agg, m, (e, rho_m))
         pure = pure and e is not None
         eps += e or 0
         rho += rho_m
@@ -73,6 +75,25 @@ def recompute_loss(agg: Aggregate, charged: Budget) -> Budget:
         raise PrivacyInvariantError("no δ is left for the zCDP conversion of Gaussian noise")
     conv = zcdp_to_approx(rho, charged.delta - d_sel)
     return Budget(epsilon=conv.eps, delta=charged.delta)
+
+
+def _check_strata(agg: Aggregate, m: Measurement, loss: tuple[Fraction | None, Fraction]) -> None:
+    """A stratified sum (``veil.compile.strata``) must carry exactly the strata the plan gives,
+    each bin calibrated to its own recomputed bound at the measurement's loss: then the unit's
+    loss over all bins is that loss (the strata module's proof note)."""
+    if m.strata != expected_strata(agg, m):
+        raise PrivacyInvariantError(
+            f"measurement {m.name!r} carries strata the plan's bins and bounds do not give"
+        )
+    if m.strata and not any(x.statistic == "count" for x in agg.measurements):
+        raise PrivacyInvariantError(f"the stratified {m.name!r} is re-centred without a count")
+    for s in m.strata:
+        expected = sensitivity(agg, m.statistic, m.mechanism, s.limit)
+        got = family(m.mechanism).loss(s.sensitivity, s.scale, reach(agg, m.statistic))
+        if s.sensitivity != expected or got != loss:
+            raise PrivacyInvariantError(
+                f"a stratum of {m.name!r} costs {got}, not the measurement's {loss}"
+            )
 
 
 def check_loss(agg: Aggregate, charged: Budget) -> Budget:

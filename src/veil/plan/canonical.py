@@ -31,6 +31,7 @@ from veil.plan.nodes import (
     Scan,
     Selection,
     Sort,
+    Stratum,
 )
 from veil.plan.visitor import PlanVisitor
 
@@ -100,10 +101,32 @@ def _contribution(c: Contribution) -> list[int]:
 
 
 def _bounds(b: ColumnBounds) -> Json:
-    return {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
+    form: Json = {"column": b.column, "lower": _frac(b.lower), "upper": _frac(b.upper)}
+    if b.groups:  # only then: the fingerprints of plans without per-group bounds are unchanged
+        form["groups"] = [[_value(k), _frac(lo), _frac(hi)] for k, lo, hi in b.groups]
+    return form
 
 
 def _measurement(m: Measurement) -> Json:
+    form = _measurement_form(m)
+    if m.strata:  # only then: the fingerprints of unstratified plans are unchanged
+        form["strata"] = {"key": m.stratum_key, "bins": [_stratum(s) for s in m.strata]}
+    return form
+
+
+def _stratum(s: Stratum) -> Json:
+    return {
+        "lower": _frac(s.lower),
+        "upper": _frac(s.upper),
+        "centre": _frac(s.centre),
+        "shift": s.shift,
+        "limit": s.limit,
+        "sensitivity": _frac(s.sensitivity),
+        "scale": _frac(s.scale),
+    }
+
+
+def _measurement_form(m: Measurement) -> Json:
     return {
         "name": m.name,
         "statistic": m.statistic,

@@ -67,6 +67,7 @@ __all__ = [
     "Sort",
     "SortKey",
     "Statistic",
+    "Stratum",
     "as_fraction",
     "declare_hint",
     "product_name",
@@ -150,11 +151,16 @@ class Field:
 
 @dataclass(frozen=True)
 class ColumnBounds:
-    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions)."""
+    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions).
+
+    ``groups``: per-group bounds ``(key label, lower, upper)`` for the groups of one public
+    GROUP BY key (``veil.compile.strata``), each inside ``[lower, upper]``; a row of the group
+    with that key is clamped to its group's bounds."""
 
     column: str
     lower: Fraction
     upper: Fraction
+    groups: tuple[tuple[KeyValue, Fraction, Fraction], ...] = ()
 
     def __post_init__(self) -> None:
         _check_name(self.column, "a bounded column")
@@ -167,6 +173,20 @@ class ColumnBounds:
             )
         _set(self, "lower", lo)
         _set(self, "upper", hi)
+        groups = []
+        for label, g_lo, g_hi in tuple(self.groups):
+            what = f"the bounds of {self.column!r} in group {label!r}"
+            a, b = as_fraction(g_lo, what), as_fraction(g_hi, what)
+            if not lo <= a <= b <= hi:
+                raise BoundsError(
+                    f"{what}, ({float(a):g}, {float(b):g}), must be a non-empty interval inside "
+                    f"the column's bounds ({float(lo):g}, {float(hi):g}); narrow them"
+                )
+            groups.append((label, a, b))
+        if len({(type(k), k) for k, _, _ in groups}) != len(groups):
+            raise BoundsError(f"per-group bounds of {self.column!r} name a group twice")
+        # a canonical order (not the order given): equal bounds, equal plans
+        _set(self, "groups", tuple(sorted(groups, key=lambda g: (type(g[0]).__name__, repr(g[0])))))
 
     @property
     def midpoint(self) -> Fraction:
@@ -430,6 +450,32 @@ class AggregateCall:
 
 
 @dataclass(frozen=True)
+class Stratum:
+    """One bin's own calibration of a stratified ``sum`` measurement (``veil.compile.strata``).
+
+    The rows of the bin have clamped values in ``[lower, upper]``; the engine's per-row
+    integers (about the measurement's centre) are shifted by ``shift`` grid steps, so they are
+    taken about ``centre`` = measurement centre + shift·step and lie in ``[−limit, limit]``;
+    the bin's noise is calibrated to ``sensitivity`` (that per-row bound's) at ``scale``.
+    """
+
+    lower: Fraction
+    upper: Fraction
+    centre: Fraction
+    shift: int
+    limit: int
+    sensitivity: Fraction
+    scale: Fraction
+
+    def __post_init__(self) -> None:
+        if self.limit < 1 or self.scale <= 0 or self.sensitivity < 0 or self.lower > self.upper:
+            raise InvalidArgumentError(
+                f"a stratum needs limit ≥ 1, scale > 0, sensitivity ≥ 0 and lower ≤ upper (got "
+                f"{self.limit}, {self.scale}, {self.sensitivity}, [{self.lower}, {self.upper}])"
+            )
+
+
+@dataclass(frozen=True)
 class Measurement:
     """One noisy statistic per group that the released aggregates are computed from.
 
@@ -466,9 +512,19 @@ class Measurement:
     quantile: Fraction | None = None
     discrete: bool = False
     picks: int = 1  # a TOP_K: candidates chosen one after another, each at temperature picks·scale
+    strata: tuple[Stratum, ...] = ()
+    stratum_key: int | None = None
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a measurement name")
+        _set(self, "strata", tuple(self.strata))
+        if bool(self.strata) != (self.stratum_key is not None) or (
+            self.strata and self.statistic != "sum"
+        ):
+            raise InvalidArgumentError(
+                f"measurement {self.name!r}: strata (one per bin of key {self.stratum_key}) "
+                "are for a sum measurement, with the index of its BIN key"
+            )
         if self.mechanism not in MECHANISMS:
             raise InvalidArgumentError(
                 f"measurement {self.name!r}: no mechanism {self.mechanism!r} (one of {MECHANISMS})"

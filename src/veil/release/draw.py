@@ -21,7 +21,7 @@ from typing import Any
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
-from veil.aggregates.base import ColumnModel, Expected, NoiseModel
+from veil.aggregates.base import ColumnModel, Expected, NoiseModel, measurement_name, stratum_name
 from veil.compile.statistics import thresholded
 from veil.errors import InternalError
 from veil.noise.families import family
@@ -36,7 +36,7 @@ from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
 from veil.release.result import Result
 
-__all__ = ["Cells", "Measured", "finish", "measure"]
+__all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
 
 Cells = tuple[Any, Any]
 """One group's occupied quantile cells and their exact row counts (``bucket_counts``)."""
@@ -89,6 +89,37 @@ def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
     return family(m.mechanism).sample(m.scale, size, source)
 
 
+def recentre(agg: Aggregate, noisy: dict[Key, dict[str, int]]) -> None:
+    """Re-centre, in place, each group's exact sums that are stratified by their own bins
+    (``veil.compile.strata``) on the group's bin: minus shift × the group's exact row count
+    (the same rows), and record the group's bin index. Total: integer arithmetic on what the
+    engine returned; a group's bin is its key's index (public)."""
+    for m in agg.measurements:
+        if not m.strata:
+            continue
+        key = m.stratum_key if m.stratum_key is not None else 0
+        for k, stats in noisy.items():
+            i = k[key]
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(m.strata):
+                raise InternalError(f"group key {k!r} is not a bin of {m.name!r}")
+            stats[m.name] -= m.strata[i].shift * int(stats.get(measurement_name("count"), 0))
+            stats[stratum_name(m.name)] = i
+
+
+def _stratified(
+    m: Measurement, keys: list[Key], noisy: dict[Key, dict[str, int]], source: RandomSource
+) -> None:
+    """Noise for a stratified sum: each group's at its own bin's scale (the groups of a bin
+    in key order, the bins in order)."""
+    by_bin: dict[int, list[Key]] = {}
+    for k in keys:
+        by_bin.setdefault(noisy[k][stratum_name(m.name)], []).append(k)
+    for i, members in sorted(by_bin.items()):
+        draws = family(m.mechanism).sample(m.strata[i].scale, len(members), source)
+        for k, z in zip(members, draws, strict=True):
+            noisy[k][m.name] += z
+
+
 def measure(
     agg: Aggregate,
     exact: Mapping[Key, Mapping[str, int]],
@@ -109,8 +140,12 @@ def measure(
     names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
     noisy: dict[Key, dict[str, int]] = {k: dict(exact.get(k, zero)) for k in keys}
+    recentre(agg, noisy)
     for m in agg.measurements:
         if m.statistic in ("quantile", "mode"):
+            continue
+        if m.strata:
+            _stratified(m, keys, noisy, source)
             continue
         for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
             noisy[k][m.name] += z

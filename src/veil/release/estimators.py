@@ -36,7 +36,30 @@ Stats = Mapping[str, int]
 
 def noise_models(agg: Aggregate) -> dict[str, NoiseModel]:
     return {
-        m.name: NoiseModel(m.name, m.statistic, m.mechanism, m.scale, m.centre, m.step, m.limit)
+        m.name: NoiseModel(
+            m.name,
+            m.statistic,
+            m.mechanism,
+            m.scale,
+            m.centre,
+            m.step,
+            m.limit,
+            # a stratified sum: each bin's own noise about its own centre, and its bounds
+            strata=tuple(
+                NoiseModel(
+                    m.name,
+                    m.statistic,
+                    m.mechanism,
+                    s.scale,
+                    s.centre,
+                    m.step,
+                    s.limit,
+                    lower=s.lower,
+                    upper=s.upper,
+                )
+                for s in m.strata
+            ),
+        )
         for m in agg.measurements
     }
 

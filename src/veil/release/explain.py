@@ -92,6 +92,31 @@ def _noise_text(m: Measurement, groups: Fraction) -> str:
             assert_never(m.mechanism)
 
 
+def _strata_sensitivity(m: Measurement) -> str:
+    if not m.strata:
+        return ""
+    return " (before stratifying)"
+
+
+def _strata_noise(agg: Aggregate, m: Measurement) -> str:
+    """A stratified sum's per-bin calibration (``veil.compile.strata``), in value units."""
+    if not m.strata or m.stratum_key is None:
+        return ""
+    key = agg.keys[m.stratum_key]
+    parts = []
+    for label, st in zip(key.labels(), m.strata, strict=True):
+        sens = family(m.mechanism).norm
+        if m.mechanism == "discrete_gaussian":
+            l2 = math.sqrt(float(st.sensitivity)) * float(m.step)
+            noise = f"L2 = {l2:.6g}, σ = {math.sqrt(float(st.scale)) * float(m.step):.6g}"
+        else:
+            noise = f"{sens} = {_g(st.sensitivity * m.step)}, scale {_g(st.scale * m.step)}"
+        parts.append(
+            f"{label}: in [{_g(st.lower)}, {_g(st.upper)}], centre {_g(st.centre)}, {noise}"
+        )
+    return f"; stratified by the groups of {key.alias} (parallel composition): " + "; ".join(parts)
+
+
 def describe_contribution(agg: Aggregate) -> str:
     """The privacy unit and the bound on what one unit contributes, in words."""
     c = agg.contribution
@@ -123,8 +148,8 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
                 m.name,
                 m.mechanism,
                 m.budget,
-                _sensitivity_text(m),
-                _noise_text(m, reach(agg).spread),
+                _sensitivity_text(m) + _strata_sensitivity(m),
+                _noise_text(m, reach(agg).spread) + _strata_noise(agg, m),
                 used,
             )
         )
@@ -146,9 +171,20 @@ def describe_usage(agg: Aggregate) -> tuple[Usage, ...]:
 def expected_errors(agg: Aggregate, level: float = 0.95) -> dict[str, str]:
     """Data-independent error bars at ``level`` per aggregate (n is the group's row count)."""
     noise = noise_models(agg)
-    return {
-        c.alias: kind(c.function).expected(Expected(c, noise), level) for c in column_models(agg)
-    }
+    out: dict[str, str] = {}
+    for c in column_models(agg):
+        first = Expected(c, noise, 0)
+        if first.stratum is None:
+            out[c.alias] = kind(c.function).expected(Expected(c, noise), level)
+            continue
+        # a stratified sum: each bin's own bar (its noise, its centre, its bounds)
+        m = next(x for x in agg.measurements if x.name == c.sum)
+        labels = agg.keys[m.stratum_key or 0].labels()
+        out[c.alias] = "; ".join(
+            f"{label}: {kind(c.function).expected(Expected(c, noise, i), level)}"
+            for i, label in enumerate(labels)
+        )
+    return out
 
 
 class _Tree(PlanVisitor[list[str]]):
@@ -192,6 +228,7 @@ class _Tree(PlanVisitor[list[str]]):
         } | {a.weights for a in node.aggregates if a.weights is not None}  # survey weights
         bounds = ", ".join(
             f"{b.column} ∈ [{_g(b.lower)}, {_g(b.upper)}]"
+            + (f" (per group: {len(b.groups)} groups)" if b.groups else "")
             for b in node.bounds
             if b.column in clamped
         )
