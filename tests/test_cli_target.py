@@ -254,3 +254,14 @@ def test_the_choice_and_the_refusal_are_the_same_on_neighbouring_datasets(
     assert seen[1] == seen[3]
     assert seen[1][0] == 2
     assert "needs a public reference value" in seen[1][2]
+
+
+def test_a_weighted_avg_target_is_refused_saying_why(pums: str) -> None:
+    q = "SELECT AVG(income) AS m FROM pums"
+    code, _, err = invoke(
+        "explain", q, "-t", pums, *TYPES, "--column", "age:DOUBLE", "--bounds", "age=0:100",
+        "--weights", "age", "--target", "m=±500", "--min-group-size", "100",
+    )  # fmt: skip
+    assert code == 2
+    assert "a weighted AVG's bar depends on the private weight total" in err
+    assert "rank statement" not in err

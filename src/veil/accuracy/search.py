@@ -79,9 +79,18 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 f"{', '.join(sorted(calls))}: name one of them (the output column name)"
             )
         if a.function not in (*_CONSTANT, "avg"):
+            rank = "its error bar is a rank statement"
+            why = {
+                "quantile": rank,
+                "min": rank,
+                "max": rank,
+                "mode": "a MODE has no error bar, only a public margin",
+                "top_k": "a TOP_K has no error bar, only a public margin",
+                "wavg": "a weighted AVG's bar depends on the private weight total",
+            }.get(a.function, "its error bar is not searched yet")
             raise UnsupportedQueryError(
-                f"a target on {t.column!r} ({a.function.upper()}) is not supported yet: its "
-                "error bar is a rank statement; target COUNT, SUM or AVG columns"
+                f"a target on {t.column!r} ({a.function.upper()}) is not supported yet: {why}; "
+                "target COUNT, SUM or AVG columns"
             )
         if t.relative is not None and t.reference is None:
             why = (
