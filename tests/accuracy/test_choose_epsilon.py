@@ -135,3 +135,19 @@ def test_a_start_hint_changes_the_probes_not_the_answer(start: float) -> None:
     assert bars_at(s, hinted.epsilon, hinted.targets)["n"] <= 50
     assert bars_at(s, hinted.epsilon / Fraction(1 + tol), hinted.targets)["n"] > 50
     assert abs(hinted.epsilon / plain.epsilon - 1) <= tol
+
+
+@pytest.mark.filterwarnings("ignore:epsilon=.* protects little")  # the targets need ε ≫ 10
+def test_avg_targets_at_large_epsilon_are_found_and_unmeetable_ones_refused_free() -> None:
+    # Past ε ≈ 1000 the AVG bar's sum noise is narrower than the closed forms' 10^6 grid
+    # steps; its bars take the exact two-noise mixture (noise.errorbars), so the search
+    # reaches ε = 10⁴ in probes of milliseconds (the grid convolution took 98 s per probe)
+    s = session(veil.Budget(epsilon=10**6))
+    before = s.remaining()
+    c = choose_epsilon(s, Q, "mean=±0.1", min_group_size=10, bounds=BOUNDS)
+    assert 1000 < c.epsilon < 10**4
+    want = c.targets
+    assert bars_at(s, c.epsilon, want)["mean"] <= 0.1 < bars_at(s, c.epsilon * 0.99, want)["mean"]
+    with pytest.raises(InvalidArgumentError, match=r"need more than epsilon=10000.*nothing"):
+        choose_epsilon(s, Q, "mean=±0.02", min_group_size=10, bounds=BOUNDS)
+    assert s.remaining() == before

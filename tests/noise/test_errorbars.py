@@ -142,7 +142,22 @@ def test_an_unknown_mechanism_is_refused() -> None:
 
 def test_a_degenerate_term_falls_back_to_the_union_bound() -> None:
     # a noise of scale 1/1000 has sd ≈ 0 but a support of ±1: with a coefficient of 10^9 it
-    # would need 10^15 grid cells; the union bound (still valid) is returned instead
-    terms = [(1e9, "discrete_laplace", Fraction(1, 1000)), (1.0, "discrete_laplace", Fraction(1))]
-    union = 1e9 * laplace_halfwidth(Fraction(1, 1000), 0.975) + laplace_halfwidth(1, 0.975)
+    # would need 10^15 grid cells; with three noises (no mixture) the union bound (still
+    # valid) is returned instead
+    terms = [
+        (1e9, "discrete_laplace", Fraction(1, 1000)),
+        (1.0, "discrete_laplace", Fraction(1)),
+        (2.0, "discrete_laplace", Fraction(1)),
+    ]
+    t = 1 - 0.05 / 3
+    union = 1e9 * laplace_halfwidth(Fraction(1, 1000), t) + 3 * laplace_halfwidth(1, t)
     assert combination_halfwidth(terms, 0.95) == union
+
+
+def test_a_degenerate_term_beside_one_other_noise_gets_the_exact_mixture() -> None:
+    # two noises: the mixture sums the degenerate one's support exactly (it is 0 but with
+    # probability 2e^(−1000)/(1 + …) = 0 in floats), so the bar is the other's own quantile,
+    # 3 (P(|X| ≤ 2) = 0.927, P(|X| ≤ 3) = 0.973), to the bisection's relative 1e-7
+    terms = [(1e9, "discrete_laplace", Fraction(1, 1000)), (1.0, "discrete_laplace", Fraction(1))]
+    assert combination_halfwidth(terms, 0.95) == pytest.approx(3.0, rel=1e-7)
+    assert combination_halfwidth(terms, 0.95) >= 3.0
