@@ -256,12 +256,27 @@ def test_the_choice_and_the_refusal_are_the_same_on_neighbouring_datasets(
     assert "needs a public reference value" in seen[1][2]
 
 
-def test_a_weighted_avg_target_is_refused_saying_why(pums: str) -> None:
+@pytest.mark.filterwarnings("ignore:epsilon=.* protects little")  # the search's probes
+def test_a_weighted_avg_target_takes_the_total_weight_and_is_the_python_choice(pums: str) -> None:
+    # PUMS has no weights column: age (0–100) stands in for one; --min-group-size states the
+    # group's total weight, and the CLI's choice is the Python one
     q = "SELECT AVG(income) AS m FROM pums"
-    code, _, err = invoke(
-        "explain", q, "-t", pums, *TYPES, "--column", "age:DOUBLE", "--bounds", "age=0:100",
-        "--weights", "age", "--target", "m=±500", "--min-group-size", "100",
-    )  # fmt: skip
+    args = ("--column", "age:DOUBLE", "--bounds", "age=0:100", "--weights", "age")
+    cli = _json("explain", q, "-t", pums, *TYPES, *args, "--target", "m=±500",
+                "--min-group-size", "20000")["target"]  # fmt: skip
+    path = pums.split("=", 1)[1]
+    with veil.Session.local(
+        {"pums": path},
+        budget=veil.Budget(epsilon=100),
+        bounds={"income": (0, 200000)},
+        schema={"pums": {"income": "DOUBLE", "sex": "INTEGER", "age": "DOUBLE"}},
+    ) as s:
+        py = veil.accuracy.choose_epsilon(
+            s, q, "m=±500", min_group_size=20000, bounds={"age": (0, 100)}, weights="age"
+        )
+    assert Fraction(cli["epsilon_exact"]) == py.epsilon
+    assert any("total weight is 20000" in a for a in py.assumptions)
+    code, _, err = invoke("explain", q, "-t", pums, *TYPES, *args, "--target", "m=±500")
     assert code == 2
-    assert "a weighted AVG's bar depends on the private weight total" in err
-    assert "rank statement" not in err
+    assert "total weight" in err
+    assert "--min-group-size 100000 (say)" in err

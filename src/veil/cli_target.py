@@ -255,18 +255,19 @@ def curve_for(
     columns: list[Target] = list(aim.targets)
     if not columns:
         for a in aggregate_of(session.plan(sql, bounds=bounds)).aggregates:
-            if a.function in ("count", "count_distinct", "sum"):
+            if a.function in ("count", "count_distinct", "sum", "wcount", "wsum"):
                 columns.append(Target(a.alias, halfwidth=1.0, level=aim.level))
-            elif a.function == "avg" and aim.min_group_size is not None:
+            elif a.function in ("avg", "wavg") and aim.min_group_size is not None:
                 columns.append(
                     Target(
                         a.alias, halfwidth=1.0, level=aim.level, min_group_size=aim.min_group_size
                     )
                 )
-            elif a.function == "avg":
+            elif a.function in ("avg", "wavg"):
+                size = "size" if a.function == "avg" else "total weight"
                 notes.append(
                     f"AVG column {a.alias!r} is not in the curve: its bar depends on the "
-                    "group's size; add --min-group-size 100 (say)"
+                    f"group's {size}; add --min-group-size 100 (say)"
                 )
             else:
                 notes.append(

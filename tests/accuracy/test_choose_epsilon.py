@@ -151,3 +151,65 @@ def test_avg_targets_at_large_epsilon_are_found_and_unmeetable_ones_refused_free
     with pytest.raises(InvalidArgumentError, match=r"need more than epsilon=10000.*nothing"):
         choose_epsilon(s, Q, "mean=±0.02", min_group_size=10, bounds=BOUNDS)
     assert s.remaining() == before
+
+
+def _weighted_session() -> veil.Session:
+    import numpy as np
+    import pyarrow as pa
+
+    from support import SeededSource
+    from veil.engines.fake import FakeEngine
+
+    rng = np.random.default_rng(3)  # the table (data), not noise
+    n = 2000
+    table = pa.table(
+        {
+            "user_id": np.arange(n),
+            "state": rng.choice(["CA", "NY", "TX"], n),
+            "income": rng.uniform(0, 1000, n),
+            "w": rng.uniform(0, 10, n),  # per-state total weight ≈ 3 300
+        }
+    )
+    ledger = veil.Ledger("sqlite://")
+    ledger.grant("alice", "people", veil.Budget(epsilon=10))
+    return veil.Session(
+        FakeEngine({"people": table}),
+        ledger=ledger,
+        analyst="alice",
+        dataset="people",
+        privacy_unit="user_id",
+        domains={"state": ("CA", "NY", "TX")},
+        source=SeededSource(1),
+    )
+
+
+WQ = "SELECT state, AVG(income) AS m FROM people GROUP BY state"
+WB = {"income": (0, 1000), "w": (0, 10)}
+
+
+@pytest.mark.parametrize("bounds", [WB, {"income": (-200, 1000), "w": (1, 10)}])
+def test_a_weighted_avg_target_states_a_total_weight_and_its_bars_meet_it(
+    bounds: dict[str, tuple[float, float]],
+) -> None:
+    # the bar of a weighted AVG is a function of the noisy total weight Ŵ and the noisy mean;
+    # min_group_size states Ŵ (a public assumption) and the search takes the widest bar over
+    # the means in the bounds — also where both sums are centred away from 0 (second bounds)
+    s = _weighted_session()
+    before = s.remaining()
+    c = choose_epsilon(s, WQ, "m=±20", min_group_size=3000, bounds=bounds, weights="w")
+    assert s.remaining() == before  # free
+    assert any("total weight is 3000" in a for a in c.assumptions)
+
+    def bar(eps: Fraction) -> float:
+        return target_bars(s.explain(WQ, epsilon=eps, bounds=bounds, weights="w"), c.targets)["m"]
+
+    assert bar(c.epsilon) <= 20 < bar(c.epsilon * Fraction(99, 100))
+    # released groups whose total weight is above the assumption get bars within the target
+    r = s.sql(WQ, epsilon=c.epsilon, bounds=bounds, weights="w")
+    assert r.cost == veil.Budget(epsilon=c.epsilon)
+    assert all(0 < row[1] <= 20 for row in r.error_bars(0.95))
+    # without the assumption: refused free, saying what to state
+    after = s.remaining()
+    with pytest.raises(InvalidArgumentError, match=r"total weight .*min_group_size=100000"):
+        choose_epsilon(s, WQ, "m=±20", bounds=bounds, weights="w")
+    assert s.remaining() == after

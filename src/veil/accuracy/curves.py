@@ -60,7 +60,9 @@ def accuracy_curve(
     plan = (
         query
         if not isinstance(query, str)
-        else session.plan(query, bounds=options.get("bounds"), domains=domains)
+        else session.plan(
+            query, bounds=options.get("bounds"), domains=domains, weights=options.get("weights")
+        )
     )
     check_targets(plan, targets)
     bars = tuple(target_bars(session.explain(plan, epsilon=e, **options), targets) for e in eps)

@@ -6,7 +6,9 @@ Contract of :func:`choose_epsilon`:
 - Preconditions: ``targets`` name output columns of ``query``; each kind's bar is
   computable from public parameters (COUNT, COUNT(DISTINCT), SUM: constant bars; AVG: the bar
   of a group whose noisy count is the stated public ``min_group_size`` and whose mean lies at a
-  bound, the worst case); quantile kinds are refused (their bar is a rank statement).
+  bound, the worst case; a weighted AVG: the widest bar over means in the bounds of a group
+  whose noisy total weight is ``min_group_size``, the bar being a function of those two alone);
+  quantile kinds are refused (their bar is a rank statement), MODE and TOP_K too (a margin).
 - Search: every bar is a nonincreasing function of ε (each noise scale is
   sensitivity·share/ε, and each bar is monotone in the scales), so the set of ε meeting the
   targets is an interval [ε*, ∞). A doubling bracket then a geometric bisection returns ε with
@@ -78,7 +80,7 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 f"target for unknown column {t.column!r}; the query's aggregates are "
                 f"{', '.join(sorted(calls))}: name one of them (the output column name)"
             )
-        if a.function not in (*_CONSTANT, "avg"):
+        if a.function not in (*_CONSTANT, "avg", "wavg"):
             rank = "its error bar is a rank statement"
             why = {
                 "quantile": rank,
@@ -86,11 +88,10 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 "max": rank,
                 "mode": "a MODE has no error bar, only a public margin",
                 "top_k": "a TOP_K has no error bar, only a public margin",
-                "wavg": "a weighted AVG's bar depends on the private weight total",
             }.get(a.function, "its error bar is not searched yet")
             raise UnsupportedQueryError(
                 f"a target on {t.column!r} ({a.function.upper()}) is not supported yet: {why}; "
-                "target COUNT, SUM or AVG columns"
+                "target COUNT, SUM or AVG columns (weighted or not)"
             )
         if t.relative is not None and t.reference is None:
             why = (
@@ -108,19 +109,29 @@ def check_targets(plan: Plan, targets: tuple[Target, ...]) -> list[str]:
                 f"{t.column}: ±{100 * t.relative:g}% taken of the public reference value "
                 f"{t.reference:g}"
             )
-        if a.function == "avg":
+        if a.function in ("avg", "wavg"):
+            size = "size" if a.function == "avg" else "total weight (the sum of its weights)"
             if t.min_group_size is None:
                 why = (
-                    f"the error of AVG column {t.column!r} depends on the group's size, which "
-                    "is private; state a public assumption: "
+                    f"the error of {'weighted ' if a.function == 'wavg' else ''}AVG column "
+                    f"{t.column!r} depends on the group's {size}, which is private; state a "
+                    "public assumption: "
                 )
+                say = "100" if a.function == "avg" else "100000"
                 raise InvalidArgumentError(
-                    f"{why}min_group_size=100 (say)", cli=f"{why}--min-group-size 100 (say)"
+                    f"{why}min_group_size={say} (say)", cli=f"{why}--min-group-size {say} (say)"
                 )
-            notes.append(
-                f"{t.column}: bar of a group whose noisy count is {t.min_group_size} "
-                "(min_group_size, a public assumption) with its mean at a bound"
-            )
+            if a.function == "avg":
+                notes.append(
+                    f"{t.column}: bar of a group whose noisy count is {t.min_group_size} "
+                    "(min_group_size, a public assumption) with its mean at a bound"
+                )
+            else:
+                notes.append(
+                    f"{t.column}: bar of a group whose noisy total weight is "
+                    f"{t.min_group_size} (min_group_size, for a weighted AVG the group's total "
+                    "weight: a public assumption) with its mean where the bar is widest"
+                )
     return notes
 
 
@@ -153,12 +164,48 @@ def target_bars(explanation: Explanation, targets: Iterable[Target]) -> dict[str
                     summed or "": round((far - float(sm.centre)) * n / float(sm.step)),
                 }
                 bars.append(k.halfwidth(Group(model, stats, noise), far, t.level))
+            elif model.function == "wavg":
+                assert t.min_group_size is not None
+                bars.append(_weighted_avg_bar(model, where, noise, t.min_group_size, t.level))
             else:  # constant bars read no released value
                 bars.append(k.halfwidth(Group(model, where, noise), 0.0, t.level))
         out[t.column] = (
             math.inf if any(b is None for b in bars) else max(float(b or 0) for b in bars)
         )
     return out
+
+
+_MEANS = 64  # the weighted AVG bar's worst case is sought over this many means per bound pair
+
+
+def _weighted_avg_bar(
+    model: Any, where: Mapping[str, int], noise: Mapping[str, Any], total: int, level: float
+) -> float | None:
+    """The widest released bar of a weighted AVG (:mod:`veil.aggregates.wavg`) over groups
+    whose noisy total weight is ``total`` and whose noisy mean m̂ lies anywhere in the bounds
+    (65 means from lower to upper, both bounds included). The bar is a function of Ŵ and m̂
+    alone (the noisy sums enter only as P̂ = m̂·Ŵ and Ŵ), so each probe group states
+    Ŵ = ``total`` through the weights' grid sum (with a count of 0 where the sum is centred:
+    only the total s_W·V̂_W + c_W·n̂ matters) and P̂ = m̂·Ŵ through the products' grid sum."""
+    k = kind("wavg")
+    g = Group(model, where, noise)
+    sm, wm = g.noise("sum"), g.noise("total")
+    lo, hi = g.lower, g.upper
+    groups: list[Group] = []
+    values: list[float] = []
+    for i in range(_MEANS + 1):
+        m = lo + (hi - lo) * i / _MEANS if i < _MEANS else hi
+        stats: dict[str, int] = {**where}
+        count = model.reads("count")
+        if count is not None:
+            stats[count] = 0
+        stats[model.reads("total") or ""] = round(total / float(wm.step))
+        stats[model.reads("sum") or ""] = round(m * total / float(sm.step))
+        probe = Group(model, stats, noise)
+        groups.append(probe)
+        values.append(k.estimate(probe))
+    bars = k.halfwidths(groups, values, level)
+    return None if any(b is None for b in bars) else max(float(b or 0) for b in bars)
 
 
 def _meets(bars: Mapping[str, float], targets: tuple[Target, ...]) -> bool:
@@ -190,7 +237,9 @@ def choose_epsilon(
     plan = (
         query
         if not isinstance(query, str)
-        else session.plan(query, bounds=options.get("bounds"), domains=domains)
+        else session.plan(
+            query, bounds=options.get("bounds"), domains=domains, weights=options.get("weights")
+        )
     )
     assumptions = check_targets(plan, targets)
 

@@ -102,7 +102,13 @@ def plan_workload(
     for w, t in zip(items, parsed, strict=True):  # a query or target wrong in itself: say so
         opts = {**options, **(w.options or {})}
         check_targets(
-            session.plan(w.sql, bounds=opts.get("bounds"), domains=opts.get("domains")), t
+            session.plan(
+                w.sql,
+                bounds=opts.get("bounds"),
+                domains=opts.get("domains"),
+                weights=opts.get("weights"),
+            ),
+            t,
         )
 
     last: dict[int, tuple[float, Fraction]] = {}  # query → (factor, ε) of its last search
