@@ -103,6 +103,11 @@ def _col(name: str, table: str | None = None) -> exp.Column:
     return exp.column(name, table=table, quoted=True)
 
 
+def _as(expression: exp.Expr, name: str) -> exp.Expr:
+    """``expression AS "name"``, in place (the lowering owns every tree it builds)."""
+    return exp.alias_(expression, name, quoted=True, copy=False)
+
+
 def _value(v: KeyValue) -> exp.Expr:
     if v is None:
         return exp.Null()
@@ -150,7 +155,7 @@ def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     while isinstance(node, Filter):
         mine = node.predicate.copy()
         for column in mine.find_all(exp.Column):  # names were checked exactly: quote them
-            column.set("this", exp.to_identifier(column.name, quoted=True))
+            column.set("this", exp.to_identifier(column.name, quoted=True, copy=False))
             column.set("table", None)
         predicate = (
             mine
@@ -389,24 +394,26 @@ class _Lowering:
         select: list[exp.Expr] = []
         where: list[exp.Expr] = [] if predicate is None else [self._total(predicate)]
         if self.agg.privacy_unit is not None:
-            select.append(exp.alias_(_col(self.agg.privacy_unit), "__unit", quoted=True))
+            select.append(_as(_col(self.agg.privacy_unit), "__unit"))
         for key, name in zip(self.agg.keys, self.keys, strict=True):
-            select.append(exp.alias_(self._key(key, where), name, quoted=True))
+            select.append(_as(self._key(key, where), name))
         for c in self.columns:
             x = self._real(c)
-            select.append(exp.alias_(x, self.x[c], quoted=True))
+            select.append(_as(x, self.x[c]))
         for c, name in self.candidates.items():
-            select.append(exp.alias_(self._candidate(c), name, quoted=True))
+            select.append(_as(self._candidate(c), name))
         for c in self.read:
             # NULL rule: a row whose aggregated value is NULL or NaN leaves the aggregation
             where.append(exp.Not(this=exp.Is(this=_col(c), expression=exp.Null())))
             if self.agg.child.field(c).type == "real":
                 where.append(exp.Not(this=self._is_nan(self._real(c))))
         if not select:  # COUNT(*) with row-level privacy reads no column
-            select.append(exp.alias_(exp.Literal.number(1), "__one", quoted=True))
-        q = exp.select(*select).from_(exp.Table(this=exp.to_identifier(scan.table, quoted=True)))
+            select.append(_as(exp.Literal.number(1), "__one"))
+        q = exp.select(*select, copy=False).from_(
+            exp.Table(this=exp.to_identifier(scan.table, quoted=True, copy=False)), copy=False
+        )
         cond = _and(where)
-        return q.where(cond) if cond is not None else q
+        return q.where(cond, copy=False) if cond is not None else q
 
     def _candidate(self, column: str) -> exp.Expr:
         """The index of the listed candidate a row's value equals, else NULL (total: ``=``
@@ -502,7 +509,7 @@ class _Lowering:
             partition_by=part,
             order=exp.Order(expressions=[exp.Ordered(this=row_hash)]),
         )
-        windows.append(exp.alias_(rn, "__rn", quoted=True))  # also what count_units reads
+        windows.append(_as(rn, "__rn"))  # also what count_units reads
         if not (total and t is not None and r >= t):
             cond.append(exp.LTE(this=_col("__rn"), expression=_rank_limit(r)))
         if not one and self.keys and g < self._possible_groups() and not (total and g >= (t or 0)):
@@ -513,12 +520,16 @@ class _Lowering:
                 partition_by=[_col("__unit")],
                 order=exp.Order(expressions=order),
             )
-            windows.append(exp.alias_(gr, "__gr", quoted=True))
+            windows.append(_as(gr, "__gr"))
             cond.append(exp.LTE(this=_col("__gr"), expression=_rank_limit(g)))
-        inner = exp.select(exp.Star(), *windows).from_(exp.Table(this=exp.to_identifier("__rows")))
-        kept = exp.select(exp.Star()).from_(inner.subquery("__ranked"))
+        inner = exp.select(exp.Star(), *windows, copy=False).from_(
+            exp.Table(this=exp.to_identifier("__rows")), copy=False
+        )
+        kept = exp.select(exp.Star(), copy=False).from_(
+            inner.subquery("__ranked", copy=False), copy=False
+        )
         if cond:
-            kept = kept.where(_and(cond))
+            kept = kept.where(_and(cond), copy=False)
         if not total or t is None:
             return kept
         # then at most T of the kept rows per unit, the first T in the same keyed-hash order (a
@@ -531,11 +542,15 @@ class _Lowering:
                 expressions=[exp.Ordered(this=row_hash.copy()), exp.Ordered(this=_col("__rn"))]
             ),
         )
-        totalled = exp.select(exp.Star(), exp.alias_(tn, "__tn", quoted=True)).from_(
-            kept.subquery("__kept")
+        totalled = exp.select(exp.Star(), _as(tn, "__tn"), copy=False).from_(
+            kept.subquery("__kept", copy=False), copy=False
         )
         within = exp.LTE(this=_col("__tn"), expression=_rank_limit(t))
-        return exp.select(exp.Star()).from_(totalled.subquery("__totalled")).where(within)
+        return (
+            exp.select(exp.Star(), copy=False)
+            .from_(totalled.subquery("__totalled", copy=False), copy=False)
+            .where(within, copy=False)
+        )
 
     def _possible_groups(self) -> int | float:
         n = 1
@@ -656,15 +671,15 @@ class _Lowering:
         rows = self.rows()
         bounded = self.bounded()
         source = "__rows" if bounded is None else "__bounded"
-        q = select.from_(exp.Table(this=exp.to_identifier(source)))
-        q = q.with_("__rows", as_=rows)
+        q = select.from_(exp.Table(this=exp.to_identifier(source)), copy=False)
+        q = q.with_("__rows", as_=rows, copy=False)
         if bounded is not None:
-            q = q.with_("__bounded", as_=bounded)
+            q = q.with_("__bounded", as_=bounded, copy=False)
         return q
 
     def main(self) -> tuple[exp.Select, tuple[tuple[str, str], ...]]:
         outs: list[exp.Expr] = [_col(k) for k in self.keys]
-        outs.append(exp.alias_(exp.Count(this=exp.Star()), COUNT_COLUMN, quoted=True))
+        outs.append(_as(exp.Count(this=exp.Star()), COUNT_COLUMN))
         columns: list[tuple[str, str]] = []
         for i, m in enumerate(self.agg.measurements):
             if m.statistic in ("quantile", "mode"):
@@ -673,19 +688,21 @@ class _Lowering:
             if m.statistic == "count_units":
                 name = UNITS_COLUMN
             if name != COUNT_COLUMN:
-                outs.append(exp.alias_(statistic_sql(m, self), name, quoted=True))
+                outs.append(_as(statistic_sql(m, self), name))
             columns.append((m.name, name))
-        q = self._from_bounded(exp.select(*outs))
+        q = self._from_bounded(exp.select(*outs, copy=False))
         if self.keys:
-            q = q.group_by(*(_col(k) for k in self.keys))
+            q = q.group_by(*(_col(k) for k in self.keys), copy=False)
         return q, tuple(columns)
 
     def quantile(self, m: Measurement) -> exp.Select:
         outs: list[exp.Expr] = [_col(k) for k in self.keys]
-        outs.append(exp.alias_(bucket_sql(m, self), BUCKET_COLUMN, quoted=True))
-        outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
-        q = self._from_bounded(exp.select(*outs))
-        return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
+        outs.append(_as(bucket_sql(m, self), BUCKET_COLUMN))
+        outs.append(_as(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN))
+        q = self._from_bounded(exp.select(*outs, copy=False))
+        return q.group_by(
+            *(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1), copy=False
+        )
 
     def mode(self, m: Measurement) -> exp.Select:
         """Row counts per (group, candidate) of mode measurement ``m`` over the bounded rows;
@@ -698,11 +715,13 @@ class _Lowering:
             else mode_bucket_sql(m, _col(self.x[m.column]), self)
         )
         outs: list[exp.Expr] = [_col(k) for k in self.keys]
-        outs.append(exp.alias_(candidate, BUCKET_COLUMN, quoted=True))
-        outs.append(exp.alias_(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN, quoted=True))
-        q = self._from_bounded(exp.select(*outs))
-        q = q.where(exp.Not(this=exp.Is(this=candidate.copy(), expression=exp.Null())))
-        return q.group_by(*(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1))
+        outs.append(_as(candidate, BUCKET_COLUMN))
+        outs.append(_as(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN))
+        q = self._from_bounded(exp.select(*outs, copy=False))
+        q = q.where(exp.Not(this=exp.Is(this=candidate.copy(), expression=exp.Null())), copy=False)
+        return q.group_by(
+            *(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1), copy=False
+        )
 
 
 def lower(
