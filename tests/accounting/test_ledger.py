@@ -255,3 +255,51 @@ def test_two_answers_to_one_question_are_both_kept_and_the_first_is_served(ledge
     assert charges == {first.id: first_id, second.id: second_id}
     found = ledger.cached_answer("alice", "people", fingerprint="f", data_version="", loss=loss)
     assert found == {"x": 2}  # the earliest released answer
+
+
+def _race(*calls: tuple[str, object]) -> dict[str, str]:
+    """Run each (name, call) in its own thread, released together: 'ok' or 'lost' each."""
+    start = threading.Barrier(len(calls))
+    seen: dict[str, str] = {}
+
+    def act(name: str, call: object) -> None:
+        start.wait()
+        try:
+            call()  # type: ignore[operator]
+            seen[name] = "ok"
+        except ReservationStateError:
+            seen[name] = "lost"
+
+    threads = [threading.Thread(target=act, args=c) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return seen
+
+
+def test_a_commit_and_a_refund_of_one_reservation_racing_leave_exactly_one_outcome(
+    ledger_url: str,
+) -> None:
+    # two processes' handles on one reservation (two Ledger objects, two connection pools):
+    # a commit locks only the charge row, a refund the charge row then the budget; whichever
+    # locks the charge first wins, the other finds it no longer reserved — never both, never
+    # a deadlock, and the budget's running sums always match the records
+    if ledger_url == "sqlite://":
+        pytest.skip("an in-memory ledger lives in one Ledger object: no second handle")
+    from veil.accounting.reservation import Reservation
+
+    loss = Budget(epsilon=Fraction(1, 100))
+    with Ledger(ledger_url) as one, Ledger(ledger_url) as two:
+        one.grant("alice", "people", Budget(epsilon=1))
+        wins = {"commit": 0, "refund": 0}
+        for i in range(30):
+            mine = one.reserve("alice", "people", loss, fingerprint=f"f{i}")
+            theirs = Reservation(two, mine.id, "alice", "people", loss, f"f{i}", "")
+            seen = _race(("commit", lambda r=mine: r.commit({"x": 1})), ("refund", theirs.refund))
+            assert sorted(seen.values()) == ["lost", "ok"], seen
+            wins[next(k for k, v in seen.items() if v == "ok")] += 1
+            one.check("alice", "people")  # the stored sums equal the records' sums
+        spent = one.check("alice", "people").epsilon
+        assert spent == wins["commit"] * loss.eps
+        assert one.remaining("alice", "people") == Budget(epsilon=1 - spent)
