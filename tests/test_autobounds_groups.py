@@ -283,3 +283,23 @@ def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None
         except veil.VeilError as exc:  # pragma: no cover - would be the bug this test catches
             outcomes.append(("refused", type(exc).__name__, str(exc), ""))
     assert len(set(outcomes)) == 1, outcomes
+
+
+def test_the_owners_cap_on_one_query_holds_the_whole_request(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    PEOPLE.to_parquet(path)
+    catalog = Catalog(f"sqlite:///{tmp_path / 'ledger.db'}")
+    catalog.add_dataset(
+        "t", source=Source("file", path=str(path)), bounds={"x": (0, 10_000)}, max_epsilon=2
+    )
+    catalog.ledger.grant("ana", "t", veil.Budget(epsilon=5))
+    sql = "SELECT AVG(x) AS m FROM t"
+    with veil.Session.from_catalog(catalog, "t", analyst="ana") as s:
+        # 0.21 + 1.89: each part is under the cap of 2, the whole is not
+        for ask in (s.sql, s.explain):
+            with pytest.raises(InvalidArgumentError, match="above the largest cost of one query"):
+                ask(sql, epsilon=Fraction(21, 10), bounds="auto")
+        with pytest.raises(InvalidArgumentError, match="above the largest cost of one query"):
+            find_bounds(s, "t", ["x"], epsilon=Fraction(21, 10))
+        assert s.remaining() == veil.Budget(epsilon=5)
+        assert s.sql(sql, epsilon=2, bounds="auto").cost == veil.Budget(epsilon=2)

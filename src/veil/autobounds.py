@@ -507,8 +507,17 @@ def _prepare(
     return _Prepared(plan, given, steps, main_eps, step_eps, total, placeholder, pairs)
 
 
+def _check_whole(session: Session, total: Budget) -> None:
+    """Refuse, free, a request whose whole cost — bounds steps and query together — is above
+    the data owner's largest cost of one query (each part alone may be below it)."""
+    if session.owner is not None:
+        session.owner.check_cost(total)
+
+
 def _check_covered(session: Session, total: Budget) -> None:
-    """Refuse, before the first reservation, a request whose whole cost does not fit."""
+    """Refuse, before the first reservation, a request whose whole cost is above the owner's
+    per-query cap or does not fit the grant."""
+    _check_whole(session, total)
     if not session.ledger.has_grant(session.analyst, session.dataset):
         return  # the first reserve says so (LedgerError), before any data is read
     if not session.ledger.covers(session.analyst, session.dataset, total):
@@ -799,6 +808,7 @@ def auto_explain(
         session, text, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
         domains=domains, limits=limits, quantile_buckets=quantile_buckets,
     )  # fmt: skip
+    _check_whole(session, prepared.total)
     pairs = prepared.pairs
     explanation = session.explain(
         text,
