@@ -17,7 +17,7 @@ from veil.autobounds import AUTO, ChosenBounds, percent
 from veil.cli_options import OutputFormat, budget_json
 from veil.errors import InvalidArgumentError
 
-__all__ = ["bounds_payload", "print_bounds", "split_auto"]
+__all__ = ["bounds_payload", "chosen_json", "print_bounds", "split_auto"]
 
 
 def split_auto(specs: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -51,30 +51,49 @@ def _share(value: float, bar: float | None = None) -> str:
     return text if bar is None else f"{text} ± {percent(bar)}"
 
 
+def chosen_json(c: ChosenBounds) -> dict[str, Any]:
+    """One column's chosen bounds as JSON (``veil bounds``, a result's ``auto_bounds``, the
+    service): per group, ``key`` and ``groups`` (each group's label, bounds and shares)."""
+    entry: dict[str, Any] = {
+        "column": c.column,
+        "lower": float(c.lower),
+        "upper": float(c.upper),
+        "clamped_share": c.clamped,
+        "clamped_below": c.clamped_below,
+        "clamped_above": c.clamped_above,
+        "clamped_bar": c.clamped_bar,
+        "within": None if c.outer is None else [float(c.outer[0]), float(c.outer[1])],
+        "bins": c.bins,
+        "threshold": c.threshold,
+        "loss": budget_json(c.loss),
+        "cost": budget_json(c.cost),
+        "cached": c.cached,
+        "rows": c.rows,
+        "key": c.key,
+    }
+    if c.key is not None:
+        entry["groups"] = [
+            {
+                "group": g.label,
+                "lower": float(g.lower),
+                "upper": float(g.upper),
+                "clamped_below": g.clamped_below,
+                "clamped_above": g.clamped_above,
+                "clamped_bar": g.clamped_bar,
+                "rows": g.rows,
+            }
+            for g in c.groups
+        ]
+    return entry
+
+
 def bounds_payload(chosen: Sequence[ChosenBounds], remaining: Budget | None) -> dict[str, Any]:
     """The JSON object of ``veil bounds``: one entry per column, the total cost."""
     cost = Budget(epsilon=0)
     for c in chosen:
         cost = cost + c.cost
     payload: dict[str, Any] = {
-        "bounds": [
-            {
-                "column": c.column,
-                "lower": float(c.lower),
-                "upper": float(c.upper),
-                "clamped_share": c.clamped,
-                "clamped_below": c.clamped_below,
-                "clamped_above": c.clamped_above,
-                "clamped_bar": c.clamped_bar,
-                "within": None if c.outer is None else [float(c.outer[0]), float(c.outer[1])],
-                "bins": c.bins,
-                "threshold": c.threshold,
-                "loss": budget_json(c.loss),
-                "cost": budget_json(c.cost),
-                "cached": c.cached,
-            }
-            for c in chosen
-        ],
+        "bounds": [chosen_json(c) for c in chosen],
         "cost": budget_json(cost),
     }
     if remaining is not None:
