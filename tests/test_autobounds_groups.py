@@ -303,3 +303,24 @@ def test_the_owners_cap_on_one_query_holds_the_whole_request(tmp_path: Path) -> 
             find_bounds(s, "t", ["x"], epsilon=Fraction(21, 10))
         assert s.remaining() == veil.Budget(epsilon=5)
         assert s.sql(sql, epsilon=2, bounds="auto").cost == veil.Budget(epsilon=2)
+
+
+@pytest.mark.slow
+def test_per_group_auto_bounds_run_on_postgresql_as_on_duckdb() -> None:
+    pytest.importorskip("psycopg")
+    import pyarrow as pa
+
+    import postgres_support
+
+    table = pa.table({"x": [float(v) for v in range(1, 401)] * 2, "r": ["a"] * 400 + ["b"] * 400})
+    qualified = postgres_support.load(table)
+    sql = "SELECT r, AVG(x) AS m FROM t WHERE r IN ('a', 'b', 'z') GROUP BY r"
+    with veil.Session.postgres(
+        postgres_support.PG_URL, {"t": qualified}, budget=veil.Budget(epsilon=2)
+    ) as s:
+        pg = s.sql(sql, epsilon=1, bounds=PER_GROUP, source=SeededSource("pg"))
+    local = _session(table.to_pandas(), epsilon=2)
+    duck = local.sql(sql, epsilon=1, bounds=PER_GROUP, source=SeededSource("pg"))
+    assert pg.auto_bounds[0].value == duck.auto_bounds[0].value
+    assert pg.rows == duck.rows
+    assert pg.cost == duck.cost == veil.Budget(epsilon=1)

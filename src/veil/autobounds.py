@@ -55,11 +55,15 @@ bins of a ``BIN`` — else the request is refused, free, with the fix. The step 
 histogram query, now with the keys (group, bin), all public (every cell released, empty ones
 included): the same contribution bounding, sensitivity, charge and cache as above, so the
 groups compose in parallel and the step costs ``ε·share/k`` whatever the number of groups.
-Each group's bounds are chosen from its own row of noisy counts by the same selection (τ is
-per group: with probability ≥ 1 − β no empty bin *of a given group* is occupied), and the
-main query runs with them as per-group bounds ``{"income": {"north": (lo, hi), …}}``
-(:mod:`veil.compile.strata` clamps each group's rows to its own). An empty group still gets
-a valid pair (the bin its noise favours): the path after the data is read stays total.
+Each group's bounds are chosen from its own row of noisy counts by the same selection, with
+τ taken over every released cell (``B·G`` of them: with probability ≥ 1 − β no empty cell of
+any group is occupied), and the main query runs with them as per-group bounds
+``{"income": {"north": (lo, hi), …}}`` (:mod:`veil.compile.strata` clamps each group's rows
+to its own). A group with no occupied bin (empty, or too few rows to tell) takes the hull of
+the occupied groups' bounds rather than the bin its noise favours (that could lie anywhere on
+the grid, and through the column's hull coarsen every group's fixed-point grid); when no
+group is occupied, all take the choice from the pooled counts. Every group gets a valid pair:
+the path after the data is read stays total.
 
 Contract (per group). Preconditions as above, and the key public (checked from the plan,
 before any reservation). Postconditions: the step is one ``ε·share/k``-DP release — a unit
