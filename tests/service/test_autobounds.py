@@ -4,6 +4,7 @@ the outer range, and problem documents (free) for bad requests."""
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -170,3 +171,31 @@ def test_the_python_client_asks_for_auto_bounds(service: Service) -> None:
     assert one.key is None
     assert one.loss == veil.Budget(epsilon=Fraction(1, 5))
     assert 0 <= one.lower < one.upper <= 10_000
+
+
+def test_a_repeat_is_answered_from_the_cache_free_and_a_job_answers_the_same(
+    service: Service,
+) -> None:
+    _grouped(service)
+    body = {"dataset": "grouped", "sql": GROUPED, "epsilon": 2,
+            "bounds": {"income": {"auto": "grp"}}}  # fmt: skip
+    code, first = _post(service, "bob", "/v1/query", body)
+    assert code == 200, first
+    code, again = _post(service, "bob", "/v1/query", body)
+    assert code == 200, again
+    assert again["cached"]
+    assert again["cost"]["exact"]["epsilon"] == "0"
+    assert again["rows"] == first["rows"]
+    assert again["auto_bounds"][0]["groups"] == first["auto_bounds"][0]["groups"]
+    r = service.client.post("/v1/query?async=true", json=body, headers=service.headers("bob"))
+    assert r.status_code == 202, r.text
+    job = r.json()["url"]
+    for _ in range(200):
+        state = service.client.get(job, headers=service.headers("bob")).json()
+        if state["state"] != "running":
+            break
+        time.sleep(0.05)
+    assert state["state"] == "done", state
+    assert state["answer"]["rows"] == first["rows"]
+    assert state["answer"]["auto_bounds"][0]["cached"]
+    assert service.ledger.remaining("bob", "grouped") == veil.Budget(epsilon=8)
