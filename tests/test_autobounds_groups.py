@@ -324,3 +324,13 @@ def test_per_group_auto_bounds_run_on_postgresql_as_on_duckdb() -> None:
     assert pg.auto_bounds[0].value == duck.auto_bounds[0].value
     assert pg.rows == duck.rows
     assert pg.cost == duck.cost == veil.Budget(epsilon=1)
+
+
+def test_a_group_labelled_auto_with_a_pair_is_an_explicit_bound() -> None:
+    frame = pd.DataFrame({"x": [1.0, 2.0] * 20, "k": ["auto", "b"] * 20})
+    s = _session(frame)
+    sql = "SELECT k, SUM(x) AS s FROM t WHERE k IN ('auto', 'b') GROUP BY k"
+    explicit = {"x": {"auto": (0, 1), "b": (0, 2)}}
+    assert s.sql(sql, epsilon=1, bounds=explicit).auto_bounds == ()
+    with pytest.raises(veil.VeilError, match="not exactly the groups"):
+        s.sql(sql, epsilon=1, bounds={"x": {"auto": (0, 1)}})

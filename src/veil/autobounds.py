@@ -146,7 +146,8 @@ def _per_group(value: object) -> object | None:
     literally labelled ``"auto"`` has a pair, never a name, so the two forms never clash."""
     if isinstance(value, Mapping) and AUTO in value:
         named: object = value[AUTO]
-        if isinstance(named, str) or len(value) == 1:
+        pair = isinstance(named, Sequence) and not isinstance(named, str)
+        if isinstance(named, str) or (len(value) == 1 and not pair):
             return named
     return None
 
