@@ -135,5 +135,89 @@ def test_a_share_without_auto_is_refused_in_the_clis_words(people: Path) -> None
 def test_bare_auto_with_given_pairs_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="name the auto ones"):
         split_auto(["auto", "income=0:10"])
-    assert split_auto(["age=auto", "income=0:10"]) == (["income=0:10"], ["age"])
-    assert split_auto(["income=0:10"]) == (["income=0:10"], None)
+    assert split_auto(["age=auto", "income=0:10"]) == (["income=0:10"], ["age"], {})
+    assert split_auto(["income=0:10"]) == (["income=0:10"], None, {})
+    assert split_auto(["income=auto:state"]) == ([], ["income"], {"income": "state"})
+    with pytest.raises(InvalidArgumentError, match="names no key"):
+        split_auto(["income=auto:"])
+
+
+BANDS = "BIN(age, 18, 40, 60, 78) AS band"
+BANDED = "SELECT BIN(age, 18, 40, 60, 78) AS band, AVG(income) AS m FROM people GROUP BY band"
+
+
+def test_veil_query_finds_bounds_per_group_with_auto_and_a_key(people: Path) -> None:
+    code, out, err = invoke(
+        "query", BANDED, "--table", f"people={people}", "--epsilon", "1",
+        "--bounds", "income=auto:band", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["cost"]["exact"]["epsilon"] == "1"
+    (chosen,) = payload["auto_bounds"]
+    assert chosen["key"] == "band"
+    assert [g["group"] for g in chosen["groups"]] == ["[18, 40)", "[40, 60)", "[60, 78]"]
+    assert payload["notes"][0].startswith("auto bounds for 'income': per group of 'band'")
+
+
+def test_veil_explain_per_group_shows_one_histogram_for_every_group(people: Path) -> None:
+    code, out, err = invoke(
+        "explain", BANDED, "--table", f"people={people}", "--epsilon", "1",
+        "--bounds", "income=auto:band",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "for each of the 3 groups of 'band'" in out
+
+
+def test_veil_bounds_by_a_key_prints_a_line_per_group_and_is_reused(
+    people: Path, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    ledger = veil.Ledger(url, create=True)
+    ledger.grant("cli", "people", veil.Budget(epsilon=3))
+    ledger.close()
+    common = ("--table", f"people={people}", "--ledger", url)
+    code, out, err = invoke(
+        "bounds", "people", "income", "--by", BANDS, "--epsilon", "0.1", *common,
+        "--format", "csv",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "column,group,lower,upper,clamped_below,clamped_above,clamped_bar,cached"
+    assert [line.split(",")[1] for line in lines[1:]] == ['"[18', '"[40', '"[60']
+    code, out, err = invoke(
+        "query", BANDED, "--epsilon", "1", "--bounds", "income=auto:band", *common,
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["auto_bounds"][0]["cached"]
+    assert payload["cost"]["exact"]["epsilon"] == "9/10"
+    code, out, err = invoke(
+        "bounds", "people", "income", "--by", BANDS, "--epsilon", "0.1", *common
+    )
+    assert code == 0, err
+    assert "group" in out
+    assert "[40, 60)" in out
+    assert "--bounds income=auto:band" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("query", BANDED, "--bounds", "income=auto:nope"), "no GROUP BY key 'nope'"),
+        (
+            ("query", "SELECT name, AVG(income) AS m FROM people GROUP BY name",
+             "--bounds", "income=auto:name"),
+            "the groups of 'name' are not public",
+        ),
+        (("bounds", "people", "income", "--by", "name"), "the groups of 'name' are not public"),
+        (("bounds", "people", "income", "--by", "age + 1"), "--by 'age + 1' must be a column"),
+    ],
+)  # fmt: skip
+def test_per_group_refusals_speak_the_clis_words(
+    people: Path, args: tuple[str, ...], message: str
+) -> None:
+    code, out, err = invoke(*args, "--table", f"people={people}", "--epsilon", "1")
+    assert code == 2, out
+    assert message in err

@@ -48,8 +48,32 @@ bar. With few rows per ε (τ ≈ 8/ε_step rows at row level) the tails are cla
 measured cost in accuracy on the LFS and PUMS samples is in
 ``tests/system/test_autobounds_real.py``.
 
-Not done: bounds per group of a GROUP BY (one range for the whole column is found, over the
-query's WHERE rows), and combining ``bounds="auto"`` with accuracy targets.
+Per group. ``bounds={"income": {"auto": "region"}}`` finds one range per group of the
+query's GROUP BY key ``region`` (its alias or its column), which must be *public* — a declared
+domain (``WHERE region IN ('north', 'south')``, or the session's or catalog's domains) or the
+bins of a ``BIN`` — else the request is refused, free, with the fix. The step is still *one*
+histogram query, now with the keys (group, bin), all public (every cell released, empty ones
+included): the same contribution bounding, sensitivity, charge and cache as above, so the
+groups compose in parallel and the step costs ``ε·share/k`` whatever the number of groups.
+Each group's bounds are chosen from its own row of noisy counts by the same selection, with
+τ taken over every released cell (``B·G`` of them: with probability ≥ 1 − β no empty cell of
+any group is occupied), and the main query runs with them as per-group bounds
+``{"income": {"north": (lo, hi), …}}`` (:mod:`veil.compile.strata` clamps each group's rows
+to its own). A group with no occupied bin (empty, or too few rows to tell) takes the hull of
+the occupied groups' bounds rather than the bin its noise favours (that could lie anywhere on
+the grid, and through the column's hull coarsen every group's fixed-point grid); when no
+group is occupied, all take the choice from the pooled counts. Every group gets a valid pair:
+the path after the data is read stays total.
+
+Contract (per group). Preconditions as above, and the key public (checked from the plan,
+before any reservation). Postconditions: the step is one ``ε·share/k``-DP release — a unit
+contributes to at most ``max_groups`` cells (group, bin), each at most ``max_rows_per_group``
+rows, exactly as to the bins of the global step, so its sensitivity and scale are the global
+step's; the per-group choice is post-processing of the released counts; the main query at
+per-group bounds is ``ε·(1 − share)``-DP (:mod:`veil.compile.strata`'s proof note), so the
+whole is ``(ε, δ)``-DP by sequential composition.
+
+Not done: combining ``bounds="auto"`` with accuracy targets.
 """
 
 from __future__ import annotations
@@ -61,8 +85,19 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from veil.accounting.budget import Budget, Number, exact
+from veil.autobounds_choice import (
+    BETA,
+    HIGH,
+    LOW,
+    Choice,
+    choose,
+    grid,
+    percent,
+    spanning,
+    threshold,
+)
 from veil.errors import BudgetExhaustedError, InternalError, InvalidArgumentError
-from veil.plan.nodes import Aggregate, AggregateCall, ColumnBounds, GroupKey, Plan
+from veil.plan.nodes import Aggregate, AggregateCall, ColumnBounds, GroupKey, KeyValue, Plan
 from veil.plan.tree import aggregate_of
 
 if TYPE_CHECKING:
@@ -75,7 +110,10 @@ __all__ = [
     "AUTO",
     "BETA",
     "DEFAULT_SHARE",
+    "HIGH",
+    "LOW",
     "ChosenBounds",
+    "GroupBounds",
     "auto_explain",
     "auto_sql",
     "choose",
@@ -89,12 +127,6 @@ __all__ = [
 AUTO = "auto"
 DEFAULT_SHARE = Fraction(1, 10)
 """The share of the query's ε spent on the bounds when ``bounds_share`` is not given."""
-BETA = Fraction(1, 20)
-"""β: the chance that an empty bin's noise alone passes the threshold (all bins together)."""
-HIGH = 62
-"""The grid's outermost edges are ±2^HIGH (values beyond fall outside every bin)."""
-LOW = -16
-"""A real column's finest power of two: ``[0, 2^LOW)`` is the bin of the values near 0."""
 _BIN = "bin"
 _COUNT = "n"
 
@@ -104,24 +136,49 @@ def is_auto(bounds: object) -> bool:
     """Whether ``bounds`` asks for auto bounds (``"auto"`` or a mapping with an ``"auto"``)."""
     if isinstance(bounds, str):
         return True  # "auto" or a typo of it: split_request says which
-    return isinstance(bounds, Mapping) and any(isinstance(v, str) for v in bounds.values())
+    return isinstance(bounds, Mapping) and any(
+        isinstance(v, str) or _per_group(v) is not None for v in bounds.values()
+    )
 
 
-def split_request(bounds: object) -> tuple[dict[str, Any], set[str] | None]:
-    """``bounds`` as (the given pairs, the auto columns — ``None`` for every clamped column)."""
+def _per_group(value: object) -> object | None:
+    """The key named by a per-group auto request ``{"auto": KEY}`` (None: not one). A group
+    literally labelled ``"auto"`` has a pair, never a name, so the two forms never clash."""
+    if isinstance(value, Mapping) and AUTO in value:
+        named: object = value[AUTO]
+        pair = isinstance(named, Sequence) and not isinstance(named, str)
+        if isinstance(named, str) or (len(value) == 1 and not pair):
+            return named
+    return None
+
+
+def split_request(bounds: object) -> tuple[dict[str, Any], set[str] | None, dict[str, str]]:
+    """``bounds`` as (the given pairs, the auto columns — ``None`` for every clamped column —,
+    and the auto columns found per group: column → the GROUP BY key named)."""
     if isinstance(bounds, str):
         if bounds != AUTO:
             raise InvalidArgumentError(
                 f"bounds={bounds!r} is not understood; pass bounds='auto' (every column the "
                 "query clamps) or bounds={'income': 'auto'} or bounds={'income': (0, 1e6)}"
             )
-        return {}, None
+        return {}, None, {}
     if not isinstance(bounds, Mapping):
         raise InvalidArgumentError(f"bounds must be 'auto' or a mapping, got {bounds!r}")
     given: dict[str, Any] = {}
     auto: set[str] = set()
+    by: dict[str, str] = {}
     for column, value in bounds.items():
-        if isinstance(value, str):
+        named = _per_group(value)
+        if named is not None:
+            if not isinstance(named, str) or len(value) != 1 or not named:
+                raise InvalidArgumentError(
+                    f"bounds for {column!r} per group must be {{'auto': KEY}} with KEY a GROUP "
+                    f"BY key of the query, got {value!r}; e.g. bounds={{{column!r}: "
+                    "{'auto': 'region'}}"
+                )
+            auto.add(column)
+            by[column] = named
+        elif isinstance(value, str):
             if value != AUTO:
                 raise InvalidArgumentError(
                     f"bounds for {column!r} must be a pair (lower, upper) or 'auto', got {value!r}"
@@ -129,7 +186,38 @@ def split_request(bounds: object) -> tuple[dict[str, Any], set[str] | None]:
             auto.add(column)
         else:
             given[column] = value
-    return given, auto
+    return given, auto, by
+
+
+def group_key(agg: Aggregate, column: str, name: str) -> GroupKey:
+    """The public GROUP BY key of ``agg`` named ``name`` (its alias, else its column), for
+    ``column``'s per-group auto bounds: refused, free, when there is none or it is not public
+    (its groups would then depend on the data)."""
+    keys = [k for k in agg.keys if k.alias == name] or [k for k in agg.keys if k.column == name]
+    request = f"bounds={{{column!r}: {{'auto': {name!r}}}}}"
+    if len(keys) != 1:
+        shown = ", ".join(repr(k.alias) for k in agg.keys) or "none"
+        what = "several" if keys else "no"
+        raise InvalidArgumentError(
+            f"{request}: the query has {what} GROUP BY key {name!r} (its keys: {shown}); "
+            "name one of its keys by its alias",
+            cli=f"--bounds {column}=auto:{name}: the query has {what} GROUP BY key {name!r} "
+            f"(its keys: {shown}); name one of its keys by its alias",
+        )
+    key = keys[0]
+    if not key.is_public:
+        fix = (
+            f"declare its groups, e.g. WHERE {key.column} IN ('a', 'b') (or domains="
+            f"{{{key.column!r}: [...]}}), or group by BIN({key.column}, …)"
+        )
+        raise InvalidArgumentError(
+            f"{request}: the groups of {name!r} are not public (they would come from the "
+            f"data, and so would which groups get bounds); {fix}",
+            cli=f"--bounds {column}=auto:{name}: the groups of {name!r} are not public; "
+            f"declare them, e.g. WHERE {key.column} IN ('a', 'b') (or --domain), or group by "
+            f"BIN({key.column}, …)",
+        )
+    return key
 
 
 def check_share(share: Number | None) -> Fraction:
@@ -161,126 +249,28 @@ def _epsilon(epsilon: object) -> Fraction:
     return value
 
 
-# -- the public grid ------------------------------------------------------------------------
-def grid(integer: bool, outer: tuple[Fraction, Fraction] | None = None) -> tuple[Fraction, ...]:
-    """The bin edges for a column: signed powers of two from ``2^0`` (integer) or ``2^LOW``
-    (real) up to ``2^HIGH``, with 0; cut to ``outer`` = (lower, upper) when declared (its ends
-    become the outermost edges). Public: a function of the type and the declared range."""
-    low = 0 if integer else LOW
-    powers = [Fraction(2) ** k for k in range(low, HIGH + 1)]
-    edges = sorted({Fraction(0), *powers, *(-p for p in powers)})
-    if outer is None:
-        return tuple(edges)
-    lo, hi = outer
-    if lo >= hi:
-        return (lo, hi)  # one point: nothing to find (refused before any step, see _steps)
-    inside = [e for e in edges if lo < e < hi]
-    return (lo, *inside, hi)
-
-
-def threshold(scale: Fraction, bins: int) -> int:
-    """τ = ⌈s·ln(B/β)⌉: an empty bin's discrete-Laplace noise (scale ``s``) reaches τ with
-    probability ≤ e^{−τ/s} ≤ β/B, so all ``bins`` together with probability ≤ β."""
-    if scale <= 0 or bins < 1:
-        raise InternalError(f"a threshold needs scale > 0 and bins ≥ 1, got {scale}, {bins}")
-    return max(1, math.ceil(float(scale) * math.log(bins / float(BETA))))
-
-
+# -- the bounds step ------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Choice:
-    """The post-processed choice from one noisy histogram."""
+class GroupBounds:
+    """The bounds chosen for one group of a per-group request (see :class:`ChosenBounds`)."""
 
+    label: KeyValue
     lower: Fraction
     upper: Fraction
-    below: float  # noisy estimate of the share of counted rows below ``lower``
-    above: float  # … above ``upper``
-    bar: float  # ≈95 % half-width of below + above (normal approximation)
-    rows: int  # the noisy total count (clipped at 0)
-    occupied: int  # how many bins passed the threshold
+    clamped_below: float
+    clamped_above: float
+    clamped_bar: float
+    rows: int
+
+    @property
+    def clamped(self) -> float:
+        return self.clamped_below + self.clamped_above
+
+    @property
+    def pair(self) -> tuple[Fraction, Fraction]:
+        return (self.lower, self.upper)
 
 
-def choose(
-    edges: Sequence[Fraction], counts: Sequence[int], tau: int, scale: Fraction = Fraction(1)
-) -> Choice:
-    """The bounds from noisy ``counts`` of the bins between ``edges`` (post-processing only;
-    total: any integers give a pair lower < upper); ``scale`` the counts' Laplace scale, for
-    the bar of the clamped share (a normal approximation of the summed noise, 95 %)."""
-    if len(edges) != len(counts) + 1 or not counts:
-        raise InternalError(f"{len(counts)} counts for {len(edges)} edges")
-    occupied = [i for i, c in enumerate(counts) if c >= tau]
-    # the seed: the bin with the largest noisy count (the first of ties), occupied or not
-    seed = max(range(len(counts)), key=lambda i: (counts[i], -i))
-    first, last = _grow(edges, occupied, seed)
-    first, last = _toward_zero(edges, first, last)
-    total = sum(counts)
-    below = sum(counts[:first])
-    above = sum(counts[last + 1 :])
-    share = (lambda part: min(1.0, max(0.0, part / total))) if total > 0 else (lambda _: 0.0)
-    outside = first + len(counts) - 1 - last  # bins summed into the two estimates
-    bar = 1.96 * math.sqrt(outside * _variance(scale)) / total if total > 0 and outside else 0.0
-    return Choice(
-        edges[first],
-        edges[last + 1],
-        share(below),
-        share(above),
-        min(1.0, bar),
-        max(0, total),
-        len(occupied),
-    )
-
-
-GROWTH = 4
-"""Absorbing an occupied bin may widen the bounds at most this many times (see :func:`_grow`)."""
-
-
-def _grow(edges: Sequence[Fraction], occupied: Sequence[int], seed: int) -> tuple[int, int]:
-    """Bins ``first..last``: from ``seed``, absorb the nearest occupied bin on either side
-    (the one that widens less first) while absorbing it makes the range at most
-    :data:`GROWTH` times wider. A neighbouring bin always qualifies (on the log grid it at
-    most triples the width), so data spread over adjacent bins is taken whole; an isolated
-    far bin — the rare empty bin whose noise passed τ, or a handful of outliers — is not, so
-    it cannot blow the bounds (and the noise) up by orders of magnitude."""
-    first = last = seed
-    while True:
-        lower = [i for i in occupied if i < first]
-        upper = [i for i in occupied if i > last]
-        width = edges[last + 1] - edges[first]
-        options = []
-        if lower:
-            options.append((edges[last + 1] - edges[lower[-1]], lower[-1], last))
-        if upper:
-            options.append((edges[upper[0] + 1] - edges[first], first, upper[0]))
-        options = [o for o in options if o[0] <= GROWTH * width]
-        if not options:
-            return first, last
-        _, first, last = min(options)
-
-
-def _variance(scale: Fraction) -> float:
-    """The variance 2a/(1 − a)² of discrete Laplace noise of scale ``s`` (a = e^{−1/s})."""
-    a = math.exp(-1 / float(scale))
-    return 2 * a / (1 - a) ** 2
-
-
-def _toward_zero(edges: Sequence[Fraction], first: int, last: int) -> tuple[int, int]:
-    """Bins ``first..last`` widened to reach 0 (or the grid's edge nearest 0 on their side)
-    when that widens them by at most a third: on a log grid the sparse bins near 0 would be
-    clamped otherwise, and closing that gap costs little noise (income: [8192, 65536] becomes
-    [0, 65536]; a year's [1024, 2048] stays)."""
-    lo, hi = edges[first], edges[last + 1]
-    width = hi - lo
-    if lo > 0:
-        z = next(i for i, e in enumerate(edges) if e >= 0)
-        if edges[z] < lo and (hi - edges[z]) * 3 <= width * 4:
-            return z, last
-    elif hi < 0:
-        z = max(i for i, e in enumerate(edges) if e <= 0)  # an edge index: bins end at z − 1
-        if edges[z] > hi and (edges[z] - lo) * 3 <= width * 4:
-            return first, z - 1
-    return first, last
-
-
-# -- the bounds step ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChosenBounds:
     """The bounds chosen for one column, and what finding them cost.
@@ -290,7 +280,9 @@ class ChosenBounds:
     column's counted rows that fall outside ``[lower, upper]`` (``clamped_below`` and
     ``clamped_above`` the two sides, ``clamped_bar`` its ≈95 % half-width); ``outer`` the
     declared range it stayed within, if any; ``bins`` and ``threshold`` the grid's size and
-    the occupied-bin threshold τ."""
+    the occupied-bin threshold τ. Per group (``key`` the GROUP BY key's alias): ``groups``
+    holds each group's choice in the key's order, ``lower``/``upper`` are their hull and the
+    clamped shares are over all the groups' counted rows, each clamped to its own bounds."""
 
     column: str
     lower: Fraction
@@ -305,6 +297,8 @@ class ChosenBounds:
     bins: int
     threshold: int
     outer: tuple[Fraction, Fraction] | None = None
+    key: str | None = None
+    groups: tuple[GroupBounds, ...] = ()
 
     @property
     def clamped(self) -> float:
@@ -314,21 +308,29 @@ class ChosenBounds:
     def pair(self) -> tuple[Fraction, Fraction]:
         return (self.lower, self.upper)
 
+    @property
+    def value(self) -> tuple[Fraction, Fraction] | dict[KeyValue, tuple[Fraction, Fraction]]:
+        """The bounds as a query takes them: the pair, or ``{group: (lower, upper), …}``."""
+        if self.key is None:
+            return self.pair
+        return {g.label: g.pair for g in self.groups}
+
     def line(self) -> str:
         """One line for a result's notes."""
         state = "from the cache, free" if self.cached else f"charged {self.cost}"
-        return (
-            f"auto bounds for {self.column!r}: [{float(self.lower):g}, {float(self.upper):g}] "
-            f"({state}; ≈{percent(self.clamped)} ± {percent(self.clamped_bar)} of its rows "
-            f"expected clamped: {percent(self.clamped_below)} below, "
-            f"{percent(self.clamped_above)} above)"
+        clamped = (
+            f"≈{percent(self.clamped)} ± {percent(self.clamped_bar)} of its rows expected "
+            f"clamped: {percent(self.clamped_below)} below, {percent(self.clamped_above)} above"
         )
-
-
-def percent(share: float) -> str:
-    """A share in [0, 1] as a percentage for people: ``0.25 %``, ``6.7 %``, ``100 %``."""
-    value = 100 * share
-    return f"{value:.0f} %" if value >= 10 else f"{value:.2g} %"
+        if self.key is None:
+            ranges = f"[{float(self.lower):g}, {float(self.upper):g}]"
+        else:
+            shown = ", ".join(
+                f"{g.label}: [{float(g.lower):g}, {float(g.upper):g}]" for g in self.groups[:16]
+            )
+            more = f", … ({len(self.groups)} groups)" if len(self.groups) > 16 else ""
+            ranges = f"per group of {self.key!r} {{{shown}{more}}}"
+        return f"auto bounds for {self.column!r}: {ranges} ({state}; {clamped})"
 
 
 @dataclass(frozen=True)
@@ -340,15 +342,28 @@ class _Step:
     tau: int
     scale: Fraction
     outer: tuple[Fraction, Fraction] | None
+    key: GroupKey | None = None  # per group: the query's public key
 
 
-def histogram_plan(agg: Aggregate, column: str, edges: Sequence[Fraction]) -> Aggregate:
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    return name
+
+
+def histogram_plan(
+    agg: Aggregate, column: str, edges: Sequence[Fraction], key: GroupKey | None = None
+) -> Aggregate:
     """The bounds step's query over ``agg``'s rows (its table and WHERE): a COUNT per public
-    bin of ``column``, with ``agg``'s privacy unit and contribution limits."""
+    bin of ``column`` — per (group, bin) with ``key``, a public key — with ``agg``'s privacy
+    unit and contribution limits."""
+    groups = () if key is None else (key,)
+    taken = {k.alias for k in groups}
+    alias = _fresh(_BIN, taken)
     return Aggregate(
         child=agg.child,
-        keys=(GroupKey(column, edges=tuple(edges), alias=_BIN),),
-        aggregates=(AggregateCall(_COUNT, "count"),),
+        keys=(*groups, GroupKey(column, edges=tuple(edges), alias=alias)),
+        aggregates=(AggregateCall(_fresh(_COUNT, taken | {alias}), "count"),),
         privacy_unit=agg.privacy_unit,
         contribution=agg.contribution,
     )
@@ -368,9 +383,11 @@ def _steps(
     epsilon: Fraction,
     limits: _Limits,
     within: Mapping[str, tuple[Fraction, Fraction]] | None = None,
+    by: Mapping[str, GroupKey] | None = None,
 ) -> list[_Step]:
     """Compile each column's bounds step (free: nothing is read) and its threshold; the outer
-    range of a column is ``within``'s, else the session's (a catalog's: the owner's)."""
+    range of a column is ``within``'s, else the session's (a catalog's: the owner's); ``by``
+    the public key of each column found per group."""
     steps: list[_Step] = []
     for column in columns:
         declared = session.bounds.get(column)
@@ -389,7 +406,8 @@ def _steps(
         edges = grid(integer, outer)
         if len(edges) < 2 or edges[0] >= edges[-1]:
             raise InternalError(f"an empty grid for {column!r}")
-        hist = histogram_plan(agg, column, edges)
+        key = (by or {}).get(column)
+        hist = histogram_plan(agg, column, edges, key)
         compiled = aggregate_of(
             session._compile(
                 hist,
@@ -406,8 +424,10 @@ def _steps(
         m = compiled.measurements[0]
         if m.mechanism != "discrete_laplace" or m.statistic != "count":
             raise InternalError(f"the bounds step measures with {m.mechanism}, not Laplace")
-        tau = threshold(m.scale, len(edges) - 1)
-        steps.append(_Step(column, edges, hist, compiled.budget, tau, m.scale, outer))
+        # τ over every released cell: with probability ≥ 1 − β no empty (group, bin) passes
+        cells = (len(edges) - 1) * (1 if key is None else len(key.labels()))
+        tau = threshold(m.scale, cells)
+        steps.append(_Step(column, edges, hist, compiled.budget, tau, m.scale, outer, key))
     return steps
 
 
@@ -420,6 +440,7 @@ class _Prepared:
     step_epsilon: Fraction
     total: Budget
     placeholder: dict[str, tuple[Fraction, Fraction]]
+    pairs: dict[str, Any]  # the given bounds and the placeholders (per group where asked)
 
 
 def _prepare(
@@ -436,11 +457,12 @@ def _prepare(
 ) -> _Prepared:
     """Everything decidable without data: the columns, the split, the grids, every compiled
     step and the main query at placeholder bounds (so its refusals come first, free)."""
-    given, auto = split_request(bounds)
+    given, auto, named = split_request(bounds)
     eps = _epsilon(epsilon)
     part = check_share(share)
     plan = session.plan(text, bounds=given, domains=domains)
     agg = aggregate_of(plan)
+    by = {column: group_key(agg, column, name) for column, name in sorted(named.items())}
     clamped = sorted({a.column for a in agg.aggregates if a.needs_bounds and a.column})
     if auto is None:
         columns = [c for c in clamped if c not in given]
@@ -460,10 +482,15 @@ def _prepare(
         columns = sorted(auto)
     step_eps = eps * part / len(columns)
     main_eps = eps * (1 - part)
-    steps = _steps(session, agg, columns, step_eps, limits)
+    steps = _steps(session, agg, columns, step_eps, limits, by=by)
     placeholder = {s.column: s.outer if s.outer is not None else (Fraction(0), Fraction(1))
                    for s in steps}  # fmt: skip
-    pairs = {**given, **placeholder}
+    # the main query at placeholder bounds, per group where asked (so that its per-group
+    # refusals, veil.compile.strata's, come now, free)
+    pairs: dict[str, Any] = {**given, **placeholder}
+    for s in steps:
+        if s.key is not None:
+            pairs[s.column] = {label: placeholder[s.column] for label in s.key.labels()}
     main_plan = session.plan(text, bounds=pairs, domains=domains)
     compiled = aggregate_of(
         session._compile(
@@ -482,11 +509,20 @@ def _prepare(
     total = compiled.budget
     for s in steps:
         total = total + s.loss
-    return _Prepared(plan, given, steps, main_eps, step_eps, total, placeholder)
+    return _Prepared(plan, given, steps, main_eps, step_eps, total, placeholder, pairs)
+
+
+def _check_whole(session: Session, total: Budget) -> None:
+    """Refuse, free, a request whose whole cost — bounds steps and query together — is above
+    the data owner's largest cost of one query (each part alone may be below it)."""
+    if session.owner is not None:
+        session.owner.check_cost(total)
 
 
 def _check_covered(session: Session, total: Budget) -> None:
-    """Refuse, before the first reservation, a request whose whole cost does not fit."""
+    """Refuse, before the first reservation, a request whose whole cost is above the owner's
+    per-query cap or does not fit the grant."""
+    _check_whole(session, total)
     if not session.ledger.has_grant(session.analyst, session.dataset):
         return  # the first reserve says so (LedgerError), before any data is read
     if not session.ledger.covers(session.analyst, session.dataset, total):
@@ -513,23 +549,89 @@ def _run_step(
         source=source,
         text=f"-- veil bounds: auto bounds for {step.column!r} of: {text}",
     )
-    # rows: one per bin, in grid order (public keys); stats: the noisy integer counts
+    # rows: one per bin (per group and bin: group-major), in the public keys' order;
+    # stats: the noisy integer counts
     counts = [int(s["count"]) for s in result.stats]
-    c = choose(step.edges, counts, step.tau, step.scale)
+    bins = len(step.edges) - 1
+    labels = () if step.key is None else step.key.labels()
+    if len(counts) != bins * max(1, len(labels)):
+        raise InternalError(f"the bounds step released {len(counts)} counts, not {bins}×groups")
+    rows_of = [counts[g * bins : (g + 1) * bins] for g in range(max(1, len(labels)))]
+    picked = [choose(step.edges, c, step.tau, step.scale) for c in rows_of]
+    if step.key is not None:
+        picked = _unoccupied_take_the_hull(step, picked, rows_of)
+    groups: tuple[GroupBounds, ...] = ()
+    if step.key is None:
+        one = picked[0]
+        key, summary = None, (one.lower, one.upper, one.below, one.above, one.bar)
+        rows = one.rows
+    else:
+        key = step.key.alias
+        groups = tuple(
+            GroupBounds(label, c.lower, c.upper, c.below, c.above, c.bar, c.rows)
+            for label, c in zip(labels, picked, strict=True)
+        )
+        rows, summary = _over_groups(picked)
+    lower, upper, below, above, bar = summary
     return ChosenBounds(
         column=step.column,
-        lower=c.lower,
-        upper=c.upper,
+        lower=lower,
+        upper=upper,
         loss=step.loss,
         cost=result.cost,
         cached=result.cached,
-        clamped_below=c.below,
-        clamped_above=c.above,
-        clamped_bar=c.bar,
-        rows=c.rows,
-        bins=len(step.edges) - 1,
+        clamped_below=below,
+        clamped_above=above,
+        clamped_bar=bar,
+        rows=rows,
+        bins=bins,
         threshold=step.tau,
         outer=step.outer,
+        key=key,
+        groups=groups,
+    )
+
+
+def _unoccupied_take_the_hull(
+    step: _Step, picked: list[Choice], rows_of: Sequence[Sequence[int]]
+) -> list[Choice]:
+    """Per group: a group none of whose bins passed τ (an empty or nearly empty group) takes
+    the hull of the occupied groups' bounds, not the bin its noise happens to favour — which
+    could lie anywhere on the grid and, through the column's hull, coarsen every group's
+    fixed-point grid; when no group is occupied, every group takes the choice from the
+    pooled counts (the histogram of the whole column). Post-processing of the released
+    counts; total (the hull's ends are edges of the grid)."""
+    edges = step.edges
+    occupied = [c for c in picked if c.occupied > 0]
+    if occupied:
+        lower, upper = min(c.lower for c in occupied), max(c.upper for c in occupied)
+    else:
+        pooled = [sum(column) for column in zip(*rows_of, strict=True)]
+        whole = choose(edges, pooled, step.tau, step.scale)
+        lower, upper = whole.lower, whole.upper
+    first, last = edges.index(lower), edges.index(upper) - 1
+    return [
+        c if c.occupied > 0 else spanning(edges, counts, first, last, step.scale)
+        for c, counts in zip(picked, rows_of, strict=True)
+    ]
+
+
+def _over_groups(
+    picked: Sequence[Choice],
+) -> tuple[int, tuple[Fraction, Fraction, float, float, float]]:
+    """The groups' choices together: the noisy rows, the hull and the clamped shares over all
+    the groups' rows (each group's share weighted by its noisy rows; the bars' variances add,
+    the groups' noise being independent)."""
+    rows = sum(c.rows for c in picked)
+    weight = [c.rows / rows if rows > 0 else 0.0 for c in picked]
+    pairs = list(zip(weight, picked, strict=True))
+    bar = math.sqrt(sum((w * c.bar) ** 2 for w, c in pairs))
+    return rows, (
+        min(c.lower for c in picked),
+        max(c.upper for c in picked),
+        min(1.0, sum(w * c.below for w, c in pairs)),
+        min(1.0, sum(w * c.above for w, c in pairs)),
+        min(1.0, bar),
     )
 
 
@@ -545,11 +647,15 @@ def find_bounds(
     max_rows_per_group: int | None = None,
     max_rows: int | None = None,
     source: RandomSource | None = None,
+    by: str | None = None,
+    domains: Mapping[str, Sequence[Any]] | None = None,
 ) -> list[ChosenBounds]:
     """The bounds of ``columns`` of ``table`` (rows matching SQL condition ``where``, if
     given), each column's step at ``epsilon / len(columns)`` — ``veil bounds``; ``within``
     gives outer ranges (column → (lower, upper)) the bounds must stay in, narrowing a data
-    owner's (refused, free, if it widens them). The steps are
+    owner's (refused, free, if it widens them); ``by`` a public GROUP BY key (a column with a
+    declared domain — ``domains``, the session's, or ``where``'s ``col IN (…)`` — or
+    ``BIN(col, e0, …) AS name``) to find the bounds per group of. The steps are
     the ones :func:`auto_sql` runs, so a query with ``bounds='auto'`` over the same rows whose
     share of ε equals a step's ε is answered from the cache for its bounds."""
     limits = _Limits(max_groups, max_rows_per_group, max_rows)
@@ -561,8 +667,16 @@ def find_bounds(
             cli="name at least one column: veil bounds TABLE COLUMN [COLUMN ...]",
         )
     condition = f" WHERE {where}" if where else ""
-    plan = session.plan(f"SELECT COUNT(*) AS n FROM {_quoted(table)}{condition}")
+    if by is None:
+        plan = session.plan(f"SELECT COUNT(*) AS n FROM {_quoted(table)}{condition}")
+    else:
+        key = _key_name(by)
+        plan = session.plan(
+            f"SELECT {by}, COUNT(*) AS n FROM {_quoted(table)}{condition} GROUP BY {key}",
+            domains=domains,
+        )
     agg = aggregate_of(plan)
+    keys = {c: group_key(agg, c, agg.keys[0].alias) for c in names} if by is not None else None
     for column in names:
         agg.child.field(column)  # an unknown column: SchemaError, free
     ranges = {c: ColumnBounds(c, lo, hi) for c, (lo, hi) in (within or {}).items()}
@@ -576,13 +690,37 @@ def find_bounds(
         session.owner.check_bounds({c: (b.lower, b.upper) for c, b in ranges.items()})
     step_eps = eps / len(names)
     outer = {c: (b.lower, b.upper) for c, b in ranges.items()}
-    steps = _steps(session, agg, names, step_eps, limits, outer)
+    steps = _steps(session, agg, names, step_eps, limits, outer, keys)
     total = steps[0].loss
     for s in steps[1:]:
         total = total + s.loss
     _check_covered(session, total)
-    text = f"veil bounds {table} {' '.join(names)}{condition}"
+    grouped = f" BY {by}" if by is not None else ""
+    text = f"veil bounds {table} {' '.join(names)}{condition}{grouped}"
     return [_run_step(session, s, limits, source, step_eps, text) for s in steps]
+
+
+def _key_name(by: str) -> str:
+    """The name a GROUP BY clause uses for the key expression ``by`` (a column, or an
+    expression with an alias): refused, free, otherwise."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        tree = sqlglot.parse_one(by, dialect="duckdb")
+    except ParseError:
+        tree = None
+    if isinstance(tree, exp.Alias):
+        return _quoted(tree.alias)
+    if isinstance(tree, exp.Column):
+        return tree.sql(dialect="duckdb")
+    raise InvalidArgumentError(
+        f"by={by!r} must be a column with a declared domain (by='region') or a binned key "
+        "with a name (by='BIN(age, 0, 30, 60, 120) AS band')",
+        cli=f"--by {by!r} must be a column with a declared domain (--by region) or a binned "
+        "key with a name (--by 'BIN(age, 0, 30, 60, 120) AS band')",
+    )
 
 
 def _quoted(name: str) -> str:
@@ -620,7 +758,7 @@ def auto_sql(
     chosen = [
         _run_step(session, s, limits, source, prepared.step_epsilon, text) for s in prepared.steps
     ]
-    pairs = {**prepared.given, **{c.column: c.pair for c in chosen}}
+    pairs = {**prepared.given, **{c.column: c.value for c in chosen}}
     plan = session.plan(text, bounds=pairs, domains=domains)
     result = session.run(
         plan,
@@ -675,7 +813,8 @@ def auto_explain(
         session, text, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
         domains=domains, limits=limits, quantile_buckets=quantile_buckets,
     )  # fmt: skip
-    pairs = {**prepared.given, **prepared.placeholder}
+    _check_whole(session, prepared.total)
+    pairs = prepared.pairs
     explanation = session.explain(
         text,
         epsilon=prepared.main_epsilon,
@@ -693,10 +832,17 @@ def auto_explain(
             if s.outer is not None
             else "on the public power-of-two grid"
         )
+        groups = (
+            ""
+            if s.key is None
+            else f" for each of the {len(s.key.labels())} groups of {s.key.alias!r} (one "
+            "histogram query: the groups compose in parallel)"
+        )
         notes.append(
             f"auto bounds for {s.column!r}: a noisy histogram of {len(s.edges) - 1} "
-            f"log-scale bins {ranged}, costing {s.loss}; bins with a noisy count ≥ "
-            f"{s.tau} set the bounds (rows in sparser tails are clamped)"
+            f"log-scale bins {ranged}{groups}, costing {s.loss}; bins with a noisy count ≥ "
+            f"{s.tau} set the bounds{' of each group' if s.key is not None else ''} (rows in "
+            "sparser tails are clamped)"
         )
     notes.append(
         f"the query itself costs {explanation.cost}; its error bars are shown at placeholder "

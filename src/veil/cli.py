@@ -173,7 +173,8 @@ BoundsOpt = Annotated[
         "--bounds",
         "-b",
         help="Clamping bounds COLUMN=LOWER:UPPER, or COLUMN=auto (found under DP, see veil "
-        "bounds), or auto (every clamped column); repeatable.",
+        "bounds), or COLUMN=auto:KEY (per group of the public GROUP BY key KEY), or auto "
+        "(every clamped column); repeatable.",
     ),
 ]
 BoundsShareOpt = Annotated[
@@ -297,14 +298,17 @@ class _Ask:
     auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
     bounds_share: Fraction | None = None
     weights: str | None = None
+    auto_by: dict[str, str] = field(default_factory=dict)  # --bounds COLUMN=auto:KEY
 
     def bounds_arg(self) -> Any:
-        """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column."""
+        """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column
+        (``{"auto": KEY}`` for a column found per group)."""
         if self.auto is None:
             return self.bounds
         if not self.auto:
             return "auto"
-        return {**self.bounds, **dict.fromkeys(self.auto, "auto")}
+        auto = {c: {"auto": self.auto_by[c]} if c in self.auto_by else "auto" for c in self.auto}
+        return {**self.bounds, **auto}
 
     @staticmethod
     def parse(
@@ -348,7 +352,7 @@ class _Ask:
         declared = merge_schemas(
             parse_schema_files(schema or [], names), parse_columns(column or [], names)
         )
-        pairs, auto = split_auto(bounds or [])
+        pairs, auto, auto_by = split_auto(bounds or [])
         return _Ask(
             tables,
             parse_epsilon(epsilon),
@@ -369,6 +373,7 @@ class _Ask:
             auto,
             parse_number(bounds_share, "--bounds-share"),
             weights,
+            auto_by,
         )
 
     def session(self, *, grant: bool = True) -> Session:
@@ -690,6 +695,15 @@ def bounds_command(
         list[str] | None,
         typer.Option("--within", help="An outer range COLUMN=LOWER:UPPER the bounds must stay in."),
     ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="Find the bounds per group of a public key: a column whose groups --where "
+            "lists (--where \"state IN ('CA', 'NY')\") or the catalog declares, or "
+            "'BIN(age, 0, 30, 60, 120) AS band'.",
+        ),
+    ] = None,
     ledger: LedgerOpt = None,
     analyst: AnalystOpt = "cli",
     dataset: DatasetNameOpt = None,
@@ -723,7 +737,7 @@ def bounds_command(
                 chosen = find_bounds(
                     session, table_name, columns, epsilon=ask.epsilon, where=where,
                     within=ask.bounds, max_groups=max_groups,
-                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows, by=by,
                 )  # fmt: skip
             print_bounds(chosen, fmt, remaining=session.remaining() if ask.ledger else None)
         finally:

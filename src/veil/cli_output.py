@@ -102,7 +102,8 @@ def _key_cell(value: Any) -> str:
 def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[str, Any]:
     """The JSON object of a result: ``columns``, ``rows`` (list of lists in column order),
     ``error_bars`` (same shape, 95 % half-widths, null where not applicable), ``cost`` and
-    what each part of the budget paid for."""
+    what each part of the budget paid for; with ``bounds="auto"``, ``auto_bounds``: the bounds
+    chosen per column (per group where asked)."""
     columns = [str(c) for c in result.columns]
     rows = [[_plain(v) for v in row] for row in result.rows]
     bars = [[_plain(b) for b in row] for row in result.error_bars(0.95)]
@@ -121,6 +122,10 @@ def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[s
         "fingerprint": result.fingerprint,
         "private": result.private,
     }
+    if result.auto_bounds:
+        from veil.cli_bounds import chosen_json
+
+        payload["auto_bounds"] = [chosen_json(c) for c in result.auto_bounds]
     if remaining is not None:
         payload["remaining"] = budget_json(remaining)
     return payload

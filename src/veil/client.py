@@ -62,6 +62,7 @@ from urllib.parse import quote, urlsplit
 from veil import __version__
 from veil.accounting.budget import Budget
 from veil.accounting.records import Record
+from veil.autobounds import ChosenBounds
 from veil.client_answers import (
     BudgetLine,
     Choice,
@@ -69,6 +70,7 @@ from veil.client_answers import (
     Explanation,
     Noisy,
     budget_from_json,
+    chosen_from_json,
     maybe_budget,
     noisy_from_json,
     result_from_payload,
@@ -101,7 +103,9 @@ __all__ = [
 ]
 
 Number = int | float | str | Fraction | Decimal
-Bounds = Mapping[str, tuple[Number, Number]]
+Bounds = Mapping[str, tuple[Number, Number] | str | Mapping[str, str]] | str
+"""Pairs per column; ``"auto"`` (every clamped column, or one column's value) and
+``{"auto": KEY}`` (per group of a public GROUP BY key) find them under DP first."""
 
 
 def _httpx() -> ModuleType:
@@ -372,6 +376,7 @@ class Client:
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
+        bounds_share: Number | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
@@ -393,6 +398,7 @@ class Client:
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
+        bounds_share: Number | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
@@ -413,6 +419,7 @@ class Client:
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
+        bounds_share: Number | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
@@ -435,6 +442,8 @@ class Client:
         ``weights``: a survey-weights column, or ``False`` for none (default: the dataset's).
         """
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        if bounds_share is not None:
+            body["bounds_share"] = _num(bounds_share, "bounds_share")
         if max_rows is not None:
             body["max_rows"] = max_rows
         if weights is not None:
@@ -464,6 +473,7 @@ class Client:
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
+        bounds_share: Number | None = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
@@ -476,6 +486,8 @@ class Client:
         (without ``epsilon``: shown for ε = 1; with ``target``: at the smallest ε meeting
         the accuracy targets, which ``notes`` state; ``weights`` as in :meth:`query`)."""
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
+        if bounds_share is not None:
+            body["bounds_share"] = _num(bounds_share, "bounds_share")
         if max_rows is not None:
             body["max_rows"] = max_rows
         body |= _targets(target, references, min_group_size)
@@ -483,6 +495,55 @@ class Client:
             body["weights"] = weights
         _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
         return Explanation.from_json(payload)
+
+    def bounds(
+        self,
+        dataset: str,
+        columns: Sequence[str],
+        *,
+        epsilon: Number,
+        where: str | None = None,
+        within: Mapping[str, tuple[Number, Number]] | None = None,
+        by: str | None = None,
+        max_groups: int | None = None,
+        max_rows_per_group: int | None = None,
+        max_rows: int | None = None,
+    ) -> list[ChosenBounds]:
+        """Clamping bounds for ``columns`` found under DP (``veil bounds``, ``POST
+        /v1/bounds``): a noisy log-scale histogram per column at ``epsilon / len(columns)``,
+        charged like a query; ``within`` outer ranges (narrowing the owner's), ``by`` a public
+        key to find them per group of (a column with a declared domain, or ``"BIN(col, e0,
+        …) AS name"``). A query with ``bounds="auto"`` over the same rows at a share of ε
+        equal to a step's is answered from the cache for its bounds."""
+        if isinstance(columns, str):
+            columns = [columns]
+        body: dict[str, Any] = {
+            "dataset": dataset,
+            "columns": list(columns),
+            "epsilon": _num(epsilon, "epsilon"),
+        }
+        if where is not None:
+            body["where"] = where
+        if within is not None:
+            body["within"] = {c: [_num(lo, c), _num(hi, c)] for c, (lo, hi) in within.items()}
+        if by is not None:
+            body["by"] = by
+        for name, value in (
+            ("max_groups", max_groups),
+            ("max_rows_per_group", max_rows_per_group),
+            ("max_rows", max_rows),
+        ):
+            if value is not None:
+                body[name] = value
+
+        def lost(exc: Exception) -> OutcomeUnknownError:
+            return self._lost_query(dataset, exc)
+
+        _, payload = self._call("POST", "/v1/bounds", body=body, lost=lost, asked=Asked(dataset))
+        try:
+            return [chosen_from_json(c) for c in payload["bounds"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ServiceError(f"the service sent bounds this client cannot read: {exc!r}") from exc
 
     def job(self, job_id: str) -> Job:
         """The job ``job_id`` (one the caller started), to poll or wait for."""
@@ -683,12 +744,23 @@ def _body(
     if delta is not None:
         body["delta"] = _num(delta, "delta")
     if bounds is not None:
-        body["bounds"] = {
-            c: [_num(lo, f"the lower bound of {c!r}"), _num(hi, f"the upper bound of {c!r}")]
-            for c, (lo, hi) in bounds.items()
-        }
+        body["bounds"] = _bounds(bounds)
     if max_groups is not None:
         body["max_groups"] = max_groups
     if max_rows_per_group is not None:
         body["max_rows_per_group"] = max_rows_per_group
     return body
+
+
+def _bounds(bounds: Bounds) -> str | dict[str, Any]:
+    """``bounds`` in the request's JSON form (the service checks what it means, free)."""
+    if isinstance(bounds, str):
+        return bounds
+    out: dict[str, Any] = {}
+    for c, value in bounds.items():
+        if isinstance(value, str | Mapping):
+            out[c] = value if isinstance(value, str) else dict(value)
+        else:
+            lo, hi = value
+            out[c] = [_num(lo, f"the lower bound of {c!r}"), _num(hi, f"the upper bound of {c!r}")]
+    return out

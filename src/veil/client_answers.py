@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from veil.accounting.budget import Budget
+from veil.autobounds import ChosenBounds, GroupBounds
 from veil.errors import InvalidArgumentError, ServiceError
 from veil.release.explain import budget_line, explanation_lines
 from veil.release.result import ReleasedBars, Result, Usage
@@ -21,6 +22,7 @@ __all__ = [
     "Explanation",
     "Noisy",
     "budget_from_json",
+    "chosen_from_json",
     "maybe_budget",
     "noisy_from_json",
     "result_from_payload",
@@ -63,6 +65,40 @@ def _type_of(values: Sequence[object]) -> str:
     return "unknown"  # no value, or a mixture: Arrow infers it
 
 
+def chosen_from_json(d: Mapping[str, Any]) -> ChosenBounds:
+    """One column's auto bounds as the service sent them (``chosen_json``'s form)."""
+    within = d.get("within")
+    groups = tuple(
+        GroupBounds(
+            label=g["group"],
+            lower=Fraction(float(g["lower"])),
+            upper=Fraction(float(g["upper"])),
+            clamped_below=float(g["clamped_below"]),
+            clamped_above=float(g["clamped_above"]),
+            clamped_bar=float(g["clamped_bar"]),
+            rows=int(g["rows"]),
+        )
+        for g in d.get("groups") or ()
+    )
+    return ChosenBounds(
+        column=str(d["column"]),
+        lower=Fraction(float(d["lower"])),
+        upper=Fraction(float(d["upper"])),
+        loss=budget_from_json(d["loss"]),
+        cost=budget_from_json(d["cost"]),
+        cached=bool(d["cached"]),
+        clamped_below=float(d["clamped_below"]),
+        clamped_above=float(d["clamped_above"]),
+        clamped_bar=float(d["clamped_bar"]),
+        rows=int(d["rows"]),
+        bins=int(d["bins"]),
+        threshold=int(d["threshold"]),
+        outer=None if within is None else (Fraction(float(within[0])), Fraction(float(within[1]))),
+        key=None if d.get("key") is None else str(d["key"]),
+        groups=groups,
+    )
+
+
 def result_from_payload(payload: Mapping[str, Any]) -> Result:
     """The :class:`veil.Result` of a query answer (``POST /v1/query``'s body)."""
     try:
@@ -83,6 +119,7 @@ def result_from_payload(payload: Mapping[str, Any]) -> Result:
             private=bool(payload["private"]),
             released_bars=ReleasedBars(float(payload["error_bar_level"]), bars),
             remaining=maybe_budget(payload.get("remaining")),
+            auto_bounds=tuple(chosen_from_json(c) for c in payload.get("auto_bounds") or ()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ServiceError(

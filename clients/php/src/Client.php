@@ -47,7 +47,7 @@ final class Client
     public const VERSION = '0.1.0';
 
     private const QUERY_OPTIONS = [
-        'epsilon', 'delta', 'bounds', 'max_groups', 'max_rows_per_group', 'consistent',
+        'epsilon', 'delta', 'bounds', 'bounds_share', 'max_groups', 'max_rows_per_group', 'consistent',
         'target', 'references', 'min_group_size',
         'weights',
     ];
@@ -119,7 +119,8 @@ final class Client
      * @param array{
      *     epsilon: float|int|string,
      *     delta?: float|int|string,
-     *     bounds?: array<string, array{0: float|int|string, 1: float|int|string}>,
+     *     bounds?: 'auto'|array<string, array{0: float|int|string, 1: float|int|string}|'auto'|array{auto: string}>,
+     *     bounds_share?: float|int|string,
      *     max_groups?: int,
      *     max_rows_per_group?: int,
      *     consistent?: bool,
@@ -131,7 +132,10 @@ final class Client
      * } $options `epsilon` (required unless `target`): what the query may cost; `target`:
      *     accuracy targets instead (`'n=±50'`, `'mean=±2%'` with `references`, an AVG with
      *     `min_group_size`): the service runs it at the smallest ε meeting them; `bounds`, `max_groups`,
-     *     `max_rows_per_group`: only tighter than the data owner's; `consistent`: group counts
+     *     `max_rows_per_group`: only tighter than the data owner's; `bounds` may be `'auto'`
+     *     (every clamped column), or per column `'auto'` or `['auto' => 'state']` (per group of
+     *     a public GROUP BY key): found under DP with `bounds_share` of ε (default 0.1) and
+     *     returned in {@see QueryResult::$autoBounds}; `consistent`: group counts
      *     that add up to their noisy total; `weights`: a survey-weights column weighting
      *     COUNT(*), SUM and AVG, or false for none (default: the dataset's own weights);
      *     `async`: run it as a job and poll until it is done (for a query longer than a
@@ -229,6 +233,67 @@ final class Client
         $body = ['dataset' => $dataset, 'sql' => $sql] + self::queryOptions($options, false);
         [$status, $headers, $answer] = $this->http->send('POST', '/v1/explain', $body);
         return Explanation::fromAnswer($this->answer($status, $headers, $answer));
+    }
+
+    /**
+     * Clamping bounds for `$columns` found under DP (`veil bounds`, `POST /v1/bounds`): a noisy
+     * log-scale histogram of each column at `epsilon / count($columns)`, charged like a query.
+     * A query with `'bounds' => 'auto'` over the same rows, whose share of ε equals a step's,
+     * reuses them free.
+     *
+     * @param list<string> $columns
+     * @param array{
+     *     epsilon: float|int|string,
+     *     where?: string,
+     *     within?: array<string, array{0: float|int|string, 1: float|int|string}>,
+     *     by?: string,
+     *     max_groups?: int,
+     *     max_rows_per_group?: int,
+     *     max_rows?: int,
+     * } $options `where`: only the rows matching this SQL condition; `within`: outer ranges
+     *     (narrowing the owner's); `by`: a public key to find them per group of (a column
+     *     with a declared domain, or `'BIN(age, 0, 30, 60, 120) AS band'`)
+     * @return list<ChosenBounds>
+     * @throws BudgetExhaustedException|InvalidRequestException|VeilException
+     */
+    public function findBounds(string $dataset, array $columns, array $options): array
+    {
+        if ($columns === [] || !array_is_list($columns)
+            || array_filter($columns, static fn ($c) => !is_string($c) || $c === '') !== []) {
+            throw new InvalidRequestException(
+                "findBounds() needs a list of columns, e.g. ['income']; nothing was sent"
+            );
+        }
+        if (!array_key_exists('epsilon', $options)) {
+            throw new InvalidRequestException(
+                "findBounds() needs an epsilon: what finding the bounds may cost, e.g. ['epsilon' => 0.1]; "
+                . 'nothing was sent'
+            );
+        }
+        $body = ['dataset' => $dataset, 'columns' => $columns];
+        foreach ($options as $name => $value) {
+            $body[$name] = match ($name) {
+                'epsilon' => self::number($value, 'epsilon'),
+                'where', 'by' => is_string($value) && $value !== '' ? $value
+                    : throw new InvalidRequestException("$name must be a non-empty string; nothing was sent"),
+                'within' => self::bounds($value),
+                'max_groups', 'max_rows_per_group', 'max_rows' => is_int($value) ? $value
+                    : throw new InvalidRequestException("$name must be an integer; nothing was sent"),
+                default => throw new InvalidRequestException(sprintf(
+                    'unknown option %s; the options are epsilon, where, within, by, max_groups, '
+                    . 'max_rows_per_group, max_rows. Nothing was sent',
+                    var_export($name, true),
+                )),
+            };
+        }
+        $answer = $this->post('/v1/bounds', $body, $dataset);
+        $out = [];
+        foreach (Decode::array($answer, 'bounds') as $entry) {
+            if (is_array($entry)) {
+                $out[] = ChosenBounds::fromArray($entry);
+            }
+        }
+        return $out;
     }
 
     /**
@@ -524,7 +589,7 @@ final class Client
         $out = [];
         foreach ($options as $name => $value) {
             $out[$name] = match ($name) {
-                'epsilon', 'delta' => self::number($value, $name),
+                'epsilon', 'delta', 'bounds_share' => self::number($value, $name),
                 'bounds' => self::bounds($value),
                 'max_groups', 'max_rows_per_group' => is_int($value) ? $value
                     : throw new InvalidRequestException("$name must be an integer; nothing was sent"),
@@ -581,19 +646,40 @@ final class Client
         return $out;
     }
 
-    /** @return array<string, array{0: float|int|string, 1: float|int|string}> */
-    private static function bounds(mixed $bounds): array
+    /**
+     * @return 'auto'|array<string, array{0: float|int|string, 1: float|int|string}|'auto'|array{auto: string}>
+     */
+    private static function bounds(mixed $bounds): string|array
     {
+        if ($bounds === 'auto') {
+            return 'auto';
+        }
         if (!is_array($bounds)) {
             throw new InvalidRequestException(
-                "bounds must map columns to [lower, upper], e.g. ['amount' => [0, 500]]; nothing was sent"
+                "bounds must map columns to [lower, upper], e.g. ['amount' => [0, 500]], or be "
+                . "'auto'; nothing was sent"
             );
         }
         $out = [];
         foreach ($bounds as $column => $pair) {
+            if ($pair === 'auto') {
+                $out[(string) $column] = 'auto';
+                continue;
+            }
+            if (is_array($pair) && array_keys($pair) === ['auto']) {
+                if (!is_string($pair['auto']) || $pair['auto'] === '') {
+                    throw new InvalidRequestException(sprintf(
+                        "the bounds of %s per group must be ['auto' => KEY], KEY a GROUP BY key "
+                        . "of the query (e.g. ['auto' => 'state']); nothing was sent",
+                        var_export($column, true),
+                    ));
+                }
+                $out[(string) $column] = ['auto' => $pair['auto']];
+                continue;
+            }
             if (!is_array($pair) || !array_is_list($pair) || count($pair) !== 2) {
                 throw new InvalidRequestException(sprintf(
-                    'the bounds of %s must be [lower, upper]; nothing was sent',
+                    "the bounds of %s must be [lower, upper], 'auto' or ['auto' => KEY]; nothing was sent",
                     var_export($column, true),
                 ));
             }

@@ -25,6 +25,7 @@ final class QueryResult
      * @param list<array<string, float|null>> $errorBars
      * @param list<string> $notes
      * @param list<array<string, mixed>> $usage what each part of the budget paid for
+     * @param list<ChosenBounds> $autoBounds with `'bounds' => 'auto'`: the bounds chosen
      */
     public function __construct(
         public readonly string $dataset,
@@ -39,6 +40,7 @@ final class QueryResult
         public readonly array $notes = [],
         public readonly array $usage = [],
         public readonly ?string $jobId = null,
+        public readonly array $autoBounds = [],
     ) {
     }
 
@@ -71,6 +73,12 @@ final class QueryResult
                 $usage[] = $part;
             }
         }
+        $autoBounds = [];
+        foreach (Decode::nullableArray($answer, 'auto_bounds') ?? [] as $entry) {
+            if (is_array($entry)) {
+                $autoBounds[] = ChosenBounds::fromArray($entry);
+            }
+        }
         return new self(
             Decode::string($answer, 'dataset'),
             $columns,
@@ -84,6 +92,7 @@ final class QueryResult
             Decode::strings($answer, 'notes'),
             $usage,
             $jobId,
+            $autoBounds,
         );
     }
 

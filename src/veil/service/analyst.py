@@ -1,4 +1,5 @@
-"""The analyst's endpoints under ``/v1``: datasets, query, explain, budget, history, jobs.
+"""The analyst's endpoints under ``/v1``: datasets, query, explain, bounds, budget, history,
+jobs.
 
 Every dataset-facing endpoint first checks, from the ledger alone, that the caller holds a
 grant on the dataset; a dataset that exists but is not granted answers exactly as one that does
@@ -27,6 +28,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from veil.accounting.ledger import Standing
+from veil.autobounds import is_auto
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
@@ -36,7 +38,13 @@ from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
 from veil.service import responses as out
 from veil.service.hot import hot_key
-from veil.service.models import ExplainRequest, PlanBody, QueryRequest
+from veil.service.models import (
+    AutoPerGroup,
+    BoundsRequest,
+    ExplainRequest,
+    PlanBody,
+    QueryRequest,
+)
 from veil.service.principals import Principal
 from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
 from veil.service.responses import ok
@@ -124,21 +132,42 @@ def _refuse_widening(body: ExplainRequest, ds: Dataset) -> None:
         )
 
 
-def _bounds(body: ExplainRequest) -> dict[str, tuple[Any, Any]] | None:
-    return None if body.bounds is None else {c: (lo, hi) for c, (lo, hi) in body.bounds.items()}
+def _bounds(body: ExplainRequest) -> str | dict[str, Any] | None:
+    """The request's bounds as :meth:`Session.sql` takes them: pairs, ``"auto"`` (all or per
+    column), ``{"auto": KEY}`` per group; ``"auto"`` only for a query given as sql (free)."""
+    if body.bounds is None:
+        return None  # (a bounds_share without auto bounds: the session refuses it)
+    if isinstance(body.bounds, str):
+        out: str | dict[str, Any] = body.bounds
+    else:
+        out = {}
+        for column, spec in body.bounds.items():
+            if isinstance(spec, AutoPerGroup):
+                out[column] = {"auto": spec.auto}
+            elif isinstance(spec, str):
+                out[column] = spec
+            else:
+                out[column] = (spec[0], spec[1])
+    if is_auto(out) and body.sql is None:
+        raise InvalidArgumentError(
+            "bounds 'auto' is for a query given as sql (its bounds steps are SQL queries of "
+            "the same rows); give the query as sql, or the bounds as pairs"
+        )
+    return out
 
 
 def _answered(
     state: ServiceState,
     who: Principal,
     ds: Dataset,
-    body: ExplainRequest,
+    body: ExplainRequest | BoundsRequest,
     ask: Callable[[Session], dict[str, Any]],
 ) -> Answer:
     """``ask`` a session on ``ds`` with a lent engine (never raises: a refusal is its problem
     document, counted in the metrics)."""
     try:
-        _refuse_widening(body, ds)
+        if isinstance(body, ExplainRequest):
+            _refuse_widening(body, ds)
         with (
             state.engines.borrow(ds) as engine,
             Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
@@ -157,6 +186,7 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
         "epsilon": body.epsilon,
         "delta": body.delta,
         "bounds": _bounds(body),
+        **({} if body.bounds_share is None else {"bounds_share": body.bounds_share}),
         "max_groups": body.max_groups,
         "max_rows_per_group": body.max_rows_per_group,
         "max_rows": body.max_rows,
@@ -255,7 +285,12 @@ def _run_query(
         payload = result_payload(result, remaining=remaining)
         if choice is not None:
             payload["target"] = choice_json(choice)
-        if standing is not None and result.cached and result.charged is not None:
+        if (
+            standing is not None
+            and result.cached
+            and result.charged is not None
+            and not result.auto_bounds  # its bounds steps are cached answers of their own
+        ):
             key = hot_key(who.name, standing, body, session.engine.data_version(ds.name))
             state.hot.remember(key, payload, fingerprint=result.fingerprint, loss=result.charged)
         return payload
@@ -453,6 +488,44 @@ async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONRe
     _check_sql(state, body)
     ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
     status, payload = await state.run(lambda: _run_explain(state, who, ds, body))
+    return _answer(status, payload)
+
+
+def _run_bounds(state: ServiceState, who: Principal, ds: Dataset, body: BoundsRequest) -> Answer:
+    """The bounds of ``body``'s columns (``veil bounds``): charged like a query, cached."""
+
+    def ask(session: Session) -> dict[str, Any]:
+        from veil.autobounds import find_bounds
+        from veil.cli_bounds import bounds_payload
+
+        within = None if body.within is None else {c: (b[0], b[1]) for c, b in body.within.items()}
+        chosen = find_bounds(
+            session, ds.name, body.columns, epsilon=body.epsilon, where=body.where,
+            within=within, max_groups=body.max_groups,
+            max_rows_per_group=body.max_rows_per_group, max_rows=body.max_rows, by=body.by,
+        )  # fmt: skip
+        state.metrics.query(ds.name, cached=all(c.cached for c in chosen))
+        return bounds_payload(chosen, session.remaining())
+
+    return _answered(state, who, ds, body, ask)
+
+
+@router.post(
+    "/bounds",
+    summary="Find clamping bounds for columns under DP (a noisy histogram each, charged)",
+    responses={**ok(out.BoundsAnswer), **_REFUSALS},
+)
+async def bounds(request: Request, body: BoundsRequest, who: Caller) -> JSONResponse:
+    state = state_of(request)
+    start = arrival(request)
+    limit = state.config.limits.max_sql_chars
+    size = len(body.where or "") + len(body.by or "")
+    if size > limit:
+        raise Problem("payload-too-large", f"the condition and key have {size} characters; "
+                      f"at most {limit}")  # fmt: skip
+    ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
+    status, payload = await state.run(lambda: _run_bounds(state, who, ds, body))
+    await _pad_until(start + ds.min_response_ms / 1000)
     return _answer(status, payload)
 
 

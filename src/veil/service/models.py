@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 __all__ = [
     "AggregateSpec",
     "AnalystCreate",
+    "AutoPerGroup",
+    "BoundsRequest",
     "DatasetCreate",
     "ExplainRequest",
     "ExponentialRequest",
@@ -123,6 +125,18 @@ class PlanBody(_Body):
     select: list[Column] | None = Field(default=None, max_length=128)
 
 
+class AutoPerGroup(_Body):
+    """``{"auto": KEY}``: clamping bounds found under DP for each group of the query's public
+    GROUP BY key ``KEY`` (its alias or column; a declared domain or a BIN), in one histogram
+    over (group, bin) — the groups compose in parallel."""
+
+    auto: Name = Field(description="the public GROUP BY key whose groups get their own bounds")
+
+
+Auto = Literal["auto"]
+ColumnBoundsSpec = tuple[Num, Num] | Auto | AutoPerGroup
+
+
 class ExplainRequest(_Body):
     """A query to explain: its cost and expected error, without reading any data. The query
     is ``sql`` or ``plan`` (exactly one)."""
@@ -134,8 +148,17 @@ class ExplainRequest(_Body):
     plan: PlanBody | None = Field(default=None, description="the query as builder calls")
     epsilon: Num | None = Field(default=None, description="the query's ε (default for explain: 1)")
     delta: Num | None = None
-    bounds: dict[Column, tuple[Num, Num]] | None = Field(
-        default=None, description="narrower clamping bounds than the owner's (never wider)"
+    bounds: dict[Column, ColumnBoundsSpec] | Auto | None = Field(
+        default=None,
+        description="narrower clamping bounds than the owner's (never wider): per column a "
+        "pair [lower, upper], or 'auto' (found under DP from a share of epsilon, within the "
+        "owner's), or {'auto': KEY} (found per group of the public GROUP BY key KEY); 'auto' "
+        "alone: every column the query clamps (sql only)",
+    )
+    bounds_share: Num | None = Field(
+        default=None,
+        description="with 'auto' bounds: the share of epsilon spent finding them, strictly "
+        "between 0 and 1 (default 0.1)",
     )
     max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
     max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
@@ -183,6 +206,27 @@ class QueryRequest(ExplainRequest):
     consistent: bool = Field(
         default=False, description="make released group counts add up to their noisy total"
     )
+
+
+class BoundsRequest(_Body):
+    """Clamping bounds for columns found under DP (``veil bounds``): one noisy log-scale
+    histogram per column (per group of ``by`` where given), charged like a query."""
+
+    dataset: Name
+    columns: list[Column] = Field(min_length=1, max_length=64, description="numeric columns")
+    epsilon: Num = Field(description="the whole cost, split evenly between the columns")
+    where: Predicate | None = Field(default=None, description="only the rows matching this")
+    within: dict[Column, tuple[Num, Num]] | None = Field(
+        default=None, description="outer ranges the bounds must stay in (narrowing the owner's)"
+    )
+    by: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        default=None,
+        description="a public key to find the bounds per group of: a column with a declared "
+        "domain, or 'BIN(col, e0, e1, …) AS name'",
+    )
+    max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows: int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 class _Mechanism(_Body):

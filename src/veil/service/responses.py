@@ -76,6 +76,48 @@ class Targeted(_Out):
     assumptions: list[str] = Field(description="the public assumptions the bars rest on")
 
 
+class GroupBoundsOut(_Out):
+    """The bounds found for one group (per-group auto bounds)."""
+
+    group: JSONScalar = Field(description="the group's key (a domain value or a bin label)")
+    lower: float
+    upper: float
+    clamped_below: float
+    clamped_above: float
+    clamped_bar: float
+    rows: int = Field(description="the group's noisy row count (clipped at 0)")
+
+
+class ChosenBoundsOut(_Out):
+    """Clamping bounds found under DP for one column, and what finding them cost."""
+
+    column: str
+    lower: float = Field(description="per group: the groups' lowest lower bound")
+    upper: float = Field(description="per group: the groups' highest upper bound")
+    clamped_share: float = Field(description="noisy estimate of the rows clamped (share)")
+    clamped_below: float
+    clamped_above: float
+    clamped_bar: float = Field(description="≈95 % half-width of clamped_share")
+    within: list[float] | None = Field(description="the outer range they stayed in, if any")
+    bins: int = Field(description="the public log-scale bins of the histogram")
+    threshold: int = Field(description="the noisy count a bin needs to count as occupied")
+    loss: BudgetOut = Field(description="the privacy loss of the bounds step")
+    cost: BudgetOut = Field(description="what it was charged now (zero when cached)")
+    cached: bool
+    rows: int = Field(description="the noisy count of the rows measured (clipped at 0)")
+    key: str | None = Field(description="per group: the GROUP BY key whose groups they bound")
+    groups: list[GroupBoundsOut] | None = None
+
+
+class BoundsAnswer(_Out):
+    """The bounds found per column (``veil bounds``), their cost and what is left."""
+
+    dataset: str
+    bounds: list[ChosenBoundsOut]
+    cost: BudgetOut
+    remaining: BudgetOut | None = None
+
+
 class QueryAnswer(_Out):
     """Released values with their error bars and what they cost."""
 
@@ -95,6 +137,9 @@ class QueryAnswer(_Out):
     private: bool = Field(description="false only for noise from a caller's seeded source")
     remaining: BudgetOut | None = None
     target: Targeted | None = Field(default=None, description="with accuracy targets")
+    auto_bounds: list[ChosenBoundsOut] | None = Field(
+        default=None, description="with 'auto' bounds: the bounds chosen, per column"
+    )
 
 
 class Explanation(_Out):

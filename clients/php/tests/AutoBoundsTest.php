@@ -1,0 +1,96 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Veil\Tests;
+
+use Veil\ChosenBounds;
+use Veil\Exception\InvalidRequestException;
+
+/**
+ * Bounds found under DP over HTTP: `'bounds' => 'auto'` (per column, per group of a public
+ * key), {@see \Veil\Client::findBounds()}, the owner's bounds as the outer range, refusals free.
+ */
+final class AutoBoundsTest extends TestCase
+{
+    private const GROUPED = 'SELECT state, AVG(income) AS m FROM people GROUP BY state';
+
+    public function testAutoBoundsPerGroupCostWhatExplainSaysAndStayWithinTheOwners(): void
+    {
+        $veil = self::client();
+        $options = ['epsilon' => '1/2', 'bounds' => ['income' => ['auto' => 'state']], 'bounds_share' => '1/5'];
+        $explained = $veil->explain(self::DATASET, self::GROUPED, $options);
+        $before = $veil->remainingBudget(self::DATASET);
+        $result = $veil->query(self::DATASET, self::GROUPED, $options);
+
+        self::assertSame('1/2', self::exactEpsilon($explained->cost));
+        self::assertSame('1/2', self::exactEpsilon($result->cost));
+        self::assertCount(1, $result->autoBounds);
+        $chosen = $result->autoBounds[0];
+        self::assertInstanceOf(ChosenBounds::class, $chosen);
+        self::assertSame('state', $chosen->key);
+        self::assertSame('1/10', self::exactEpsilon($chosen->loss));
+        self::assertSame([0.0, 200000.0], $chosen->within);
+        self::assertSame(
+            ['AZ', 'CA', 'FL', 'GA', 'IL', 'NY', 'OH', 'PA', 'TX', 'WA'],
+            array_keys($chosen->groups),
+        );
+        foreach ($chosen->groups as [$lower, $upper]) {
+            self::assertGreaterThanOrEqual(0.0, $lower);
+            self::assertLessThan($upper, $lower);
+            self::assertLessThanOrEqual(200000.0, $upper);
+        }
+        self::assertStringStartsWith("auto bounds for 'income': per group of 'state'", $result->notes[0]);
+        $after = $veil->remainingBudget(self::DATASET);
+        self::assertEqualsWithDelta((float) $before->epsilon - 0.5, (float) $after->epsilon, 1e-9);
+    }
+
+    public function testFoundBoundsAreReusedByTheSameQueryWithAuto(): void
+    {
+        $veil = self::client();
+        $where = 'age >= 40';
+        [$found] = $veil->findBounds(self::DATASET, ['income'], ['epsilon' => '1/20', 'where' => $where]);
+        self::assertNull($found->key);
+        self::assertLessThan($found->upper, $found->lower);
+        $result = $veil->query(
+            self::DATASET,
+            "SELECT AVG(income) AS m FROM people WHERE $where",
+            ['epsilon' => '1/2', 'bounds' => 'auto'],
+        );
+        self::assertTrue($result->autoBounds[0]->cached);
+        self::assertSame($found->value(), $result->autoBounds[0]->value());
+        self::assertSame('9/20', self::exactEpsilon($result->cost));
+    }
+
+    public function testBadAutoBoundsAreRefusedAndCostNothing(): void
+    {
+        $veil = self::client();
+        $before = self::exactEpsilon($veil->remainingBudget(self::DATASET));
+        foreach ([['income' => ['auto' => 3]], ['income' => 'max'], 'automatic'] as $bounds) {
+            try {
+                $veil->query(self::DATASET, self::GROUPED, ['epsilon' => 1, 'bounds' => $bounds]);
+                self::fail('refused: ' . json_encode($bounds));
+            } catch (InvalidRequestException $e) {
+                self::assertStringContainsString('nothing was sent', $e->getMessage());
+            }
+        }
+        foreach ([
+            [['income' => ['auto' => 'region']], "no GROUP BY key 'region'"],
+            [['income' => ['auto' => 'age']], "no GROUP BY key 'age'"],
+        ] as [$bounds, $said]) {
+            try {
+                $veil->query(self::DATASET, self::GROUPED, ['epsilon' => 1, 'bounds' => $bounds]);
+                self::fail('refused: ' . json_encode($bounds));
+            } catch (InvalidRequestException $e) {
+                self::assertStringContainsString($said, $e->getMessage());
+            }
+        }
+        try {
+            $veil->findBounds(self::DATASET, ['income'], ['epsilon' => 1, 'within' => ['income' => [0, 1e6]]]);
+            self::fail('a range wider than the owner\'s is refused');
+        } catch (InvalidRequestException $e) {
+            self::assertStringContainsString("widen the owner's", $e->getMessage());
+        }
+        self::assertSame($before, self::exactEpsilon($veil->remainingBudget(self::DATASET)));
+    }
+}
