@@ -31,6 +31,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -45,7 +46,6 @@ from veil.noise._exact import (
     draw_u32,
     draw_u64,
     exp_bounds,
-    exp_neg_bounds,
     resolve_source,
     uniform_int,
 )
@@ -122,13 +122,39 @@ class Release:
 # ------------------------------------------------------------------------------ validation
 
 
+_CACHED = (int, float, Fraction)  # argument types read through a cache (hashable, exact keys)
+
+
 def pure_epsilon(
     epsilon: Number | Budget, mechanism: str = "this mechanism", *, gaussian: bool = True
 ) -> Fraction:
     """ε of a pure mechanism — a number, or a pure :class:`Budget` (what ``even_split``
     returns) — within the range one release may spend (``veil.accounting.limits``).
     ``gaussian``: whether the refusal of an (ε, δ) or zCDP budget suggests the Gaussian
-    mechanism instead."""
+    mechanism instead.
+
+    A plain int, float or Fraction (the common case) is read through a cache keyed by its
+    type and value, so ``1`` and ``1.0`` are separate entries; a refusal is never cached.
+    """
+    if type(epsilon) in _CACHED:
+        return _pure_epsilon_cached(epsilon, mechanism, gaussian)
+    return _pure_epsilon(epsilon, mechanism, gaussian)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _pure_epsilon_cached(
+    epsilon: int | float | Fraction, mechanism: str, gaussian: bool
+) -> Fraction:
+    return _pure_epsilon(epsilon, mechanism, gaussian)
+
+
+@lru_cache(maxsize=256)
+def _pure_budget(eps: Fraction) -> Budget:
+    """``Budget(epsilon=eps)``, built once per ε (a Budget is immutable)."""
+    return Budget(epsilon=eps)
+
+
+def _pure_epsilon(epsilon: Number | Budget, mechanism: str, gaussian: bool) -> Fraction:
     if isinstance(epsilon, Budget):
         if epsilon.kind == "approx":
             raise InvalidArgumentError(
@@ -151,11 +177,24 @@ def pure_epsilon(
         raise InvalidArgumentError(
             f"epsilon must be > 0, got {epsilon!r}; pass e.g. epsilon=0.5 (smaller = more private)"
         )
-    check_spend(Budget(epsilon=e), what="one release")
+    check_spend(_pure_budget(e), what="one release")
     return e
 
 
 def _sensitivity(sensitivity: Any) -> Fraction:
+    """The declared sensitivity, exactly (> 0); plain numbers through a cache as in
+    :func:`pure_epsilon`."""
+    if type(sensitivity) in _CACHED:
+        return _sensitivity_cached(sensitivity)
+    return _read_sensitivity(sensitivity)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _sensitivity_cached(sensitivity: int | float | Fraction) -> Fraction:
+    return _read_sensitivity(sensitivity)
+
+
+def _read_sensitivity(sensitivity: Any) -> Fraction:
     if isinstance(sensitivity, ObservedSensitivity):
         raise InvalidArgumentError(
             f"sensitivity={sensitivity.lower_bound!r} was *observed* on example datasets by "
@@ -371,6 +410,17 @@ def _ceil_sqrt(n: int) -> int:
 # ------------------------------------------------------------------------------- Laplace
 
 
+@lru_cache(maxsize=256)
+def _laplace_calibration(sens: Fraction, eps: Fraction, d: int) -> tuple[int, Fraction, Fraction]:
+    """The grid ``k``, the noise scale in grid units ``(Δ/2^k + d)/ε`` and in value units, for
+    :func:`laplace` (refused by :func:`check_representable`; a refusal is not cached)."""
+    k = grid_exponent(min(sens, sens / eps), d)
+    step = Fraction(2) ** k
+    scale_units = (sens / step + d) / eps
+    check_representable("laplace", scale_units, k)
+    return k, scale_units, scale_units * step
+
+
 def laplace(
     values: Any,
     *,
@@ -393,27 +443,33 @@ def laplace(
     eps, sens = pure_epsilon(epsilon, "laplace"), _sensitivity(sensitivity)
     flat, shape, scalar = _values(values)
     d = flat.size
-    k = grid_exponent(min(sens, sens / eps), d)
-    step = Fraction(2) ** k
-    scale_units = (sens / step + d) / eps
-    check_representable("laplace", scale_units, k)
+    k, scale_units, scale = _laplace_calibration(sens, eps, d)
     units = to_grid(flat, k)
+    loss = _pure_budget(eps)
     held = _reserve(
-        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="laplace",
-        sensitivity=sens, size=d, source=source,
+        ledger, analyst, dataset, loss, mechanism="laplace", sensitivity=sens, size=d,
+        source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
     noisy = _add_noise(units, noise)
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="laplace",
-        scale=scale_units * step,
+        scale=scale,
         sensitivity=sens,
-        loss=Budget(epsilon=eps),
+        loss=loss,
         grid=k,
         noise_scale=scale_units,
         private=is_private(source),
     )
+
+
+@lru_cache(maxsize=256)
+def _discrete_laplace_scale(sens: Fraction, eps: Fraction) -> Fraction:
+    """``Δ/ε`` for :func:`discrete_laplace`, refused by :func:`check_representable`."""
+    scale = sens / eps
+    check_representable("discrete_laplace", scale)
+    return scale
 
 
 def discrete_laplace(
@@ -435,11 +491,11 @@ def discrete_laplace(
     eps, sens = pure_epsilon(epsilon, "discrete_laplace"), _sensitivity(sensitivity)
     flat, shape, scalar = _values(values)
     ints = _integers(flat, "discrete_laplace")
-    scale = sens / eps
-    check_representable("discrete_laplace", scale)
+    scale = _discrete_laplace_scale(sens, eps)
+    loss = _pure_budget(eps)
     held = _reserve(
-        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="discrete_laplace",
-        sensitivity=sens, size=ints.size, source=source,
+        ledger, analyst, dataset, loss, mechanism="discrete_laplace", sensitivity=sens,
+        size=ints.size, source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_laplace(scale, ints.size, source=source))
     noisy = _add_noise(ints, noise)
@@ -448,7 +504,7 @@ def discrete_laplace(
         mechanism="discrete_laplace",
         scale=scale,
         sensitivity=sens,
-        loss=Budget(epsilon=eps),
+        loss=loss,
         noise_scale=scale,
         private=is_private(source),
     )
@@ -465,7 +521,24 @@ def _gaussian_params(
 ) -> GaussianParams:
     """Validated ``(ρ, None, None)`` or ``(None, ε, δ)``; ``epsilon`` may be an (ε, δ) or a
     zCDP :class:`Budget` (what ``even_split`` returns), within the range one release may
-    spend."""
+    spend. Plain numbers (or None) are read through a cache as in :func:`pure_epsilon`."""
+    if all(v is None or type(v) in _CACHED for v in (rho, epsilon, delta)):
+        return _gaussian_params_cached(rho, epsilon, delta)
+    return _read_gaussian_params(rho, epsilon, delta)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _gaussian_params_cached(
+    rho: int | float | Fraction | None,
+    epsilon: int | float | Fraction | None,
+    delta: int | float | Fraction | None,
+) -> GaussianParams:
+    return _read_gaussian_params(rho, epsilon, delta)
+
+
+def _read_gaussian_params(
+    rho: Number | None, epsilon: Number | Budget | None, delta: Number | None
+) -> GaussianParams:
     if isinstance(epsilon, Budget):
         if rho is not None or delta is not None:
             raise InvalidArgumentError(
@@ -526,6 +599,20 @@ def _nominal_sigma(sens: Fraction, params: GaussianParams) -> Fraction:
     return sens / ((eps or Fraction(0)) + 1)
 
 
+@lru_cache(maxsize=256)
+def _gaussian_calibration(
+    sens: Fraction, params: GaussianParams, d: int
+) -> tuple[int, Fraction, Budget, float]:
+    """The grid ``k``, σ² in grid units, the exact loss and σ in value units for
+    :func:`gaussian` (refused by :func:`check_representable`; a refusal is not cached)."""
+    k = grid_exponent(min(sens, _nominal_sigma(sens, params)), d)
+    step = Fraction(2) ** k
+    sens_units = sens / step + _ceil_sqrt(d)
+    sigma2, loss = _gaussian_loss(sens_units, d, params)
+    check_representable("gaussian", sigma2, k, variance=True)
+    return k, sigma2, loss, math.sqrt(sigma2) * float(step)
+
+
 def gaussian(
     values: Any,
     *,
@@ -552,11 +639,7 @@ def gaussian(
     params = _gaussian_params(rho, epsilon, delta)
     flat, shape, scalar = _values(values)
     d = flat.size
-    k = grid_exponent(min(sens, _nominal_sigma(sens, params)), d)
-    step = Fraction(2) ** k
-    sens_units = sens / step + _ceil_sqrt(d)
-    sigma2, loss = _gaussian_loss(sens_units, d, params)
-    check_representable("gaussian", sigma2, k, variance=True)
+    k, sigma2, loss, scale = _gaussian_calibration(sens, params, d)
     units = to_grid(flat, k)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
@@ -567,7 +650,7 @@ def gaussian(
     return Release(
         value=_shape_out(from_grid(noisy, k), shape, scalar),
         mechanism="gaussian",
-        scale=math.sqrt(sigma2) * float(step),
+        scale=scale,
         sensitivity=sens,
         loss=loss,
         grid=k,
@@ -619,62 +702,123 @@ def discrete_gaussian(
 # --------------------------------------------------------------------------- selection
 
 
-def _scores(scores: Any) -> tuple[list[Any], list[Fraction]]:
+_INT_SCORE_LIMIT = 1 << 53  # integer scores below this in magnitude: excess and float exact
+_GAMMA_USABLE = 2.0**20  # a float γ up to this is within 2^-31 of the exact one
+_MARGIN = 2.0**-24  # a float acceptance is trusted only this far from the word (noise.planar)
+
+
+@dataclass(frozen=True, eq=False)
+class _Weights:
+    """The candidates' exponents ``γ_i = ε(max − score_i)/(2Δ) ≥ 0`` (weight ``exp(-γ_i)``).
+
+    ``approx[i]`` is γ_i as a double, within ``2^-31`` of it where ``γ_i ≤ 2^20`` (one or two
+    roundings of relative error 2^-53 each); ``exact(i)`` is γ_i as a Fraction. For integer
+    scores ``γ_i = g0·excess_i`` with the integer ``excess_i = max − score_i`` (no Fraction per
+    candidate); otherwise the Fractions are held.
+    """
+
+    approx: NDArray[np.float64]
+    g0: Fraction
+    excess: NDArray[np.int64] | None
+    gammas: list[Fraction] | None
+
+    def exact(self, i: int) -> Fraction:
+        if self.excess is not None:
+            return self.g0 * int(self.excess[i])
+        if self.gammas is None:
+            raise InternalError("exponential weights hold neither excesses nor exponents")
+        return self.gammas[i]
+
+
+def _integer_scores(raw: Any) -> NDArray[np.int64] | None:
+    """The scores as int64 when every one is an integer below 2^53 in magnitude (ints,
+    integer or integral float arrays), else None (read one by one by :func:`_scores`)."""
+    if isinstance(raw, np.ndarray):
+        arr = raw.reshape(-1)
+        if arr.dtype.kind == "f":
+            if not (np.isfinite(arr).all() and (arr == np.rint(arr)).all()):
+                return None
+        elif arr.dtype.kind not in "iu":
+            return None
+    elif all(type(s) is int for s in raw):
+        try:
+            arr = np.array(raw, dtype=np.int64)
+        except OverflowError:
+            return None
+    else:
+        return None
+    if arr.size == 0:
+        return None
+    top = max(abs(float(arr.max())), abs(float(arr.min())))
+    if top >= _INT_SCORE_LIMIT:
+        return None
+    return arr.astype(np.int64)
+
+
+def _scores(scores: Any, eps: Fraction, sens: Fraction) -> tuple[list[Any] | None, int, _Weights]:
+    """The candidates' keys (None: the indices ``0..n-1``), their number and their weights.
+
+    Integer scores (:func:`_integer_scores`) are read in bulk, exactly (an integral double is
+    the integer its decimal names); any other score one by one with
+    :func:`veil.accounting.budget.exact`, as a Fraction.
+    """
+    keys: list[Any] | None
+    raw: list[Any] | NDArray[Any]
     if isinstance(scores, Mapping):
         keys, raw = list(scores.keys()), list(scores.values())
+    elif isinstance(scores, Sequence):
+        keys, raw = None, list(scores)
     else:
-        raw = (
-            list(np.asarray(scores).reshape(-1).tolist())
-            if not isinstance(scores, Sequence)
-            else list(scores)
-        )
-        keys = list(range(len(raw)))
-    if not raw:
+        keys, raw = None, np.asarray(scores)
+    n = raw.size if isinstance(raw, np.ndarray) else len(raw)
+    if n == 0:
         raise InvalidArgumentError(
             "the candidate list is empty; the exponential mechanism needs at least one candidate"
         )
+    g0 = eps / (2 * sens)
+    ints = _integer_scores(raw)
+    if ints is not None:
+        excess = int(ints.max()) - ints  # ≥ 0, below 2^54: exact in int64
+        approx = float(g0) * excess.astype(np.float64)
+        return keys, n, _Weights(approx, g0, excess, None)
+    items = raw.reshape(-1).tolist() if isinstance(raw, np.ndarray) else raw
     exact_scores = []
-    for key, s in zip(keys, raw, strict=True):
+    for i, s in enumerate(items):
+        key = keys[i] if keys is not None else i
         if isinstance(s, np.generic) and not isinstance(s, np.bool_):
             s = s.item()  # numpy scalars → Python numbers, read exactly
         if isinstance(s, float) and not math.isfinite(s):
             raise InvalidArgumentError(f"score of candidate {key!r} must be finite, got {s!r}")
         exact_scores.append(exact(s, f"score of candidate {key!r}"))
-    return keys, exact_scores
-
-
-def _acceptance(
-    scores: list[Fraction], sens: Fraction, eps: Fraction
-) -> tuple[list[Fraction], NDArray[np.int64], NDArray[np.int64]]:
-    """Per candidate: γ = ε(max − score)/(2Δ) and 32-bit brackets of its weight ``exp(-γ)``."""
-    top = max(scores)
-    gammas = [eps * (top - s) / (2 * sens) for s in scores]
-    cache: dict[Fraction, tuple[int, int]] = {}
-    for g in gammas:
-        if g not in cache:
-            cache[g] = exp_neg_bounds(g, 32)
-    lo = np.array([cache[g][0] for g in gammas], dtype=np.int64)
-    hi = np.array([cache[g][1] for g in gammas], dtype=np.int64)
-    return gammas, lo, hi
+    top = max(exact_scores)
+    gammas = [g0 * (top - s) for s in exact_scores]
+    cap = Fraction(2 * _GAMMA_USABLE)  # beyond the usable range only its size matters
+    approx = np.array([float(min(g, cap)) for g in gammas], dtype=np.float64)
+    return keys, n, _Weights(approx, g0, None, gammas)
 
 
 def _first_accepted(
-    idx: NDArray[np.int64],
-    u: NDArray[np.int64],
-    gammas: list[Fraction],
-    lo: NDArray[np.int64],
-    hi: NDArray[np.int64],
-    source: RandomSource,
+    idx: NDArray[np.int64], u: NDArray[np.uint32], weights: _Weights, source: RandomSource
 ) -> int | None:
-    """The first trial (in order) whose exact Bernoulli(exp(-γ_idx)) succeeds, else None."""
-    bl, bh = lo[idx], hi[idx]
-    sure = u < bl
-    maybe = u < bh  # u ≥ bh rejects for certain
-    for pos in np.flatnonzero(maybe).tolist():
-        if sure[pos]:
-            return int(idx[pos])
+    """The first trial (in order) whose exact Bernoulli(exp(-γ_idx)) succeeds, else None.
+
+    Trial ``j`` accepts iff ``W_j < exp(-γ)`` for the uniform ``W_j ∈ [u_j, u_j + 1)/2^32``
+    (refined lazily): decided by the double ``exp(-approx)`` when the word is more than
+    ``2^-24`` from it (its error is below ``2^-30``, so the decision is the exact one), else on
+    integer brackets (:class:`LazyUniform`), which draw more bits only when the 32-bit word
+    straddles ``exp(-γ)`` itself.
+    """
+    gamma = weights.approx[idx]
+    estimate = np.exp(-gamma)
+    uf = u.astype(np.float64)
+    usable = gamma <= _GAMMA_USABLE
+    accept = usable & ((uf + 1) * 2.0**-32 <= estimate - _MARGIN)
+    reject = usable & (uf * 2.0**-32 >= estimate + _MARGIN)
+    for pos in np.flatnonzero(~reject).tolist():
         cand = int(idx[pos])
-        if LazyUniform(int(u[pos]), 32, source).below(exp_bounds(gammas[cand])):
+        if accept[pos]:
+            return cand
+        if LazyUniform(int(u[pos]), 32, source).below(exp_bounds(weights.exact(cand))):
             return cand
     return None
 
@@ -700,17 +844,15 @@ def exponential(
     Trials run in batches; the first accepted trial of the sequence is returned.
     """
     eps, sens = pure_epsilon(epsilon, "exponential"), _sensitivity(sensitivity)
-    keys, sc = _scores(scores)
-    gammas, lo, hi = _acceptance(sc, sens, eps)
+    keys, n, weights = _scores(scores, eps, sens)
     src = resolve_source(source)
-    n = len(keys)
     batch = max(64, min(4 * n, 1 << 16))
 
     def choose() -> int:
         while True:
             idx = uniform_int(n, batch, source=src)
-            u = draw_u32(src, batch).astype(np.int64)
-            chosen = _first_accepted(idx, u, gammas, lo, hi, src)
+            u = draw_u32(src, batch)
+            chosen = _first_accepted(idx, u, weights, src)
             if chosen is not None:
                 return chosen
 
@@ -718,7 +860,8 @@ def exponential(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="exponential",
         sensitivity=sens, size=n, source=source,
     )  # fmt: skip
-    return keys[_drawn(held, choose)]
+    chosen = _drawn(held, choose)
+    return chosen if keys is None else keys[chosen]
 
 
 def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
@@ -749,14 +892,13 @@ def report_noisy_max(
     et al. 2021) and it is never worse than the exponential mechanism in expected score.
     """
     eps, sens = pure_epsilon(epsilon, "report_noisy_max"), _sensitivity(sensitivity)
-    keys, sc = _scores(scores)
-    gammas, lo, hi = _acceptance(sc, sens, eps)
+    keys, n, weights = _scores(scores, eps, sens)
     src = resolve_source(source)
 
     def choose() -> int:
-        order = _uniform_permutation(len(keys), src)
-        u = draw_u32(src, len(keys)).astype(np.int64)
-        chosen = _first_accepted(order, u, gammas, lo, hi, src)
+        order = _uniform_permutation(n, src)
+        u = draw_u32(src, n)
+        chosen = _first_accepted(order, u, weights, src)
         if chosen is None:
             raise InternalError(
                 "permute-and-flip rejected the best candidate, which has probability 1"
@@ -765,9 +907,10 @@ def report_noisy_max(
 
     held = _reserve(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="report_noisy_max",
-        sensitivity=sens, size=len(keys), source=source,
+        sensitivity=sens, size=n, source=source,
     )  # fmt: skip
-    return keys[_drawn(held, choose)]
+    chosen = _drawn(held, choose)
+    return chosen if keys is None else keys[chosen]
 
 
 def randomized_response(
