@@ -705,6 +705,7 @@ def discrete_gaussian(
 _INT_SCORE_LIMIT = 1 << 53  # integer scores below this in magnitude: excess and float exact
 _GAMMA_USABLE = 2.0**20  # a float γ up to this is within 2^-31 of the exact one
 _MARGIN = 2.0**-24  # a float acceptance is trusted only this far from the word (noise.planar)
+_TRIAL_CHUNK = 1024  # trials examined at once: most selections stop in the first chunk
 
 
 @dataclass(frozen=True, eq=False)
@@ -808,18 +809,23 @@ def _first_accepted(
     integer brackets (:class:`LazyUniform`), which draw more bits only when the 32-bit word
     straddles ``exp(-γ)`` itself.
     """
-    gamma = weights.approx[idx]
-    estimate = np.exp(-gamma)
-    uf = u.astype(np.float64)
-    usable = gamma <= _GAMMA_USABLE
-    accept = usable & ((uf + 1) * 2.0**-32 <= estimate - _MARGIN)
-    reject = usable & (uf * 2.0**-32 >= estimate + _MARGIN)
-    for pos in np.flatnonzero(~reject).tolist():
-        cand = int(idx[pos])
-        if accept[pos]:
-            return cand
-        if LazyUniform(int(u[pos]), 32, source).below(exp_bounds(weights.exact(cand))):
-            return cand
+    for start in range(0, idx.size, _TRIAL_CHUNK):  # in order, so the first accept stops it
+        chunk = idx[start : start + _TRIAL_CHUNK]
+        words = u[start : start + _TRIAL_CHUNK]
+        gamma = weights.approx[chunk]
+        estimate = np.exp(-gamma)
+        uf = words.astype(np.float64)
+        usable = gamma <= _GAMMA_USABLE
+        accept = usable & ((uf + 1) * 2.0**-32 <= estimate - _MARGIN)
+        reject = usable & (uf * 2.0**-32 >= estimate + _MARGIN)
+        sure = np.flatnonzero(accept)
+        first = int(sure[0]) if sure.size else chunk.size
+        for pos in np.flatnonzero(~(accept | reject)[:first]).tolist():
+            cand = int(chunk[pos])
+            if LazyUniform(int(words[pos]), 32, source).below(exp_bounds(weights.exact(cand))):
+                return cand
+        if sure.size:
+            return int(chunk[first])
     return None
 
 
