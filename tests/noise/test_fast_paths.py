@@ -213,3 +213,41 @@ def test_boolean_and_non_finite_scores_are_still_refused() -> None:
         mech.exponential(np.array([1.0, np.inf]), sensitivity=1, epsilon=1)
     with pytest.raises(InvalidArgumentError, match="empty"):
         mech.exponential(np.array([], dtype=np.int64), sensitivity=1, epsilon=1)
+
+
+# -- plain scalar values ---------------------------------------------------------------------
+
+EDGE_FLOATS = [0.0, -0.0, 5e-324, -5e-324, 2.0**-8, 3 * 2.0**-8, -(2.0**-8), 0.1, 1e12, -7.5]
+EDGE_INTS = [0, 1, -1, 3 * 2**12, 2**12, -(2**12), 5 * 2**12, 2**40, -(2**60), 2**60]
+
+
+def _both(fn: Any, plain: Any, general: Any, **kwargs: Any) -> None:
+    """``fn`` on the plain value and on the same number in a general type, from one seed:
+    the same outcome (value, loss, grid) or the same refusal."""
+    outcomes = []
+    for v in (plain, general):
+        try:
+            r = fn(v, source=SeededSource(repr(plain)), **kwargs)
+            outcomes.append((type(r.value), r.value, r.loss, r.grid))
+        except InvalidArgumentError as exc:
+            outcomes.append(("refused", str(exc)))
+    assert outcomes[0] == outcomes[1], (plain, outcomes)
+
+
+@pytest.mark.parametrize(("sens", "eps"), [(1, 0.5), (2**-20, 3), (10**6, 1), (1e-300, 1)])
+def test_a_plain_float_or_int_is_released_as_its_numpy_form_is(sens: Any, eps: Any) -> None:
+    # ties to even on the grid (2^-8 is half a step of 2^-7; 2^12 half of 2^13), subnormals,
+    # values too large for the grid (the same refusal), on grids from 2^-1000 to 2^13
+    for value in [*EDGE_FLOATS, 1e300, -1e300]:
+        _both(mech.laplace, value, np.float64(value), sensitivity=sens, epsilon=eps)
+    for value in EDGE_INTS:
+        _both(mech.laplace, value, np.int64(value), sensitivity=sens, epsilon=eps)
+
+
+def test_a_plain_int_gets_discrete_laplace_noise_as_its_numpy_form_does() -> None:
+    for value in [*EDGE_INTS, 2**61 - 1, -(2**61) + 1, 2**61]:
+        for eps in (0.5, 8):
+            _both(mech.discrete_laplace, value, np.int64(value), sensitivity=3, epsilon=eps)
+    for value in (2**61, 2**70, 1.5, float("inf"), True):
+        with pytest.raises(InvalidArgumentError):
+            mech.discrete_laplace(value, sensitivity=1, epsilon=1)

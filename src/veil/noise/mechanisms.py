@@ -269,6 +269,54 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
     return flat, shape, scalar
 
 
+def _plain_scalar(values: Any) -> int | float | None:
+    """``values`` when it is a plain Python float (finite) or int (below 2^61 in magnitude,
+    also as a double, the way :func:`_integers` measures it), else None. Such a value skips
+    numpy on its way to and from the grid (:func:`_scalar_to_grid`, :func:`_scalar_from_grid`)
+    with results identical to the array path's."""
+    if type(values) is float:
+        return values if math.isfinite(values) else None
+    if type(values) is int and abs(values) < _INT_LIMIT and abs(float(values)) < _INT_LIMIT:
+        return int(values)
+    return None
+
+
+def _scalar_to_grid(value: int | float, k: int) -> int:
+    """``to_grid`` of one plain value: the same IEEE product and round-half-even for a float
+    (``|k| ≤ 1000``: ``2^-k`` is a normal double), the same shifts for an int; anything near
+    the grid's range goes through :func:`veil.noise.grid.to_grid` itself (same refusal)."""
+    if type(value) is float:
+        if abs(k) <= 1000:
+            scaled = value * math.ldexp(1.0, -k)
+            if abs(scaled) < _INT_LIMIT:
+                return round(scaled)
+    elif k <= 0:
+        if abs(value) < _INT_LIMIT >> -k:
+            return int(value) << -k
+    else:
+        q = int(value) >> k
+        r = int(value) - (q << k)
+        half = 1 << (k - 1)
+        return q + int(r > half or (r == half and q & 1 == 1))
+    return int(to_grid(np.array([value]), k)[0])
+
+
+def _scalar_from_grid(m: int, k: int) -> float:
+    """``from_grid`` of one grid integer (``|m| < 2^62``): ``float(m)·2^k``, one rounding of
+    ``m`` to a double and an exact scaling, as the array path does."""
+    if abs(k) <= 1000:
+        return float(m) * math.ldexp(1.0, k)
+    return float(from_grid(np.array([m], dtype=np.int64), k)[0])
+
+
+def _scalar_noise(noise: NDArray[np.int64]) -> int:
+    """The one sample of ``noise``, checked below 2^61 as :func:`_add_noise` checks."""
+    z = int(noise[0])
+    if abs(z) >= _INT_LIMIT:
+        raise InternalError("a noise sample reached 2^61 (probability below e^-8192)")
+    return z
+
+
 def _shape_out(flat: NDArray[Any], shape: tuple[int, ...], scalar: bool) -> Any:
     return flat[0].item() if scalar else flat.reshape(shape)
 
@@ -441,19 +489,27 @@ def laplace(
     ``k`` is :func:`veil.noise.grid.grid_exponent` of ``min(Δ, Δ/ε)`` and ``d``.
     """
     eps, sens = pure_epsilon(epsilon, "laplace"), _sensitivity(sensitivity)
-    flat, shape, scalar = _values(values)
-    d = flat.size
+    plain = _plain_scalar(values)
+    if plain is None:
+        flat, shape, scalar = _values(values)
+    d = 1 if plain is not None else flat.size
     k, scale_units, scale = _laplace_calibration(sens, eps, d)
-    units = to_grid(flat, k)
+    if plain is None:
+        units = to_grid(flat, k)
+    else:
+        unit = _scalar_to_grid(plain, k)
     loss = _pure_budget(eps)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="laplace", sensitivity=sens, size=d,
         source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
-    noisy = _add_noise(units, noise)
+    if plain is None:
+        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+    else:
+        value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
-        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        value=value,
         mechanism="laplace",
         scale=scale,
         sensitivity=sens,
@@ -489,18 +545,24 @@ def discrete_laplace(
     (Ghosh, Roughgarden, Sundararajan 2009; Canonne, Kamath, Steinke 2020).
     """
     eps, sens = pure_epsilon(epsilon, "discrete_laplace"), _sensitivity(sensitivity)
-    flat, shape, scalar = _values(values)
-    ints = _integers(flat, "discrete_laplace")
+    plain = _plain_scalar(values) if type(values) is int else None
+    if plain is None:
+        flat, shape, scalar = _values(values)
+        ints = _integers(flat, "discrete_laplace")
+    d = 1 if plain is not None else ints.size
     scale = _discrete_laplace_scale(sens, eps)
     loss = _pure_budget(eps)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="discrete_laplace", sensitivity=sens,
-        size=ints.size, source=source,
+        size=d, source=source,
     )  # fmt: skip
-    noise = _drawn(held, lambda: samplers.discrete_laplace(scale, ints.size, source=source))
-    noisy = _add_noise(ints, noise)
+    noise = _drawn(held, lambda: samplers.discrete_laplace(scale, d, source=source))
+    if plain is None:
+        value = _shape_out(_add_noise(ints, noise), shape, scalar)
+    else:
+        value = int(plain) + _scalar_noise(noise)
     return Release(
-        value=_shape_out(noisy, shape, scalar),
+        value=value,
         mechanism="discrete_laplace",
         scale=scale,
         sensitivity=sens,
