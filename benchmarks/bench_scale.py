@@ -9,9 +9,11 @@ Sections:
 
 - ``scalar``: one release per call — ``laplace``, ``discrete_laplace``, ``gaussian`` of one
   value (baseline: numpy's ``Generator.laplace`` / ``normal`` of one value, the insecure float
-  mechanism), the exponential mechanism over 10 k integer scores (baseline: numpy's
-  ``Generator.choice`` with softmax weights computed per call), and ``laplace`` over batches of
-  1 … 10^6 values, per sample (baseline: ``Generator.laplace(size=n)``). Targets: ≤ 50 µs per
+  mechanism), ``laplace`` charged to an in-process :class:`ScratchLedger` (the exact charge
+  without a database, whose cost is the ledger's own), the exponential mechanism over 10 k
+  integer scores (baseline: numpy's ``Generator.choice`` with softmax weights computed per
+  call), and ``laplace`` over batches of 1 … 10^6 values, per sample (baseline:
+  ``Generator.laplace(size=n)``). Targets: ≤ 50 µs per
   Laplace / discrete Laplace call, ≤ 5 ms per exponential over 10 k candidates, and small
   batches paying the fixed cost of one call once, not per sample: every batch of n costs at
   most 1.5× (one value's call + n × the per-sample cost at 10^4). A batch of one cannot match a
@@ -28,6 +30,8 @@ from collections.abc import Callable
 import numpy as np
 
 import veil.noise.mechanisms as mech
+from veil import Budget
+from veil.accounting.scratch import ScratchLedger
 
 Job = Callable[[], object]
 
@@ -80,6 +84,15 @@ def scalar(repeat: int) -> None:
     row("laplace(x)", secs, base, f"≤ 50 µs/call: {'met' if secs <= 50e-6 else 'MISSED'}")
     secs, base = interleaved(discrete_laplace, np_laplace, 2000, repeat)
     row("discrete_laplace(x)", secs, base, f"≤ 50 µs/call: {'met' if secs <= 50e-6 else 'MISSED'}")
+    scratch = ScratchLedger()
+    scratch.grant("bench", "bench", Budget(epsilon=10**9))
+
+    def charged() -> object:
+        return mech.laplace(3.7, sensitivity=1, epsilon=0.5, ledger=scratch, analyst="bench",
+                            dataset="bench").value  # fmt: skip
+
+    secs, base = interleaved(charged, np_laplace, 2000, repeat)
+    row("laplace(x), charged (scratch)", secs, base, "(the charge: reserve + commit)")
     secs, base = interleaved(gaussian, np_normal, 1000, repeat)
     row("gaussian(x, rho)", secs, base, "(none)")
 

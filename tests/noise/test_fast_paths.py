@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from support import SeededSource
-from veil import Budget, InvalidArgumentError
+from veil import Budget, BudgetExhaustedError, InvalidArgumentError
+from veil.accounting.scratch import ScratchLedger
 from veil.noise import mechanisms as mech
 from veil.noise import samplers
 from veil.noise._exact import LazyUniform, draw_u32, exp_bounds, exp_neg_bounds, uniform_int
@@ -251,3 +252,19 @@ def test_a_plain_int_gets_discrete_laplace_noise_as_its_numpy_form_does() -> Non
     for value in (2**61, 2**70, 1.5, float("inf"), True):
         with pytest.raises(InvalidArgumentError):
             mech.discrete_laplace(value, sensitivity=1, epsilon=1)
+
+
+def test_cached_releases_charge_their_exact_loss_every_time_and_stop_at_the_grant() -> None:
+    ledger = ScratchLedger()
+    ledger.grant("alice", "people", Budget(epsilon=1))
+    charged = {"ledger": ledger, "analyst": "alice", "dataset": "people"}
+    for _ in range(3):  # 0.3 three times: 0.9, exactly (the same cached loss object each time)
+        mech.laplace(2.5, sensitivity=1, epsilon=0.3, **charged)
+    mech.discrete_laplace(2, sensitivity=1, epsilon=Fraction(1, 10), **charged)  # exactly 1.0
+    assert ledger.remaining("alice", "people").eps == 0
+    source = SeededSource(4)
+    with pytest.raises(BudgetExhaustedError):
+        mech.laplace(2.5, sensitivity=1, epsilon=0.3, source=source, **charged)
+    with pytest.raises(BudgetExhaustedError):
+        mech.exponential([1, 2], sensitivity=1, epsilon=1e-9, source=source, **charged)
+    assert source.bytes_drawn == 0

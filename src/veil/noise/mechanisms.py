@@ -421,6 +421,16 @@ def _reserve(
             f"{mechanism}(..., ledger=ledger, analyst='alice', dataset='people')"
         )
     refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
+    fingerprint, described = _charge_record(mechanism, loss, sensitivity, size)
+    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
+
+
+@lru_cache(maxsize=256)
+def _charge_record(
+    mechanism: str, loss: Budget, sensitivity: Fraction, size: int
+) -> tuple[str, str]:
+    """The fingerprint and the description a charge of ``mechanism`` is recorded under (a
+    pure function of its arguments, so built once per distinct release)."""
     text = json.dumps(
         {
             "operation": "mechanism",
@@ -432,8 +442,7 @@ def _reserve(
         sort_keys=True,
     )
     fingerprint = "mechanism:" + hashlib.sha256(text.encode()).hexdigest()
-    described = f"{mechanism} over {size} value(s), sensitivity {sensitivity}, loss {loss}"
-    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
+    return fingerprint, f"{mechanism} over {size} value(s), sensitivity {sensitivity}, loss {loss}"
 
 
 def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:
