@@ -268,3 +268,26 @@ def test_cached_releases_charge_their_exact_loss_every_time_and_stop_at_the_gran
     with pytest.raises(BudgetExhaustedError):
         mech.exponential([1, 2], sensitivity=1, epsilon=1e-9, source=source, **charged)
     assert source.bytes_drawn == 0
+
+
+@pytest.mark.parametrize(
+    "sigma2",
+    [Fraction(1, 10**6), Fraction(1, 3), Fraction(2), Fraction(16641), Fraction(10**12) + 1,
+     Fraction(2**96), Fraction(1, 2**600)],
+)  # fmt: skip
+def test_the_gaussian_screen_decides_as_the_exact_comparison_does(sigma2: Fraction) -> None:
+    # screening acceptances with doubles 2^-24 away from the word draws the same bytes and
+    # accepts the same proposals as deciding every one on integer brackets
+    for n in (1, 5, 100, 600):
+        for seed in range(8 if n < 600 else 2):
+            fast = samplers._discrete_gaussian(sigma2, n, SeededSource(seed))
+            exact = samplers._discrete_gaussian(sigma2, n, SeededSource(seed), screen=False)
+            assert np.array_equal(fast, exact)
+
+
+def test_a_plain_value_gets_the_gaussian_noise_of_its_numpy_form() -> None:
+    for value in [*EDGE_FLOATS, *EDGE_INTS, 1e300]:
+        general = np.float64(value) if isinstance(value, float) else np.int64(value)
+        for rho in (0.5, 1e-6):
+            _both(mech.gaussian, value, general, sensitivity=1, rho=rho)
+        _both(mech.gaussian, value, general, sensitivity=2**-30, epsilon=1, delta=1e-9)

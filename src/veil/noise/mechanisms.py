@@ -708,18 +708,26 @@ def gaussian(
     """
     sens = _sensitivity(sensitivity)
     params = _gaussian_params(rho, epsilon, delta)
-    flat, shape, scalar = _values(values)
-    d = flat.size
+    plain = _plain_scalar(values)
+    if plain is None:
+        flat, shape, scalar = _values(values)
+    d = 1 if plain is not None else flat.size
     k, sigma2, loss, scale = _gaussian_calibration(sens, params, d)
-    units = to_grid(flat, k)
+    if plain is None:
+        units = to_grid(flat, k)
+    else:
+        unit = _scalar_to_grid(plain, k)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
         source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, d, source=source))
-    noisy = _add_noise(units, noise)
+    if plain is None:
+        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+    else:
+        value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
-        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        value=value,
         mechanism="gaussian",
         scale=scale,
         sensitivity=sens,

@@ -481,17 +481,42 @@ def _gauss_accept_table(
     return width, lo, hi
 
 
-def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
-    """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries."""
+_MARGIN = 2.0**-24  # a double acceptance is trusted only this far from the word
+
+
+@lru_cache(maxsize=64)
+def _gauss_setup(sigma2: Fraction) -> tuple[int, Fraction, Fraction, tuple[float, float] | None]:
+    """``t = ⌊σ⌋ + 1``, ``c = σ²/t``, the proposal's ``x = 1/t`` and, when σ² is a normal
+    double far from its range's ends, ``(c, 2σ²)`` as doubles for the screen of
+    :func:`_discrete_gaussian`."""
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # ⌊σ⌋ + 1
+    c = sigma2 / t
+    normal = Fraction(1, 2**500) <= sigma2 <= 2**500
+    return t, c, Fraction(1, t), (float(c), 2 * float(sigma2)) if normal else None
+
+
+def _discrete_gaussian(
+    sigma2: Fraction, n: int, source: RandomSource, *, screen: bool = True
+) -> NDArray[np.int64]:
+    """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries.
+
+    An acceptance the table leaves undecided is compared with the double estimate of
+    ``exp(-γ)``, ``γ = (|y| − c)²/(2σ²)``, when the word is more than ``2^-24`` from it (where
+    ``γ ≤ 2^20`` and ``|y| < 2^50``: the estimate's error is below ``2^-30``, from ``c``'s and
+    σ²'s roundings of relative ``2^-53`` — an absolute ``≤ σ·2^-53`` on ``|y| − c`` since
+    ``c < σ`` — which move γ by less than ``(4γ + 2√(2γ))·2^-53``), else exactly on integer
+    brackets. The exact comparison draws more bits only for words within ``2^-31`` of the
+    threshold, which the screen never decides, so ``screen=False`` (every acceptance exact)
+    draws the same bytes and returns the same samples.
+    """
+    t, c, x, doubles = _gauss_setup(sigma2)
     if n >= 512:
         bins = 1 << min(14, max(10, (n // 256).bit_length()))
         width, lo, hi = _gauss_accept_table(sigma2, t, bins)
     else:  # too few draws to pay for a table: decide every acceptance exactly one by one
         width, lo, hi = 1, np.zeros(1, dtype=np.int64), np.full(1, 1 << 32, dtype=np.int64)
     nbins = lo.size
-    c = sigma2 / t
-    x = Fraction(1, t)
+    estimate = doubles if screen else None
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         y = _discrete_laplace(x, k, source)
@@ -504,6 +529,17 @@ def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArra
         accept = u < lo[b]
         accept &= inside
         undecided = np.flatnonzero(~(accept | (inside & (u >= hi[b]))))
+        if undecided.size and estimate is not None:
+            c_f, two_s2 = estimate
+            yf = np.abs(y[undecided]).astype(np.float64)
+            g = (yf - c_f) ** 2 / two_s2
+            e = np.exp(-g)
+            uf = u[undecided].astype(np.float64)
+            usable = (g <= 2.0**20) & (yf < 2.0**50)
+            yes = usable & ((uf + 1) * 2.0**-32 <= e - _MARGIN)
+            no = usable & (uf * 2.0**-32 >= e + _MARGIN)
+            accept[undecided[yes]] = True
+            undecided = undecided[~(yes | no)]
         for j in undecided:
             gamma = (abs(int(y[j])) - c) ** 2 / (2 * sigma2)
             accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(gamma))
