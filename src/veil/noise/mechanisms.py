@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -44,12 +44,12 @@ from veil.noise import samplers
 from veil.noise._exact import (
     LazyUniform,
     draw_u32,
-    draw_u64,
     exp_bounds,
     resolve_source,
     uniform_int,
 )
 from veil.noise.calibrate import sigma2_for_approx_dp
+from veil.noise.choice import first_accepted, read_scores, uniform_permutation
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.grid import MAX_EXPONENT, from_grid, grid_exponent, to_grid
 from veil.random import RandomSource, is_private, refuse_replayable
@@ -781,133 +781,6 @@ def discrete_gaussian(
 # --------------------------------------------------------------------------- selection
 
 
-_INT_SCORE_LIMIT = 1 << 53  # integer scores below this in magnitude: excess and float exact
-_GAMMA_USABLE = 2.0**20  # a float γ up to this is within 2^-31 of the exact one
-_MARGIN = 2.0**-24  # a float acceptance is trusted only this far from the word (noise.planar)
-_TRIAL_CHUNK = 1024  # trials examined at once: most selections stop in the first chunk
-
-
-@dataclass(frozen=True, eq=False)
-class _Weights:
-    """The candidates' exponents ``γ_i = ε(max − score_i)/(2Δ) ≥ 0`` (weight ``exp(-γ_i)``).
-
-    ``approx[i]`` is γ_i as a double, within ``2^-31`` of it where ``γ_i ≤ 2^20`` (one or two
-    roundings of relative error 2^-53 each); ``exact(i)`` is γ_i as a Fraction. For integer
-    scores ``γ_i = g0·excess_i`` with the integer ``excess_i = max − score_i`` (no Fraction per
-    candidate); otherwise the Fractions are held.
-    """
-
-    approx: NDArray[np.float64]
-    g0: Fraction
-    excess: NDArray[np.int64] | None
-    gammas: list[Fraction] | None
-
-    def exact(self, i: int) -> Fraction:
-        if self.excess is not None:
-            return self.g0 * int(self.excess[i])
-        if self.gammas is None:
-            raise InternalError("exponential weights hold neither excesses nor exponents")
-        return self.gammas[i]
-
-
-def _integer_scores(raw: Any) -> NDArray[np.int64] | None:
-    """The scores as int64 when every one is an integer below 2^53 in magnitude (ints,
-    integer or integral float arrays), else None (read one by one by :func:`_scores`)."""
-    if isinstance(raw, np.ndarray):
-        arr = raw.reshape(-1)
-        if arr.dtype.kind == "f":
-            if not (np.isfinite(arr).all() and (arr == np.rint(arr)).all()):
-                return None
-        elif arr.dtype.kind not in "iu":
-            return None
-    elif all(type(s) is int for s in raw):
-        try:
-            arr = np.array(raw, dtype=np.int64)
-        except OverflowError:
-            return None
-    else:
-        return None
-    if arr.size == 0:
-        return None
-    top = max(abs(float(arr.max())), abs(float(arr.min())))
-    if top >= _INT_SCORE_LIMIT:
-        return None
-    return arr.astype(np.int64)
-
-
-def _scores(scores: Any, eps: Fraction, sens: Fraction) -> tuple[list[Any] | None, int, _Weights]:
-    """The candidates' keys (None: the indices ``0..n-1``), their number and their weights.
-
-    Integer scores (:func:`_integer_scores`) are read in bulk, exactly (an integral double is
-    the integer its decimal names); any other score one by one with
-    :func:`veil.accounting.budget.exact`, as a Fraction.
-    """
-    keys: list[Any] | None
-    raw: list[Any] | NDArray[Any]
-    if isinstance(scores, Mapping):
-        keys, raw = list(scores.keys()), list(scores.values())
-    elif isinstance(scores, Sequence):
-        keys, raw = None, list(scores)
-    else:
-        keys, raw = None, np.asarray(scores)
-    n = raw.size if isinstance(raw, np.ndarray) else len(raw)
-    if n == 0:
-        raise InvalidArgumentError(
-            "the candidate list is empty; the exponential mechanism needs at least one candidate"
-        )
-    g0 = eps / (2 * sens)
-    ints = _integer_scores(raw)
-    if ints is not None:
-        excess = int(ints.max()) - ints  # ≥ 0, below 2^54: exact in int64
-        approx = float(g0) * excess.astype(np.float64)
-        return keys, n, _Weights(approx, g0, excess, None)
-    items = raw.reshape(-1).tolist() if isinstance(raw, np.ndarray) else raw
-    exact_scores = []
-    for i, s in enumerate(items):
-        key = keys[i] if keys is not None else i
-        if isinstance(s, np.generic) and not isinstance(s, np.bool_):
-            s = s.item()  # numpy scalars → Python numbers, read exactly
-        if isinstance(s, float) and not math.isfinite(s):
-            raise InvalidArgumentError(f"score of candidate {key!r} must be finite, got {s!r}")
-        exact_scores.append(exact(s, f"score of candidate {key!r}"))
-    top = max(exact_scores)
-    gammas = [g0 * (top - s) for s in exact_scores]
-    cap = Fraction(2 * _GAMMA_USABLE)  # beyond the usable range only its size matters
-    approx = np.array([float(min(g, cap)) for g in gammas], dtype=np.float64)
-    return keys, n, _Weights(approx, g0, None, gammas)
-
-
-def _first_accepted(
-    idx: NDArray[np.int64], u: NDArray[np.uint32], weights: _Weights, source: RandomSource
-) -> int | None:
-    """The first trial (in order) whose exact Bernoulli(exp(-γ_idx)) succeeds, else None.
-
-    Trial ``j`` accepts iff ``W_j < exp(-γ)`` for the uniform ``W_j ∈ [u_j, u_j + 1)/2^32``
-    (refined lazily): decided by the double ``exp(-approx)`` when the word is more than
-    ``2^-24`` from it (its error is below ``2^-30``, so the decision is the exact one), else on
-    integer brackets (:class:`LazyUniform`), which draw more bits only when the 32-bit word
-    straddles ``exp(-γ)`` itself.
-    """
-    for start in range(0, idx.size, _TRIAL_CHUNK):  # in order, so the first accept stops it
-        chunk = idx[start : start + _TRIAL_CHUNK]
-        words = u[start : start + _TRIAL_CHUNK]
-        gamma = weights.approx[chunk]
-        estimate = np.exp(-gamma)
-        uf = words.astype(np.float64)
-        usable = gamma <= _GAMMA_USABLE
-        accept = usable & ((uf + 1) * 2.0**-32 <= estimate - _MARGIN)
-        reject = usable & (uf * 2.0**-32 >= estimate + _MARGIN)
-        sure = np.flatnonzero(accept)
-        first = int(sure[0]) if sure.size else chunk.size
-        for pos in np.flatnonzero(~(accept | reject)[:first]).tolist():
-            cand = int(chunk[pos])
-            if LazyUniform(int(words[pos]), 32, source).below(exp_bounds(weights.exact(cand))):
-                return cand
-        if sure.size:
-            return int(chunk[first])
-    return None
-
-
 def exponential(
     scores: Any,
     *,
@@ -929,7 +802,7 @@ def exponential(
     Trials run in batches; the first accepted trial of the sequence is returned.
     """
     eps, sens = pure_epsilon(epsilon, "exponential"), _sensitivity(sensitivity)
-    keys, n, weights = _scores(scores, eps, sens)
+    keys, n, weights = read_scores(scores, eps, sens)
     src = resolve_source(source)
     batch = max(64, min(4 * n, 1 << 16))
 
@@ -937,7 +810,7 @@ def exponential(
         while True:
             idx = uniform_int(n, batch, source=src)
             u = draw_u32(src, batch)
-            chosen = _first_accepted(idx, u, weights, src)
+            chosen = first_accepted(idx, u, weights, src)
             if chosen is not None:
                 return chosen
 
@@ -947,15 +820,6 @@ def exponential(
     )  # fmt: skip
     chosen = _drawn(held, choose)
     return chosen if keys is None else keys[chosen]
-
-
-def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
-    """A uniformly random permutation: argsort of i.i.d. 64-bit keys, redrawn on any tie
-    (given distinct keys every order is equally likely, by symmetry)."""
-    while True:
-        keys = draw_u64(source, n)
-        if np.unique(keys).size == n:
-            return np.argsort(keys, kind="stable").astype(np.int64)
 
 
 def report_noisy_max(
@@ -977,13 +841,13 @@ def report_noisy_max(
     et al. 2021) and it is never worse than the exponential mechanism in expected score.
     """
     eps, sens = pure_epsilon(epsilon, "report_noisy_max"), _sensitivity(sensitivity)
-    keys, n, weights = _scores(scores, eps, sens)
+    keys, n, weights = read_scores(scores, eps, sens)
     src = resolve_source(source)
 
     def choose() -> int:
-        order = _uniform_permutation(n, src)
+        order = uniform_permutation(n, src)
         u = draw_u32(src, n)
-        chosen = _first_accepted(order, u, weights, src)
+        chosen = first_accepted(order, u, weights, src)
         if chosen is None:
             raise InternalError(
                 "permute-and-flip rejected the best candidate, which has probability 1"
