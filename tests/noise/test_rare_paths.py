@@ -23,9 +23,9 @@ from veil.noise import discrete_gaussian, discrete_laplace, geometric
 from veil.noise import mechanisms as mech
 from veil.noise._exact import below_const, draw_u32, draw_u64, exp_neg_bounds, fraction_bounds
 from veil.noise.calibrate import _dg_delta_bound
+from veil.noise.choice import first_accepted, read_scores, uniform_permutation
 from veil.noise.errorbars import gaussian_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
-from veil.noise.mechanisms import _acceptance, _first_accepted, _uniform_permutation
 
 
 class ScriptedSource:
@@ -309,31 +309,45 @@ def test_naming_a_grant_without_a_ledger_is_refused() -> None:
 def test_a_trial_with_an_undecided_word_is_accepted_with_its_exact_probability() -> None:
     # candidate 1 scores 2 below candidate 0: weight exp(-γ) with γ = ε·2/(2Δ) = 1; its word
     # lo (undecided: lo ≤ u < hi) is accepted with probability frac(2^32·e^-1) ≈ 0.96
-    gammas, lo, hi = _acceptance([Fraction(2), Fraction(0)], Fraction(1), Fraction(1))
-    assert gammas == [Fraction(0), Fraction(1)]
-    assert hi[1] == lo[1] + 1
+    _, _, weights = read_scores([2, 0], Fraction(1), Fraction(1))
+    assert [weights.exact(0), weights.exact(1)] == [Fraction(0), Fraction(1)]
+    lo, hi = exp_neg_bounds(Fraction(1), 32)
+    assert hi == lo + 1
     idx = np.array([1], dtype=np.int64)
-    u = np.array([lo[1]], dtype=np.int64)
+    u = np.array([lo], dtype=np.uint32)
     n = 4000
-    hits = sum(
-        _first_accepted(idx, u, gammas, lo, hi, SeededSource(f"trial{i}")) == 1 for i in range(n)
-    )
+    hits = sum(first_accepted(idx, u, weights, SeededSource(f"trial{i}")) == 1 for i in range(n))
     scaled = math.ldexp(math.exp(-1), 32)
     assert stats.binomtest(hits, n, scaled - math.floor(scaled)).pvalue > 1e-4
 
 
 def test_trials_rejected_for_certain_accept_nobody_and_draw_nothing() -> None:
-    gammas, lo, hi = _acceptance([Fraction(2), Fraction(0)], Fraction(1), Fraction(1))
+    _, _, weights = read_scores([2, 0], Fraction(1), Fraction(1))
     source = SeededSource(12)
-    idx = np.array([1, 1], dtype=np.int64)
-    u = np.array([hi[1], 2**32 - 1], dtype=np.int64)
-    assert _first_accepted(idx, u, gammas, lo, hi, source) is None
+    _, hi = exp_neg_bounds(Fraction(1), 32)
+    idx = np.array([1, 1, 1], dtype=np.int64)
+    # hi: just above the threshold (decided on the brackets); 2^32 − 1: far above (the double)
+    u = np.array([hi, hi + 300, 2**32 - 1], dtype=np.uint32)
+    assert first_accepted(idx, u, weights, source) is None
     assert source.bytes_drawn == 0
+
+
+def test_a_word_near_the_threshold_is_decided_on_brackets_like_a_far_one() -> None:
+    # words within 2^-24 of exp(-1) are not trusted to the double: they are decided on the
+    # integer brackets, and agree with the exact comparison v + 1 ≤ lo / v ≥ hi
+    _, _, weights = read_scores([2, 0], Fraction(1), Fraction(1))
+    lo, hi = exp_neg_bounds(Fraction(1), 32)
+    idx = np.array([1], dtype=np.int64)
+    for v in (lo - 300, lo - 1, lo - 256, hi + 255, hi + 256):
+        source = SeededSource(13)
+        got = first_accepted(idx, np.array([v], dtype=np.uint32), weights, source)
+        assert got == (1 if v + 1 <= lo else None)
+        assert source.bytes_drawn == 0
 
 
 def test_a_permutation_with_tied_keys_is_redrawn() -> None:
     # the first three 64-bit keys are all zero (a tie): the order is drawn again
     source = ScriptedSource(bytes(24), seed=13)
-    order = _uniform_permutation(3, source)
+    order = uniform_permutation(3, source)
     assert sorted(order.tolist()) == [0, 1, 2]
     assert source._rest.bytes_drawn == 24

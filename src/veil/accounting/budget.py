@@ -41,7 +41,7 @@ def exact(value: Number, name: str) -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidArgumentError(f"{name} must be finite, got {value!r}")
-        return Fraction(repr(value))
+        return Fraction(float.__repr__(value))  # numpy.float64's own repr names its type
     if isinstance(value, Fraction | int):
         return Fraction(value)
     if isinstance(value, Decimal):

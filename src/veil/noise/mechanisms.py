@@ -27,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -43,13 +44,12 @@ from veil.noise import samplers
 from veil.noise._exact import (
     LazyUniform,
     draw_u32,
-    draw_u64,
     exp_bounds,
-    exp_neg_bounds,
     resolve_source,
     uniform_int,
 )
 from veil.noise.calibrate import sigma2_for_approx_dp
+from veil.noise.choice import first_accepted, read_scores, uniform_permutation
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.grid import MAX_EXPONENT, from_grid, grid_exponent, to_grid
 from veil.random import RandomSource, is_private, refuse_replayable
@@ -122,13 +122,39 @@ class Release:
 # ------------------------------------------------------------------------------ validation
 
 
+_CACHED = (int, float, Fraction)  # argument types read through a cache (hashable, exact keys)
+
+
 def pure_epsilon(
     epsilon: Number | Budget, mechanism: str = "this mechanism", *, gaussian: bool = True
 ) -> Fraction:
     """ε of a pure mechanism — a number, or a pure :class:`Budget` (what ``even_split``
     returns) — within the range one release may spend (``veil.accounting.limits``).
     ``gaussian``: whether the refusal of an (ε, δ) or zCDP budget suggests the Gaussian
-    mechanism instead."""
+    mechanism instead.
+
+    A plain int, float or Fraction (the common case) is read through a cache keyed by its
+    type and value, so ``1`` and ``1.0`` are separate entries; a refusal is never cached.
+    """
+    if type(epsilon) in _CACHED:
+        return _pure_epsilon_cached(epsilon, mechanism, gaussian)
+    return _pure_epsilon(epsilon, mechanism, gaussian)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _pure_epsilon_cached(
+    epsilon: int | float | Fraction, mechanism: str, gaussian: bool
+) -> Fraction:
+    return _pure_epsilon(epsilon, mechanism, gaussian)
+
+
+@lru_cache(maxsize=256)
+def _pure_budget(eps: Fraction) -> Budget:
+    """``Budget(epsilon=eps)``, built once per ε (a Budget is immutable)."""
+    return Budget(epsilon=eps)
+
+
+def _pure_epsilon(epsilon: Number | Budget, mechanism: str, gaussian: bool) -> Fraction:
     if isinstance(epsilon, Budget):
         if epsilon.kind == "approx":
             raise InvalidArgumentError(
@@ -151,11 +177,24 @@ def pure_epsilon(
         raise InvalidArgumentError(
             f"epsilon must be > 0, got {epsilon!r}; pass e.g. epsilon=0.5 (smaller = more private)"
         )
-    check_spend(Budget(epsilon=e), what="one release")
+    check_spend(_pure_budget(e), what="one release")
     return e
 
 
 def _sensitivity(sensitivity: Any) -> Fraction:
+    """The declared sensitivity, exactly (> 0); plain numbers through a cache as in
+    :func:`pure_epsilon`."""
+    if type(sensitivity) in _CACHED:
+        return _sensitivity_cached(sensitivity)
+    return _read_sensitivity(sensitivity)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _sensitivity_cached(sensitivity: int | float | Fraction) -> Fraction:
+    return _read_sensitivity(sensitivity)
+
+
+def _read_sensitivity(sensitivity: Any) -> Fraction:
     if isinstance(sensitivity, ObservedSensitivity):
         raise InvalidArgumentError(
             f"sensitivity={sensitivity.lower_bound!r} was *observed* on example datasets by "
@@ -228,6 +267,54 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
     if flat.size == 0:
         raise InvalidArgumentError("values is empty; there is nothing to release")
     return flat, shape, scalar
+
+
+def _plain_scalar(values: Any) -> int | float | None:
+    """``values`` when it is a plain Python float (finite) or int (below 2^61 in magnitude,
+    also as a double, the way :func:`_integers` measures it), else None. Such a value skips
+    numpy on its way to and from the grid (:func:`_scalar_to_grid`, :func:`_scalar_from_grid`)
+    with results identical to the array path's."""
+    if type(values) is float:
+        return values if math.isfinite(values) else None
+    if type(values) is int and abs(values) < _INT_LIMIT and abs(float(values)) < _INT_LIMIT:
+        return int(values)
+    return None
+
+
+def _scalar_to_grid(value: int | float, k: int) -> int:
+    """``to_grid`` of one plain value: the same IEEE product and round-half-even for a float
+    (``|k| ≤ 1000``: ``2^-k`` is a normal double), the same shifts for an int; anything near
+    the grid's range goes through :func:`veil.noise.grid.to_grid` itself (same refusal)."""
+    if type(value) is float:
+        if abs(k) <= 1000:
+            scaled = value * math.ldexp(1.0, -k)
+            if abs(scaled) < _INT_LIMIT:
+                return round(scaled)
+    elif k <= 0:
+        if abs(value) < _INT_LIMIT >> -k:
+            return int(value) << -k
+    else:
+        q = int(value) >> k
+        r = int(value) - (q << k)
+        half = 1 << (k - 1)
+        return q + int(r > half or (r == half and q & 1 == 1))
+    return int(to_grid(np.array([value]), k)[0])
+
+
+def _scalar_from_grid(m: int, k: int) -> float:
+    """``from_grid`` of one grid integer (``|m| < 2^62``): ``float(m)·2^k``, one rounding of
+    ``m`` to a double and an exact scaling, as the array path does."""
+    if abs(k) <= 1000:
+        return float(m) * math.ldexp(1.0, k)
+    return float(from_grid(np.array([m], dtype=np.int64), k)[0])
+
+
+def _scalar_noise(noise: NDArray[np.int64]) -> int:
+    """The one sample of ``noise``, checked below 2^61 as :func:`_add_noise` checks."""
+    z = int(noise[0])
+    if abs(z) >= _INT_LIMIT:
+        raise InternalError("a noise sample reached 2^61 (probability below e^-8192)")
+    return z
 
 
 def _shape_out(flat: NDArray[Any], shape: tuple[int, ...], scalar: bool) -> Any:
@@ -334,6 +421,16 @@ def _reserve(
             f"{mechanism}(..., ledger=ledger, analyst='alice', dataset='people')"
         )
     refuse_replayable(source, persistent=ledger.persistent, ledger=ledger.url)
+    fingerprint, described = _charge_record(mechanism, loss, sensitivity, size)
+    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
+
+
+@lru_cache(maxsize=256)
+def _charge_record(
+    mechanism: str, loss: Budget, sensitivity: Fraction, size: int
+) -> tuple[str, str]:
+    """The fingerprint and the description a charge of ``mechanism`` is recorded under (a
+    pure function of its arguments, so built once per distinct release)."""
     text = json.dumps(
         {
             "operation": "mechanism",
@@ -345,8 +442,7 @@ def _reserve(
         sort_keys=True,
     )
     fingerprint = "mechanism:" + hashlib.sha256(text.encode()).hexdigest()
-    described = f"{mechanism} over {size} value(s), sensitivity {sensitivity}, loss {loss}"
-    return ledger.reserve(analyst, dataset, loss, fingerprint=fingerprint, query=described)
+    return fingerprint, f"{mechanism} over {size} value(s), sensitivity {sensitivity}, loss {loss}"
 
 
 def _drawn(reservation: Reservation | None, draw: Callable[[], T]) -> T:
@@ -371,6 +467,17 @@ def _ceil_sqrt(n: int) -> int:
 # ------------------------------------------------------------------------------- Laplace
 
 
+@lru_cache(maxsize=256)
+def _laplace_calibration(sens: Fraction, eps: Fraction, d: int) -> tuple[int, Fraction, Fraction]:
+    """The grid ``k``, the noise scale in grid units ``(Δ/2^k + d)/ε`` and in value units, for
+    :func:`laplace` (refused by :func:`check_representable`; a refusal is not cached)."""
+    k = grid_exponent(min(sens, sens / eps), d)
+    step = Fraction(2) ** k
+    scale_units = (sens / step + d) / eps
+    check_representable("laplace", scale_units, k)
+    return k, scale_units, scale_units * step
+
+
 def laplace(
     values: Any,
     *,
@@ -391,29 +498,43 @@ def laplace(
     ``k`` is :func:`veil.noise.grid.grid_exponent` of ``min(Δ, Δ/ε)`` and ``d``.
     """
     eps, sens = pure_epsilon(epsilon, "laplace"), _sensitivity(sensitivity)
-    flat, shape, scalar = _values(values)
-    d = flat.size
-    k = grid_exponent(min(sens, sens / eps), d)
-    step = Fraction(2) ** k
-    scale_units = (sens / step + d) / eps
-    check_representable("laplace", scale_units, k)
-    units = to_grid(flat, k)
+    plain = _plain_scalar(values)
+    if plain is None:
+        flat, shape, scalar = _values(values)
+    d = 1 if plain is not None else flat.size
+    k, scale_units, scale = _laplace_calibration(sens, eps, d)
+    if plain is None:
+        units = to_grid(flat, k)
+    else:
+        unit = _scalar_to_grid(plain, k)
+    loss = _pure_budget(eps)
     held = _reserve(
-        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="laplace",
-        sensitivity=sens, size=d, source=source,
+        ledger, analyst, dataset, loss, mechanism="laplace", sensitivity=sens, size=d,
+        source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
-    noisy = _add_noise(units, noise)
+    if plain is None:
+        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+    else:
+        value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
-        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        value=value,
         mechanism="laplace",
-        scale=scale_units * step,
+        scale=scale,
         sensitivity=sens,
-        loss=Budget(epsilon=eps),
+        loss=loss,
         grid=k,
         noise_scale=scale_units,
         private=is_private(source),
     )
+
+
+@lru_cache(maxsize=256)
+def _discrete_laplace_scale(sens: Fraction, eps: Fraction) -> Fraction:
+    """``Δ/ε`` for :func:`discrete_laplace`, refused by :func:`check_representable`."""
+    scale = sens / eps
+    check_representable("discrete_laplace", scale)
+    return scale
 
 
 def discrete_laplace(
@@ -433,22 +554,28 @@ def discrete_laplace(
     (Ghosh, Roughgarden, Sundararajan 2009; Canonne, Kamath, Steinke 2020).
     """
     eps, sens = pure_epsilon(epsilon, "discrete_laplace"), _sensitivity(sensitivity)
-    flat, shape, scalar = _values(values)
-    ints = _integers(flat, "discrete_laplace")
-    scale = sens / eps
-    check_representable("discrete_laplace", scale)
+    plain = _plain_scalar(values) if type(values) is int else None
+    if plain is None:
+        flat, shape, scalar = _values(values)
+        ints = _integers(flat, "discrete_laplace")
+    d = 1 if plain is not None else ints.size
+    scale = _discrete_laplace_scale(sens, eps)
+    loss = _pure_budget(eps)
     held = _reserve(
-        ledger, analyst, dataset, Budget(epsilon=eps), mechanism="discrete_laplace",
-        sensitivity=sens, size=ints.size, source=source,
+        ledger, analyst, dataset, loss, mechanism="discrete_laplace", sensitivity=sens,
+        size=d, source=source,
     )  # fmt: skip
-    noise = _drawn(held, lambda: samplers.discrete_laplace(scale, ints.size, source=source))
-    noisy = _add_noise(ints, noise)
+    noise = _drawn(held, lambda: samplers.discrete_laplace(scale, d, source=source))
+    if plain is None:
+        value = _shape_out(_add_noise(ints, noise), shape, scalar)
+    else:
+        value = int(plain) + _scalar_noise(noise)
     return Release(
-        value=_shape_out(noisy, shape, scalar),
+        value=value,
         mechanism="discrete_laplace",
         scale=scale,
         sensitivity=sens,
-        loss=Budget(epsilon=eps),
+        loss=loss,
         noise_scale=scale,
         private=is_private(source),
     )
@@ -465,7 +592,24 @@ def _gaussian_params(
 ) -> GaussianParams:
     """Validated ``(ρ, None, None)`` or ``(None, ε, δ)``; ``epsilon`` may be an (ε, δ) or a
     zCDP :class:`Budget` (what ``even_split`` returns), within the range one release may
-    spend."""
+    spend. Plain numbers (or None) are read through a cache as in :func:`pure_epsilon`."""
+    if all(v is None or type(v) in _CACHED for v in (rho, epsilon, delta)):
+        return _gaussian_params_cached(rho, epsilon, delta)
+    return _read_gaussian_params(rho, epsilon, delta)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _gaussian_params_cached(
+    rho: int | float | Fraction | None,
+    epsilon: int | float | Fraction | None,
+    delta: int | float | Fraction | None,
+) -> GaussianParams:
+    return _read_gaussian_params(rho, epsilon, delta)
+
+
+def _read_gaussian_params(
+    rho: Number | None, epsilon: Number | Budget | None, delta: Number | None
+) -> GaussianParams:
     if isinstance(epsilon, Budget):
         if rho is not None or delta is not None:
             raise InvalidArgumentError(
@@ -526,6 +670,20 @@ def _nominal_sigma(sens: Fraction, params: GaussianParams) -> Fraction:
     return sens / ((eps or Fraction(0)) + 1)
 
 
+@lru_cache(maxsize=256)
+def _gaussian_calibration(
+    sens: Fraction, params: GaussianParams, d: int
+) -> tuple[int, Fraction, Budget, float]:
+    """The grid ``k``, σ² in grid units, the exact loss and σ in value units for
+    :func:`gaussian` (refused by :func:`check_representable`; a refusal is not cached)."""
+    k = grid_exponent(min(sens, _nominal_sigma(sens, params)), d)
+    step = Fraction(2) ** k
+    sens_units = sens / step + _ceil_sqrt(d)
+    sigma2, loss = _gaussian_loss(sens_units, d, params)
+    check_representable("gaussian", sigma2, k, variance=True)
+    return k, sigma2, loss, math.sqrt(sigma2) * float(step)
+
+
 def gaussian(
     values: Any,
     *,
@@ -550,24 +708,28 @@ def gaussian(
     """
     sens = _sensitivity(sensitivity)
     params = _gaussian_params(rho, epsilon, delta)
-    flat, shape, scalar = _values(values)
-    d = flat.size
-    k = grid_exponent(min(sens, _nominal_sigma(sens, params)), d)
-    step = Fraction(2) ** k
-    sens_units = sens / step + _ceil_sqrt(d)
-    sigma2, loss = _gaussian_loss(sens_units, d, params)
-    check_representable("gaussian", sigma2, k, variance=True)
-    units = to_grid(flat, k)
+    plain = _plain_scalar(values)
+    if plain is None:
+        flat, shape, scalar = _values(values)
+    d = 1 if plain is not None else flat.size
+    k, sigma2, loss, scale = _gaussian_calibration(sens, params, d)
+    if plain is None:
+        units = to_grid(flat, k)
+    else:
+        unit = _scalar_to_grid(plain, k)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
         source=source,
     )  # fmt: skip
     noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, d, source=source))
-    noisy = _add_noise(units, noise)
+    if plain is None:
+        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+    else:
+        value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
-        value=_shape_out(from_grid(noisy, k), shape, scalar),
+        value=value,
         mechanism="gaussian",
-        scale=math.sqrt(sigma2) * float(step),
+        scale=scale,
         sensitivity=sens,
         loss=loss,
         grid=k,
@@ -619,66 +781,6 @@ def discrete_gaussian(
 # --------------------------------------------------------------------------- selection
 
 
-def _scores(scores: Any) -> tuple[list[Any], list[Fraction]]:
-    if isinstance(scores, Mapping):
-        keys, raw = list(scores.keys()), list(scores.values())
-    else:
-        raw = (
-            list(np.asarray(scores).reshape(-1).tolist())
-            if not isinstance(scores, Sequence)
-            else list(scores)
-        )
-        keys = list(range(len(raw)))
-    if not raw:
-        raise InvalidArgumentError(
-            "the candidate list is empty; the exponential mechanism needs at least one candidate"
-        )
-    exact_scores = []
-    for key, s in zip(keys, raw, strict=True):
-        if isinstance(s, np.generic) and not isinstance(s, np.bool_):
-            s = s.item()  # numpy scalars → Python numbers, read exactly
-        if isinstance(s, float) and not math.isfinite(s):
-            raise InvalidArgumentError(f"score of candidate {key!r} must be finite, got {s!r}")
-        exact_scores.append(exact(s, f"score of candidate {key!r}"))
-    return keys, exact_scores
-
-
-def _acceptance(
-    scores: list[Fraction], sens: Fraction, eps: Fraction
-) -> tuple[list[Fraction], NDArray[np.int64], NDArray[np.int64]]:
-    """Per candidate: γ = ε(max − score)/(2Δ) and 32-bit brackets of its weight ``exp(-γ)``."""
-    top = max(scores)
-    gammas = [eps * (top - s) / (2 * sens) for s in scores]
-    cache: dict[Fraction, tuple[int, int]] = {}
-    for g in gammas:
-        if g not in cache:
-            cache[g] = exp_neg_bounds(g, 32)
-    lo = np.array([cache[g][0] for g in gammas], dtype=np.int64)
-    hi = np.array([cache[g][1] for g in gammas], dtype=np.int64)
-    return gammas, lo, hi
-
-
-def _first_accepted(
-    idx: NDArray[np.int64],
-    u: NDArray[np.int64],
-    gammas: list[Fraction],
-    lo: NDArray[np.int64],
-    hi: NDArray[np.int64],
-    source: RandomSource,
-) -> int | None:
-    """The first trial (in order) whose exact Bernoulli(exp(-γ_idx)) succeeds, else None."""
-    bl, bh = lo[idx], hi[idx]
-    sure = u < bl
-    maybe = u < bh  # u ≥ bh rejects for certain
-    for pos in np.flatnonzero(maybe).tolist():
-        if sure[pos]:
-            return int(idx[pos])
-        cand = int(idx[pos])
-        if LazyUniform(int(u[pos]), 32, source).below(exp_bounds(gammas[cand])):
-            return cand
-    return None
-
-
 def exponential(
     scores: Any,
     *,
@@ -700,17 +802,15 @@ def exponential(
     Trials run in batches; the first accepted trial of the sequence is returned.
     """
     eps, sens = pure_epsilon(epsilon, "exponential"), _sensitivity(sensitivity)
-    keys, sc = _scores(scores)
-    gammas, lo, hi = _acceptance(sc, sens, eps)
+    keys, n, weights = read_scores(scores, eps, sens)
     src = resolve_source(source)
-    n = len(keys)
     batch = max(64, min(4 * n, 1 << 16))
 
     def choose() -> int:
         while True:
             idx = uniform_int(n, batch, source=src)
-            u = draw_u32(src, batch).astype(np.int64)
-            chosen = _first_accepted(idx, u, gammas, lo, hi, src)
+            u = draw_u32(src, batch)
+            chosen = first_accepted(idx, u, weights, src)
             if chosen is not None:
                 return chosen
 
@@ -718,16 +818,8 @@ def exponential(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="exponential",
         sensitivity=sens, size=n, source=source,
     )  # fmt: skip
-    return keys[_drawn(held, choose)]
-
-
-def _uniform_permutation(n: int, source: RandomSource) -> NDArray[np.int64]:
-    """A uniformly random permutation: argsort of i.i.d. 64-bit keys, redrawn on any tie
-    (given distinct keys every order is equally likely, by symmetry)."""
-    while True:
-        keys = draw_u64(source, n)
-        if np.unique(keys).size == n:
-            return np.argsort(keys, kind="stable").astype(np.int64)
+    chosen = _drawn(held, choose)
+    return chosen if keys is None else keys[chosen]
 
 
 def report_noisy_max(
@@ -749,14 +841,13 @@ def report_noisy_max(
     et al. 2021) and it is never worse than the exponential mechanism in expected score.
     """
     eps, sens = pure_epsilon(epsilon, "report_noisy_max"), _sensitivity(sensitivity)
-    keys, sc = _scores(scores)
-    gammas, lo, hi = _acceptance(sc, sens, eps)
+    keys, n, weights = read_scores(scores, eps, sens)
     src = resolve_source(source)
 
     def choose() -> int:
-        order = _uniform_permutation(len(keys), src)
-        u = draw_u32(src, len(keys)).astype(np.int64)
-        chosen = _first_accepted(order, u, gammas, lo, hi, src)
+        order = uniform_permutation(n, src)
+        u = draw_u32(src, n)
+        chosen = first_accepted(order, u, weights, src)
         if chosen is None:
             raise InternalError(
                 "permute-and-flip rejected the best candidate, which has probability 1"
@@ -765,9 +856,10 @@ def report_noisy_max(
 
     held = _reserve(
         ledger, analyst, dataset, Budget(epsilon=eps), mechanism="report_noisy_max",
-        sensitivity=sens, size=len(keys), source=source,
+        sensitivity=sens, size=n, source=source,
     )  # fmt: skip
-    return keys[_drawn(held, choose)]
+    chosen = _drawn(held, choose)
+    return chosen if keys is None else keys[chosen]
 
 
 def randomized_response(

@@ -65,6 +65,19 @@ def _positive(value: Fraction | int, name: str, limit: Fraction = MAX_SCALE) -> 
     return q
 
 
+def _inverse(scale: Fraction | int) -> Fraction:
+    """``1/scale`` of a scale checked by :func:`_positive` (cached for Fractions and ints:
+    the mechanisms pass the same calibrated scale on every call)."""
+    if type(scale) in (Fraction, int):
+        return _inverse_cached(scale)
+    return 1 / _positive(scale, "scale")
+
+
+@lru_cache(maxsize=64, typed=True)
+def _inverse_cached(scale: Fraction | int) -> Fraction:
+    return 1 / _positive(scale, "scale")
+
+
 class _Inverter:
     """Exact inversion of ``X ≥ 0`` with survival ``S`` tabulated on ``0..size``.
 
@@ -188,6 +201,19 @@ def _base_table(n: int) -> int:
 
 
 def _direct_size(x: Fraction, n: int) -> int | None:
+    """:func:`_table_size` for the batch sizes that matter to it: every ``n`` below
+    ``_SMALL_BATCH`` behaves alike (and is cached per ``x``), larger ones are computed."""
+    if n < _SMALL_BATCH:
+        return _small_direct_size(x)
+    return _table_size(x, n)
+
+
+@lru_cache(maxsize=64)
+def _small_direct_size(x: Fraction) -> int | None:
+    return _table_size(x, 1)
+
+
+def _table_size(x: Fraction, n: int) -> int | None:
     """Entries of a direct table for scale ``1/x`` and ``n`` draws, or None (split sampling).
 
     A table of T entries serves scales up to T/16 (tail mass e^-16 per pass); large batches
@@ -240,14 +266,21 @@ def _low_part_table(x: Fraction, m: int, bits: int) -> tuple[NDArray[np.int64], 
     return lo, hi
 
 
-def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.int64]:
+def _low_part(
+    x: Fraction,
+    m: int,
+    n: int,
+    source: RandomSource,
+    table: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+) -> NDArray[np.int64]:
     """``n`` draws of ``R`` on ``[0, 2^m)`` with ``P(R = r) ∝ exp(-x·r)`` (``x·2^m ≤ 1/16``).
 
     Rejection from the uniform: ``r`` is accepted with probability ``exp(-x·r) ≥ e^{-1/16}``,
-    decided exactly (bin brackets, the rare undecided word refined one by one).
+    decided exactly (bin brackets, the rare undecided word refined one by one). ``table`` is
+    :func:`_low_part_table` for this ``n`` when the caller holds it already.
     """
     bits = _SPLIT_BITS if n >= _SMALL_BATCH else 8
-    lo, hi = _low_part_table(x, m, bits)
+    lo, hi = table if table is not None else _low_part_table(x, m, bits)
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         if m <= 32:
@@ -266,6 +299,37 @@ def _low_part(x: Fraction, m: int, n: int, source: RandomSource) -> NDArray[np.i
     return _fill(n, propose)
 
 
+@lru_cache(maxsize=64)
+def _split(x: Fraction, c: int) -> tuple[int, Fraction]:
+    """The largest ``m`` with ``x·2^m ≤ 1/c`` and the high part's ``x·2^m``: its scale
+    ``1/(x·2^m)`` lands in ``[c, 2c)``, covered by a direct table."""
+    m = math.floor(math.log2(1 / (c * x)))
+    while x * (1 << m) > Fraction(1, c):
+        m -= 1
+    return m, x * (1 << m)
+
+
+_SplitPlan = tuple[int, tuple[NDArray[np.int64], NDArray[np.int64]], _Inverter]
+
+
+def _geometric_plan(x: Fraction, n: int) -> _Inverter | _SplitPlan:
+    """How :func:`_geometric` draws ``n`` values: one direct table, or the split
+    ``G = R + 2^m·Q`` as (``m``, the low part's acceptance table, the high part's table)."""
+    size = _direct_size(x, n)
+    if size is not None:
+        return _geometric_direct(x, size)
+    m, xq = _split(x, 256 if n >= _SMALL_BATCH else 16)
+    table = _low_part_table(x, m, _SPLIT_BITS if n >= _SMALL_BATCH else 8)
+    return m, table, _geometric_direct(xq, _direct_size(xq, n) or _base_table(n))
+
+
+@lru_cache(maxsize=64)
+def _small_geometric_plan(x: Fraction) -> _Inverter | _SplitPlan:
+    """:func:`_geometric_plan` for every batch below ``_SMALL_BATCH`` (they all plan alike),
+    so a scalar release looks its scale up once."""
+    return _geometric_plan(x, 1)
+
+
 def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     """``n`` exact draws of ``G`` with ``P(G = g) ∝ exp(-x·g)``, ``x > 0`` rational.
 
@@ -277,19 +341,12 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     """
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    size = _direct_size(x, n)
-    if size is not None:
-        return _geometric_direct(x, size).invert(draw_u32(source, n), source)
-    # the high part's scale 1/(x·2^m) lands in [c, 2c): covered by the direct table
-    c = 256 if n >= _SMALL_BATCH else 16
-    m = math.floor(math.log2(1 / (c * x)))
-    while x * (1 << m) > Fraction(1, c):
-        m -= 1
-    out = _low_part(x, m, n, source)
-    xq = x * (1 << m)
-    q = _geometric_direct(xq, _direct_size(xq, n) or _base_table(n)).invert(
-        draw_u32(source, n).astype(np.int64), source
-    )
+    plan = _small_geometric_plan(x) if n < _SMALL_BATCH else _geometric_plan(x, n)
+    if isinstance(plan, _Inverter):
+        return plan.invert(draw_u32(source, n), source)
+    m, table, high = plan
+    out = _low_part(x, m, n, source, table)
+    q = high.invert(draw_u32(source, n).astype(np.int64), source)
     if q.any():
         if int(q.max()) > (_INT64_MAX - (1 << m)) >> m:
             raise InternalError("a sample overflowed int64")
@@ -344,13 +401,26 @@ def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     return _Inverter(lo, hi, bits, (const, inv_x), sbounds, tail)
 
 
+def _laplace_plan(x: Fraction, n: int) -> _Inverter | None:
+    """The magnitude table :func:`_discrete_laplace` inverts for ``n`` draws, or None (the
+    sign-and-geometric construction)."""
+    size = _direct_size(x, n)
+    return None if size is None else _laplace_magnitude(x, size)
+
+
+@lru_cache(maxsize=64)
+def _small_laplace_plan(x: Fraction) -> _Inverter | None:
+    """:func:`_laplace_plan` for every batch below ``_SMALL_BATCH``."""
+    return _laplace_plan(x, 1)
+
+
 def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    size = _direct_size(x, n)
-    if size is not None:
+    magnitude = _small_laplace_plan(x) if n < _SMALL_BATCH else _laplace_plan(x, n)
+    if magnitude is not None:
         words = draw_u32(source, n)
-        mag = _laplace_magnitude(x, size).invert(words >> np.uint32(1), source)
+        mag = magnitude.invert(words >> np.uint32(1), source)
         # the low bit is the sign, independent of the 31-bit magnitude word; P(+m) = P(-m)
         mag *= np.where(words & np.uint32(1), -1, 1)
         return mag
@@ -377,8 +447,7 @@ def discrete_laplace(
     of L1 sensitivity Δ with ``scale = Δ/ε`` is ε-DP (Canonne, Kamath, Steinke 2020, and Ghosh
     et al. 2009's geometric mechanism). Mean 0; variance ``2p/(1-p)²`` with ``p = e^{-1/scale}``.
     """
-    s = _positive(scale, "scale")
-    return _discrete_laplace(1 / s, check_size(size), resolve_source(source))
+    return _discrete_laplace(_inverse(scale), check_size(size), resolve_source(source))
 
 
 # ----------------------------------------------------------------------- discrete Gaussian
@@ -412,17 +481,42 @@ def _gauss_accept_table(
     return width, lo, hi
 
 
-def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
-    """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries."""
+_MARGIN = 2.0**-24  # a double acceptance is trusted only this far from the word
+
+
+@lru_cache(maxsize=64)
+def _gauss_setup(sigma2: Fraction) -> tuple[int, Fraction, Fraction, tuple[float, float] | None]:
+    """``t = ⌊σ⌋ + 1``, ``c = σ²/t``, the proposal's ``x = 1/t`` and, when σ² is a normal
+    double far from its range's ends, ``(c, 2σ²)`` as doubles for the screen of
+    :func:`_discrete_gaussian`."""
     t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1  # ⌊σ⌋ + 1
+    c = sigma2 / t
+    normal = Fraction(1, 2**500) <= sigma2 <= 2**500
+    return t, c, Fraction(1, t), (float(c), 2 * float(sigma2)) if normal else None
+
+
+def _discrete_gaussian(
+    sigma2: Fraction, n: int, source: RandomSource, *, screen: bool = True
+) -> NDArray[np.int64]:
+    """Canonne–Kamath–Steinke 2020, Algorithm 3, vectorised over the pending entries.
+
+    An acceptance the table leaves undecided is compared with the double estimate of
+    ``exp(-γ)``, ``γ = (|y| − c)²/(2σ²)``, when the word is more than ``2^-24`` from it (where
+    ``γ ≤ 2^20`` and ``|y| < 2^50``: the estimate's error is below ``2^-30``, from ``c``'s and
+    σ²'s roundings of relative ``2^-53`` — an absolute ``≤ σ·2^-53`` on ``|y| − c`` since
+    ``c < σ`` — which move γ by less than ``(4γ + 2√(2γ))·2^-53``), else exactly on integer
+    brackets. The exact comparison draws more bits only for words within ``2^-31`` of the
+    threshold, which the screen never decides, so ``screen=False`` (every acceptance exact)
+    draws the same bytes and returns the same samples.
+    """
+    t, c, x, doubles = _gauss_setup(sigma2)
     if n >= 512:
         bins = 1 << min(14, max(10, (n // 256).bit_length()))
         width, lo, hi = _gauss_accept_table(sigma2, t, bins)
     else:  # too few draws to pay for a table: decide every acceptance exactly one by one
         width, lo, hi = 1, np.zeros(1, dtype=np.int64), np.full(1, 1 << 32, dtype=np.int64)
     nbins = lo.size
-    c = sigma2 / t
-    x = Fraction(1, t)
+    estimate = doubles if screen else None
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         y = _discrete_laplace(x, k, source)
@@ -435,6 +529,17 @@ def _discrete_gaussian(sigma2: Fraction, n: int, source: RandomSource) -> NDArra
         accept = u < lo[b]
         accept &= inside
         undecided = np.flatnonzero(~(accept | (inside & (u >= hi[b]))))
+        if undecided.size and estimate is not None:
+            c_f, two_s2 = estimate
+            yf = np.abs(y[undecided]).astype(np.float64)
+            g = (yf - c_f) ** 2 / two_s2
+            e = np.exp(-g)
+            uf = u[undecided].astype(np.float64)
+            usable = (g <= 2.0**20) & (yf < 2.0**50)
+            yes = usable & ((uf + 1) * 2.0**-32 <= e - _MARGIN)
+            no = usable & (uf * 2.0**-32 >= e + _MARGIN)
+            accept[undecided[yes]] = True
+            undecided = undecided[~(yes | no)]
         for j in undecided:
             gamma = (abs(int(y[j])) - c) ** 2 / (2 * sigma2)
             accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(gamma))
