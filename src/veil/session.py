@@ -538,6 +538,9 @@ class Session:
             raise InvalidArgumentError("a query needs a privacy cost: pass epsilon=0.1 (say)")
         if self.owner is not None:  # the data owner's limits: a query may only narrow them
             asked = _bounds(bounds)
+            for c, b in asked.items():  # per-group bounds: each group's pair, named
+                for label, lo, hi in b.groups:
+                    self.owner.check_bounds({c: (lo, hi)}, group=label)
             self.owner.check_bounds({c: (b.lower, b.upper) for c, b in asked.items()})
             self.owner.check_limits(max_groups, max_rows_per_group, max_rows)
         agg = aggregate_of(plan)

@@ -307,3 +307,27 @@ def test_a_refused_change_leaves_the_cap_alone(tmp_path: Path, people: Path) -> 
     with pytest.raises(LedgerError, match="replace=True"):
         c.add_dataset("people", source=Source("file", path=str(people)), total=Budget(epsilon=100))
     assert c.ledger.dataset_cap("people") == (Budget(epsilon=3), Budget(epsilon=3))
+
+
+PER_STATE = "SELECT state, SUM(income) AS s FROM people GROUP BY state"
+
+
+def test_per_group_bounds_may_only_narrow_the_owners_each_group_named(
+    tmp_path: Path, people: Path
+) -> None:
+    # per-group bounds are held to the owner's bounds group by group: one group's pair past
+    # them is refused before anything is reserved, naming that group; all inside runs
+    c = catalog(tmp_path, people)
+    inside = {"CA": (0, 50_000), "NY": (10_000, 100_000), "TX": (0, 100_000)}
+    with open_session(c) as s:
+        before = s.remaining()
+        for wide in ({**inside, "NY": (10_000, 150_000)}, {**inside, "TX": (-5, 100)}):
+            label = next(k for k in wide if wide[k] != inside[k])
+            for call in (s.sql, s.explain):
+                with pytest.raises(BoundsError, match=rf"'income' in group '{label}' widen"):
+                    call(PER_STATE, epsilon=0.5, bounds={"income": wide})
+        assert s.remaining() == before
+        assert [r for r in c.ledger.history("alice", "people") if r.event == "charge"] == []
+        r = s.sql(PER_STATE, epsilon=0.5, bounds={"income": inside})
+        assert sorted(row[0] for row in r.rows) == ["CA", "NY", "TX"]
+        assert s.remaining() == Budget(epsilon="4.5")

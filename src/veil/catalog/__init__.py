@@ -176,8 +176,12 @@ class Dataset:
 
     # -- the owner's limits, checked before anything is charged ---------------------------
 
-    def check_bounds(self, bounds: Mapping[str, tuple[Fraction, Fraction]]) -> None:
-        """Refuse query bounds that widen the owner's (or bound a column the owner did not)."""
+    def check_bounds(
+        self, bounds: Mapping[str, tuple[Fraction, Fraction]], *, group: object = None
+    ) -> None:
+        """Refuse query bounds that widen the owner's (or bound a column the owner did not);
+        ``group``: the group whose per-group bounds these are (named in the message)."""
+        where = "" if group is None else f" in group {group!r}"
         for column, (lo, hi) in bounds.items():
             owner = self.bounds.get(column)
             if owner is None:
@@ -187,9 +191,9 @@ class Dataset:
                 )
             if lo < owner[0] or hi > owner[1]:
                 raise BoundsError(
-                    f"bounds ({float(lo):g}, {float(hi):g}) for {column!r} widen the owner's "
-                    f"({float(owner[0]):g}, {float(owner[1]):g}) in dataset {self.name!r}; a "
-                    "query may only narrow them"
+                    f"bounds ({float(lo):g}, {float(hi):g}) for {column!r}{where} widen the "
+                    f"owner's ({float(owner[0]):g}, {float(owner[1]):g}) in dataset "
+                    f"{self.name!r}; a query may only narrow them"
                 )
 
     def check_limits(
