@@ -36,6 +36,7 @@ from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
 from veil.autobounds import auto_explain, auto_sql, is_auto
+from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
@@ -641,6 +642,8 @@ class Session:
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
         weights: str | Literal[False] | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -658,7 +661,18 @@ class Session:
         ``None``: the session's, as the catalog declares them; ``False``: unweighted).
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
+        ``limits="auto"`` spends ``limits_share`` of ε (default 0.1) to choose the contribution
+        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
         """
+        if limits is not None:
+            _refuse_auto_limits_with(target, bounds, weights)
+            return auto_limits_sql(
+                self, text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_target(target)
             _refuse_auto_weights(self._weights(weights))
@@ -888,6 +902,8 @@ class Session:
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
         weights: str | Literal[False] | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -895,8 +911,20 @@ class Session:
         to take from the grant, δ = 10⁻⁶); ``notes`` says so. ``target`` (instead of
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
-        ``weights``: as in :meth:`sql`.
+        ``weights``: as in :meth:`sql`. ``limits="auto"``: the cost of the limits step and the
+        query together (see :meth:`sql`).
         """
+        if limits is not None:
+            _refuse_auto_limits_with(target, bounds, weights)
+            if not isinstance(query, str):
+                raise InvalidArgumentError("limits='auto' needs the query as SQL text")
+            return auto_limits_explain(
+                self, query, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows),
+                quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_target(target)
             _refuse_auto_weights(self._weights(weights))
@@ -1037,6 +1065,20 @@ def _refuse_auto_weights(weights: object) -> None:
             "bounds as pairs, e.g. bounds={'hours': (0, 60), 'coeff': (0, 5)}, or "
             "weights=False"
         )
+
+
+def _refuse_auto_limits_with(target: Any, bounds: object, weights: object) -> None:
+    """``limits="auto"`` does not combine (yet) with targets, auto bounds or explicit weights."""
+    for given, what in (
+        (target is not None, "target="),
+        (is_auto(bounds), "bounds='auto'"),
+        (weights is not None, f"weights={weights!r}"),
+    ):
+        if given:
+            raise InvalidArgumentError(
+                f"{what} and limits='auto' cannot be combined yet; pass limits='auto' with "
+                "epsilon= and bounds as pairs, or give the limits (max_rows=…)"
+            )
 
 
 def _refuse_stray_share(share: Number | None) -> None:
