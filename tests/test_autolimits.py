@@ -277,3 +277,21 @@ def test_auto_limits_run_on_postgresql_as_on_duckdb() -> None:
     duck = local.sql(SQL, epsilon=1, limits="auto", source=SeededSource("pg"))
     assert result.auto_limits.max_rows == duck.auto_limits.max_rows
     assert result.cost == veil.Budget(epsilon=1)
+
+
+def test_the_builder_and_run_take_limits_auto_too() -> None:
+    s = _session(_table(MANY))
+    query = s.query("t").count(alias="n")
+    explained = query.explain(epsilon=1, limits="auto")
+    assert explained.cost == veil.Budget(epsilon=1)
+    result = query.run(epsilon=1, limits="auto", source=SeededSource("builder"))
+    assert result.auto_limits.max_rows in (16, 24)
+    assert result.cost == veil.Budget(epsilon=1)
+    direct = s.run(s.plan(SQL), epsilon=1, limits="auto")
+    # the same histogram, hence the same limit, hence the same query: all from the cache
+    assert direct.auto_limits.cached
+    assert direct.cached
+    assert direct.auto_limits.max_rows == result.auto_limits.max_rows
+    assert s.remaining() == veil.Budget(epsilon=9)
+    with pytest.raises(InvalidArgumentError, match="limits is not 'auto'"):
+        s.run(s.plan(SQL), epsilon=1, limits_share=0.5)

@@ -270,7 +270,7 @@ def _noise(agg: Aggregate) -> float:
 
 def _prepare(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -308,7 +308,7 @@ def _prepare(
             "drop limits='auto'",
             cli="--limits auto has nothing to choose: the declared limits allow one row per unit",
         )
-    plan = session.plan(text, bounds=bounds, domains=domains)
+    plan = query if isinstance(query, Plan) else session.plan(query, bounds=bounds, domains=domains)
     agg = aggregate_of(plan)
     step_eps = eps * part
     main_eps = eps * (1 - part)
@@ -360,7 +360,7 @@ def _prepare(
 
 def auto_limits_sql(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -373,16 +373,20 @@ def auto_limits_sql(
     source: RandomSource | None,
     progress: Any,
     quantile_buckets: int | None,
+    text: str | None = None,
 ) -> Result:
-    """:meth:`veil.Session.sql` with auto limits: refuse what is decidable first (free), then
-    run the histogram step, then the query at the chosen limits with ``ε·(1 − share)``.
+    """:meth:`veil.Session.sql` (or :meth:`~veil.Session.run`) with auto limits: refuse what
+    is decidable first (free), then run the histogram step, then the query at the chosen
+    limits with ``ε·(1 − share)``.
 
     The result's ``cost`` is what was charged now in all, ``auto_limits`` the
     :class:`ChosenLimits`, and its notes say the choice and the expected rows dropped."""
     p = _prepare(
-        session, text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+        session, query, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
         share=limits_share, domains=domains, given=given, quantile_buckets=quantile_buckets,
     )  # fmt: skip
+    if text is None and isinstance(query, str):
+        text = query
     _check_covered(session, p.total)
     step = session.run(
         p.hist,
@@ -390,7 +394,7 @@ def auto_limits_sql(
         max_groups=1,
         max_rows_per_group=1,
         source=source,
-        text=f"-- veil limits: rows per unit for: {text}",
+        text=f"-- veil limits: rows per unit for: {text or 'a query plan'}",
     )
     # rows: one per bin, in grid order (public keys); stats: the noisy integer counts
     counts = [int(s["count"]) for s in step.stats]
@@ -424,7 +428,7 @@ def auto_limits_sql(
 
 def auto_limits_explain(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -443,12 +447,12 @@ def auto_limits_explain(
         epsilon = 1
         notes.append("no epsilon given: costs and error bars are shown for epsilon=1")
     p = _prepare(
-        session, text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+        session, query, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
         share=limits_share, domains=domains, given=given, quantile_buckets=quantile_buckets,
     )  # fmt: skip
     t, g, r = p.limits[-1]
     explanation = session.explain(
-        text,
+        p.plan,
         epsilon=p.main_epsilon,
         delta=delta,
         bounds=bounds,

@@ -665,9 +665,11 @@ class Session:
         limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
         """
         if limits is not None:
-            _refuse_auto_limits_with(target, bounds, weights)
+            _refuse_auto_limits_with(target, bounds)
             return auto_limits_sql(
-                self, text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                self, self.plan(text, bounds=cast(BoundsArg, bounds), domains=domains,
+                                weights=weights),
+                text=text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
                 limits_share=limits_share, domains=domains,
                 given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
                 source=source, progress=progress, quantile_buckets=quantile_buckets,
@@ -721,8 +723,12 @@ class Session:
         text: str | None = None,
         max_rows: int | None = None,
         quantile_buckets: int | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
+
+        ``limits="auto"``: the contribution limits chosen first (see :meth:`sql`).
 
         ``text`` is what the ledger's audit trail records with the charge (``sql`` passes the
         SQL); by default the plan's canonical form.
@@ -736,6 +742,15 @@ class Session:
         (:class:`veil.errors.QueryFailedError`, the charge stays). Without it no thread is
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
+        if limits is not None:
+            _refuse_auto_limits_with(None, bounds)
+            return auto_limits_sql(
+                self, plan, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=None,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets, text=text,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         self._open()
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(
@@ -915,11 +930,13 @@ class Session:
         query together (see :meth:`sql`).
         """
         if limits is not None:
-            _refuse_auto_limits_with(target, bounds, weights)
-            if not isinstance(query, str):
-                raise InvalidArgumentError("limits='auto' needs the query as SQL text")
+            _refuse_auto_limits_with(target, bounds)
             return auto_limits_explain(
-                self, query, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                self,
+                self.plan(query, bounds=cast(BoundsArg, bounds), domains=domains, weights=weights)
+                if isinstance(query, str)
+                else weigh(query, weights if isinstance(weights, str) else None),
+                epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
                 limits_share=limits_share, domains=domains,
                 given=(max_groups, max_rows_per_group, max_rows),
                 quantile_buckets=quantile_buckets,
@@ -1067,13 +1084,9 @@ def _refuse_auto_weights(weights: object) -> None:
         )
 
 
-def _refuse_auto_limits_with(target: Any, bounds: object, weights: object) -> None:
-    """``limits="auto"`` does not combine (yet) with targets, auto bounds or explicit weights."""
-    for given, what in (
-        (target is not None, "target="),
-        (is_auto(bounds), "bounds='auto'"),
-        (weights is not None, f"weights={weights!r}"),
-    ):
+def _refuse_auto_limits_with(target: Any, bounds: object) -> None:
+    """``limits="auto"`` does not combine (yet) with accuracy targets or auto bounds."""
+    for given, what in ((target is not None, "target="), (is_auto(bounds), "bounds='auto'")):
         if given:
             raise InvalidArgumentError(
                 f"{what} and limits='auto' cannot be combined yet; pass limits='auto' with "
