@@ -183,6 +183,21 @@ BoundsShareOpt = Annotated[
         help="With --bounds …auto: the share of --epsilon spent finding the bounds (0.1).",
     ),
 ]
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits",
+        help="auto: choose max_rows under DP from a noisy histogram of rows per unit, within "
+        "any --max-rows / --max-groups × --max-rows-per-group given (see veil.autolimits).",
+    ),
+]
+LimitsShareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits-share",
+        help="With --limits auto: the share of --epsilon spent choosing the limits (0.1).",
+    ),
+]
 LedgerOpt = Annotated[
     str | None,
     typer.Option(
@@ -297,6 +312,8 @@ class _Ask:
     auto: list[str] | None = None  # --bounds COLUMN=auto ([]: a bare --bounds auto)
     bounds_share: Fraction | None = None
     weights: str | None = None
+    limits: str | None = None
+    limits_share: Fraction | None = None
 
     def bounds_arg(self) -> Any:
         """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column."""
@@ -327,6 +344,8 @@ class _Ask:
         contributions: int | None = None,
         bounds_share: str | None = None,
         weights: str | None = None,
+        limits: str | None = None,
+        limits_share: str | None = None,
     ) -> _Ask:
         from veil.cli_bounds import split_auto
         from veil.compile.constants import check_quantile_buckets
@@ -369,6 +388,8 @@ class _Ask:
             auto,
             parse_number(bounds_share, "--bounds-share"),
             weights,
+            limits,
+            parse_number(limits_share, "--limits-share"),
         )
 
     def session(self, *, grant: bool = True) -> Session:
@@ -441,6 +462,8 @@ def query(
     reference: ReferenceOpt = None,
     bounds_share: BoundsShareOpt = None,
     weights: WeightsOpt = None,
+    limits: LimitsOpt = None,
+    limits_share: LimitsShareOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget (at --epsilon, or at
     the smallest ε meeting every --target)."""
@@ -469,6 +492,8 @@ def query(
             contributions,
             bounds_share,
             weights=weights,
+            limits=limits,
+            limits_share=limits_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False, aim=aim)
 
@@ -504,6 +529,8 @@ def explain(
     plot: PlotOpt = None,
     bounds_share: BoundsShareOpt = None,
     weights: WeightsOpt = None,
+    limits: LimitsOpt = None,
+    limits_share: LimitsShareOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing.
     With --target: at the smallest ε meeting every target; --curve, --plot: bars versus ε."""
@@ -530,6 +557,8 @@ def explain(
             contributions,
             bounds_share,
             weights=weights,
+            limits=limits,
+            limits_share=limits_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True, aim=aim)
 
@@ -558,7 +587,7 @@ def _answer(
         if explain_only:
             explanation = session.explain(
                 sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
-                bounds_share=ask.bounds_share,
+                bounds_share=ask.bounds_share, limits=ask.limits, limits_share=ask.limits_share,
             )  # fmt: skip
             if aim is not None and aim.active:
                 _explain_aimed(session, sql, ask, aim, fmt, explanation, choice)
@@ -568,7 +597,8 @@ def _answer(
         with scanning("scanning the private table…") as progress:
             result = session.sql(
                 sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
-                progress=progress, bounds_share=ask.bounds_share,
+                progress=progress, bounds_share=ask.bounds_share, limits=ask.limits,
+                limits_share=ask.limits_share,
             )  # fmt: skip
         if not ask.ledger:
             _stderr().print(
