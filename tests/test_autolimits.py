@@ -295,3 +295,10 @@ def test_the_builder_and_run_take_limits_auto_too() -> None:
     assert s.remaining() == veil.Budget(epsilon=9)
     with pytest.raises(InvalidArgumentError, match="limits is not 'auto'"):
         s.run(s.plan(SQL), epsilon=1, limits_share=0.5)
+
+
+def test_rows_without_a_unit_are_one_unit_as_in_the_bounding() -> None:
+    table = pa.table({"uid": pa.array([1, 1, None, None, None], pa.int64()), "x": [0.0] * 5})
+    counts = _exact_histogram(_session(table))
+    assert counts[:4] == [0, 1, 1, 0]  # unit 1 has 2 rows, the NULL unit 3
+    assert sum(counts) == 2
