@@ -184,6 +184,21 @@ BoundsShareOpt = Annotated[
         help="With --bounds …auto: the share of --epsilon spent finding the bounds (0.1).",
     ),
 ]
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits",
+        help="auto: choose max_rows under DP from a noisy histogram of rows per unit, within "
+        "any --max-rows / --max-groups × --max-rows-per-group given (see veil.autolimits).",
+    ),
+]
+LimitsShareOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits-share",
+        help="With --limits auto: the share of --epsilon spent choosing the limits (0.1).",
+    ),
+]
 LedgerOpt = Annotated[
     str | None,
     typer.Option(
@@ -299,6 +314,8 @@ class _Ask:
     bounds_share: Fraction | None = None
     weights: str | None = None
     auto_by: dict[str, str] = field(default_factory=dict)  # --bounds COLUMN=auto:KEY
+    limits: str | None = None
+    limits_share: Fraction | None = None
 
     def bounds_arg(self) -> Any:
         """What Session.sql / explain take as ``bounds``: pairs, "auto", or both by column
@@ -331,6 +348,8 @@ class _Ask:
         contributions: int | None = None,
         bounds_share: str | None = None,
         weights: str | None = None,
+        limits: str | None = None,
+        limits_share: str | None = None,
     ) -> _Ask:
         from veil.cli_bounds import split_auto
         from veil.compile.constants import check_quantile_buckets
@@ -374,6 +393,8 @@ class _Ask:
             parse_number(bounds_share, "--bounds-share"),
             weights,
             auto_by,
+            limits,
+            parse_number(limits_share, "--limits-share"),
         )
 
     def session(self, *, grant: bool = True) -> Session:
@@ -446,6 +467,8 @@ def query(
     reference: ReferenceOpt = None,
     bounds_share: BoundsShareOpt = None,
     weights: WeightsOpt = None,
+    limits: LimitsOpt = None,
+    limits_share: LimitsShareOpt = None,
 ) -> None:
     """Answer a SQL query with noise, error bars and a charged budget (at --epsilon, or at
     the smallest ε meeting every --target)."""
@@ -474,6 +497,8 @@ def query(
             contributions,
             bounds_share,
             weights=weights,
+            limits=limits,
+            limits_share=limits_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=False, aim=aim)
 
@@ -509,6 +534,8 @@ def explain(
     plot: PlotOpt = None,
     bounds_share: BoundsShareOpt = None,
     weights: WeightsOpt = None,
+    limits: LimitsOpt = None,
+    limits_share: LimitsShareOpt = None,
 ) -> None:
     """Show plan, SQL, noise, cost and expected error bars; reads no data, charges nothing.
     With --target: at the smallest ε meeting every target; --curve, --plot: bars versus ε."""
@@ -535,6 +562,8 @@ def explain(
             contributions,
             bounds_share,
             weights=weights,
+            limits=limits,
+            limits_share=limits_share,
         )
         _answer(ask, _sql_text(sql), fmt, explain_only=True, aim=aim)
 
@@ -563,7 +592,7 @@ def _answer(
         if explain_only:
             explanation = session.explain(
                 sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
-                bounds_share=ask.bounds_share,
+                bounds_share=ask.bounds_share, limits=ask.limits, limits_share=ask.limits_share,
             )  # fmt: skip
             if aim is not None and aim.active:
                 _explain_aimed(session, sql, ask, aim, fmt, explanation, choice)
@@ -573,7 +602,8 @@ def _answer(
         with scanning("scanning the private table…") as progress:
             result = session.sql(
                 sql, epsilon=epsilon, delta=ask.delta, bounds=ask.bounds_arg(),
-                progress=progress, bounds_share=ask.bounds_share,
+                progress=progress, bounds_share=ask.bounds_share, limits=ask.limits,
+                limits_share=ask.limits_share,
             )  # fmt: skip
         if not ask.ledger:
             _stderr().print(

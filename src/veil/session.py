@@ -36,6 +36,7 @@ from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
 from veil.autobounds import auto_explain, auto_sql, is_auto
+from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import lower, to_sql
@@ -644,6 +645,8 @@ class Session:
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
         weights: str | Literal[False] | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Result:
         """Answer SQL ``text`` with noise, error bars and a charged budget.
 
@@ -661,7 +664,20 @@ class Session:
         ``None``: the session's, as the catalog declares them; ``False``: unweighted).
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
+        ``limits="auto"`` spends ``limits_share`` of ε (default 0.1) to choose the contribution
+        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
         """
+        if limits is not None:
+            _refuse_auto_limits_with(target, bounds)
+            return auto_limits_sql(
+                self, self.plan(text, bounds=cast(BoundsArg, bounds), domains=domains,
+                                weights=weights),
+                text=text, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_target(target)
             _refuse_auto_weights(self._weights(weights))
@@ -710,8 +726,12 @@ class Session:
         text: str | None = None,
         max_rows: int | None = None,
         quantile_buckets: int | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
+
+        ``limits="auto"``: the contribution limits chosen first (see :meth:`sql`).
 
         ``text`` is what the ledger's audit trail records with the charge (``sql`` passes the
         SQL); by default the plan's canonical form.
@@ -725,6 +745,15 @@ class Session:
         (:class:`veil.errors.QueryFailedError`, the charge stays). Without it no thread is
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
+        if limits is not None:
+            _refuse_auto_limits_with(None, bounds)
+            return auto_limits_sql(
+                self, plan, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=None,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets, text=text,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         self._open()
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(
@@ -891,6 +920,8 @@ class Session:
         quantile_buckets: int | None = None,
         bounds_share: Number | None = None,
         weights: str | Literal[False] | None = None,
+        limits: str | None = None,
+        limits_share: Number | None = None,
     ) -> Explanation:
         """What ``query`` would do and cost, without reading private data or charging.
 
@@ -898,8 +929,22 @@ class Session:
         to take from the grant, δ = 10⁻⁶); ``notes`` says so. ``target`` (instead of
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
-        ``weights``: as in :meth:`sql`.
+        ``weights``: as in :meth:`sql`. ``limits="auto"``: the cost of the limits step and the
+        query together (see :meth:`sql`).
         """
+        if limits is not None:
+            _refuse_auto_limits_with(target, bounds)
+            return auto_limits_explain(
+                self,
+                self.plan(query, bounds=cast(BoundsArg, bounds), domains=domains, weights=weights)
+                if isinstance(query, str)
+                else weigh(query, weights if isinstance(weights, str) else None),
+                epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows),
+                quantile_buckets=quantile_buckets,
+            )  # fmt: skip
+        refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_target(target)
             _refuse_auto_weights(self._weights(weights))
@@ -1040,6 +1085,16 @@ def _refuse_auto_weights(weights: object) -> None:
             "bounds as pairs, e.g. bounds={'hours': (0, 60), 'coeff': (0, 5)}, or "
             "weights=False"
         )
+
+
+def _refuse_auto_limits_with(target: Any, bounds: object) -> None:
+    """``limits="auto"`` does not combine (yet) with accuracy targets or auto bounds."""
+    for given, what in ((target is not None, "target="), (is_auto(bounds), "bounds='auto'")):
+        if given:
+            raise InvalidArgumentError(
+                f"{what} and limits='auto' cannot be combined yet; pass limits='auto' with "
+                "epsilon= and bounds as pairs, or give the limits (max_rows=…)"
+            )
 
 
 def _refuse_stray_share(share: Number | None) -> None:

@@ -436,6 +436,8 @@ class _Lowering:
     def _key(self, key: GroupKey, where: list[exp.Expr]) -> exp.Expr:
         """The key as it travels to Python (see :func:`key_transport`)."""
         col = _col(key.column)
+        if key.per_unit and key.edges is not None:
+            return self._per_unit_bin(key.edges)
         if key.edges is not None:
             x = self._real(key.column)
             e = key.edges
@@ -476,6 +478,25 @@ class _Lowering:
         if key_transport(self.agg.child.field(key.column).type) == "text":
             return self.cast(col, self.d.text_type)
         return col
+
+    def _per_unit_bin(self, e: Sequence[Fraction]) -> exp.Expr:
+        """The bin of the row's unit's row count (``COUNT(*) OVER (PARTITION BY unit)`` over the
+        rows after WHERE and the NULL rule), clamped into ``[e0, e_n]`` first, so every row
+        falls in exactly one bin (total: a count is a 64-bit integer, the edges finite)."""
+        if self.agg.privacy_unit is None:
+            raise InternalError("a per-unit key without a privacy unit at lowering")
+        count = exp.Window(
+            this=exp.Count(this=exp.Star()), partition_by=[_col(self.agg.privacy_unit)]
+        )
+        n = _clamp(count, literal(e[0]), literal(e[-1]))
+        case = exp.Case()
+        for i in range(len(e) - 2):
+            case = case.when(
+                exp.LT(this=n.copy(), expression=literal(e[i + 1])),
+                exp.Literal.number(i),
+                copy=False,
+            )
+        return case.else_(exp.Literal.number(len(e) - 2), copy=False)
 
     # bounded rows ------------------------------------------------------------------------------
     def _hash(self, columns: Sequence[str]) -> exp.Expr:

@@ -63,12 +63,15 @@ def _expr(e: exp.Expression) -> str:
 
 
 def _key(k: GroupKey) -> Json:
-    return {
+    out: Json = {
         "column": k.column,
         "alias": k.alias,
         "domain": None if k.domain is None else [_value(v) for v in k.domain],
         "edges": None if k.edges is None else [_frac(e) for e in k.edges],
     }
+    if k.per_unit:  # only when set: every other plan keeps its fingerprint
+        out["per_unit"] = True
+    return out
 
 
 def _value(v: object) -> object:

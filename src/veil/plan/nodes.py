@@ -253,6 +253,10 @@ class GroupKey:
       (the last bin closed); the key is the bin label ``"[e_i, e_{i+1})"`` (``"[e_{n-1},
       e_n]"`` for the last), every bin is
       released, rows outside ``[e0, e_n]`` or NULL are dropped.
+    - ``edges`` with ``per_unit=True`` (``column`` the privacy unit): the bin of the number of
+      rows the row's unit has among the aggregation's rows (after WHERE), clamped into
+      ``[e0, e_n]`` — a function of the unit's own rows, so every row of a unit has the same
+      key (``veil.autolimits``: a histogram of contributions per unit).
     ``alias`` is the output column name (defaults to ``column``).
     """
 
@@ -260,6 +264,7 @@ class GroupKey:
     domain: tuple[KeyValue, ...] | None = None
     edges: tuple[Fraction, ...] | None = None
     alias: str = ""
+    per_unit: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.column, "a group-by column")
@@ -293,6 +298,10 @@ class GroupKey:
                     f"increasing numbers, got {[float(e) for e in edges]}"
                 )
             _set(self, "edges", edges)
+        if self.per_unit and self.edges is None:
+            raise InvalidArgumentError(
+                f"a per-unit key of {self.column!r} bins the rows per unit: it needs edges"
+            )
 
     @property
     def is_public(self) -> bool:
@@ -707,13 +716,20 @@ class Aggregate(Plan):
             )
         for key in keys:
             f = self.child.field(key.column)
+            if key.per_unit:
+                if key.column != self.privacy_unit:
+                    raise UnsupportedQueryError(
+                        f"a per-unit key bins the rows of the privacy unit, but it names "
+                        f"{key.column!r} and the unit is {self.privacy_unit!r}"
+                    )
+                continue
             if key.edges is not None and f.type not in NUMERIC_TYPES:
                 raise SchemaError(
                     f"histogram bins need a numeric column; {key.column!r} is {f.type}"
                 )
         if self.privacy_unit is not None:
             self.child.field(self.privacy_unit)
-            if any(k.column == self.privacy_unit for k in keys):
+            if any(k.column == self.privacy_unit and not k.per_unit for k in keys):
                 raise UnsupportedQueryError(
                     f"grouping by the privacy unit {self.privacy_unit!r} would release one "
                     "group per unit; group by another column"

@@ -111,6 +111,8 @@ class Result:
     charged: Budget | None = field(default=None, repr=False, compare=False)
     # bounds="auto": the bounds chosen per column (veil.autobounds.ChosenBounds), in order
     auto_bounds: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+    # limits="auto": the limits chosen (veil.autolimits.ChosenLimits), or None
+    auto_limits: Any = field(default=None, repr=False, compare=False)
 
     @property
     def rows(self) -> list[list[Any]]:
