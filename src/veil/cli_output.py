@@ -103,7 +103,7 @@ def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[s
     """The JSON object of a result: ``columns``, ``rows`` (list of lists in column order),
     ``error_bars`` (same shape, 95 % half-widths, null where not applicable), ``cost`` and
     what each part of the budget paid for; with ``bounds="auto"``, ``auto_bounds``: the bounds
-    chosen per column (per group where asked)."""
+    chosen per column (per group where asked); with ``limits="auto"``, ``auto_limits``."""
     columns = [str(c) for c in result.columns]
     rows = [[_plain(v) for v in row] for row in result.rows]
     bars = [[_plain(b) for b in row] for row in result.error_bars(0.95)]
@@ -126,9 +126,28 @@ def result_payload(result: Result, *, remaining: Budget | None = None) -> dict[s
         from veil.cli_bounds import chosen_json
 
         payload["auto_bounds"] = [chosen_json(c) for c in result.auto_bounds]
+    if result.auto_limits is not None:
+        payload["auto_limits"] = limits_json(result.auto_limits)
     if remaining is not None:
         payload["remaining"] = budget_json(remaining)
     return payload
+
+
+def limits_json(chosen: Any) -> dict[str, Any]:
+    """The contribution limits ``limits="auto"`` chose (:class:`veil.autolimits.ChosenLimits`)
+    as JSON."""
+    return {
+        "max_rows": chosen.max_rows,
+        "max_groups": chosen.max_groups,
+        "max_rows_per_group": chosen.max_rows_per_group,
+        "dropped": chosen.dropped,
+        "dropped_bar": chosen.dropped_bar,
+        "rows": chosen.rows,
+        "loss": budget_json(chosen.loss),
+        "cost": budget_json(chosen.cost),
+        "cached": chosen.cached,
+        "cap": chosen.cap,
+    }
 
 
 def _usage_json(u: Usage) -> dict[str, Any]:

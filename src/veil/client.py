@@ -380,6 +380,8 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
+        limits: Literal["auto"] | None = None,
+        limits_share: Number | None = None,
         consistent: bool = False,
         wait: Literal[True] = True,
         timeout: float | None = None,
@@ -402,6 +404,8 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
+        limits: Literal["auto"] | None = None,
+        limits_share: Number | None = None,
         consistent: bool = False,
         wait: Literal[False],
         timeout: float | None = None,
@@ -423,6 +427,8 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
+        limits: Literal["auto"] | None = None,
+        limits_share: Number | None = None,
         consistent: bool = False,
         wait: bool = True,
         timeout: float | None = None,
@@ -440,12 +446,15 @@ class Client:
         ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to
         wait for). ``wait=False``: start it as a job and return the :class:`Job` at once.
         ``weights``: a survey-weights column, or ``False`` for none (default: the dataset's).
+        ``limits="auto"``: ``max_rows`` chosen under DP from a ``limits_share`` of ε (the
+        answer's ``auto_limits`` says what was chosen).
         """
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
         if bounds_share is not None:
             body["bounds_share"] = _num(bounds_share, "bounds_share")
         if max_rows is not None:
             body["max_rows"] = max_rows
+        body |= _limits(limits, limits_share)
         if weights is not None:
             body["weights"] = weights
         body["consistent"] = bool(consistent)
@@ -477,6 +486,8 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
+        limits: Literal["auto"] | None = None,
+        limits_share: Number | None = None,
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,
         min_group_size: int | None = None,
@@ -490,6 +501,7 @@ class Client:
             body["bounds_share"] = _num(bounds_share, "bounds_share")
         if max_rows is not None:
             body["max_rows"] = max_rows
+        body |= _limits(limits, limits_share)
         body |= _targets(target, references, min_group_size)
         if weights is not None:
             body["weights"] = weights
@@ -723,6 +735,16 @@ def _targets(
         out["references"] = {str(c): float(v) for c, v in references.items()}
     if min_group_size is not None:
         out["min_group_size"] = min_group_size
+    return out
+
+
+def _limits(limits: object, share: Number | None) -> dict[str, Any]:
+    """The request fields of ``limits="auto"`` (checked by the service, free)."""
+    out: dict[str, Any] = {}
+    if limits is not None:
+        out["limits"] = limits
+    if share is not None:
+        out["limits_share"] = _num(share, "limits_share")
     return out
 
 

@@ -99,6 +99,26 @@ def chosen_from_json(d: Mapping[str, Any]) -> ChosenBounds:
     )
 
 
+def _limits(obj: Mapping[str, Any] | None) -> Any:
+    """The :class:`veil.autolimits.ChosenLimits` of an answer's ``auto_limits`` (or None)."""
+    if obj is None:
+        return None
+    from veil.autolimits import ChosenLimits
+
+    return ChosenLimits(
+        max_rows=int(obj["max_rows"]),
+        max_groups=int(obj["max_groups"]),
+        max_rows_per_group=int(obj["max_rows_per_group"]),
+        dropped=float(obj["dropped"]),
+        dropped_bar=float(obj["dropped_bar"]),
+        rows=float(obj["rows"]),
+        loss=budget_from_json(obj["loss"]),
+        cost=budget_from_json(obj["cost"]),
+        cached=bool(obj["cached"]),
+        cap=int(obj["cap"]),
+    )
+
+
 def result_from_payload(payload: Mapping[str, Any]) -> Result:
     """The :class:`veil.Result` of a query answer (``POST /v1/query``'s body)."""
     try:
@@ -120,6 +140,7 @@ def result_from_payload(payload: Mapping[str, Any]) -> Result:
             released_bars=ReleasedBars(float(payload["error_bar_level"]), bars),
             remaining=maybe_budget(payload.get("remaining")),
             auto_bounds=tuple(chosen_from_json(c) for c in payload.get("auto_bounds") or ()),
+            auto_limits=_limits(payload.get("auto_limits")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ServiceError(

@@ -49,7 +49,7 @@ final class Client
     private const QUERY_OPTIONS = [
         'epsilon', 'delta', 'bounds', 'bounds_share', 'max_groups', 'max_rows_per_group', 'consistent',
         'target', 'references', 'min_group_size',
-        'weights',
+        'weights', 'limits', 'limits_share',
     ];
 
     /** An exact number as the service reads it: `0.5`, `-2`, `1/3` (no exponent). */
@@ -125,6 +125,8 @@ final class Client
      *     max_rows_per_group?: int,
      *     consistent?: bool,
      *     weights?: string|false,
+     *     limits?: 'auto',
+     *     limits_share?: float|int|string,
      *     async?: bool,
      *     target?: string|list<string>,
      *     references?: array<string, float|int>,
@@ -138,6 +140,8 @@ final class Client
      *     returned in {@see QueryResult::$autoBounds}; `consistent`: group counts
      *     that add up to their noisy total; `weights`: a survey-weights column weighting
      *     COUNT(*), SUM and AVG, or false for none (default: the dataset's own weights);
+     *     `limits` `'auto'`: max_rows chosen under DP with `limits_share` of ε (default 0.1),
+     *     returned in {@see QueryResult::$autoLimits};
      *     `async`: run it as a job and poll until it is done (for a query longer than a
      *     proxy's read timeout; the answer is the same)
      * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
@@ -589,7 +593,11 @@ final class Client
         $out = [];
         foreach ($options as $name => $value) {
             $out[$name] = match ($name) {
-                'epsilon', 'delta', 'bounds_share' => self::number($value, $name),
+                'epsilon', 'delta', 'bounds_share', 'limits_share' => self::number($value, $name),
+                'limits' => $value === 'auto' ? $value
+                    : throw new InvalidRequestException(
+                        "limits must be 'auto' (max_rows chosen under DP); nothing was sent"
+                    ),
                 'bounds' => self::bounds($value),
                 'max_groups', 'max_rows_per_group' => is_int($value) ? $value
                     : throw new InvalidRequestException("$name must be an integer; nothing was sent"),

@@ -26,6 +26,9 @@ final class QueryResult
      * @param list<string> $notes
      * @param list<array<string, mixed>> $usage what each part of the budget paid for
      * @param list<ChosenBounds> $autoBounds with `'bounds' => 'auto'`: the bounds chosen
+     * @param array<string, mixed>|null $autoLimits with `'limits' => 'auto'`: the contribution
+     *     limits chosen (`max_rows`, `max_groups`, `max_rows_per_group`, `dropped` ±
+     *     `dropped_bar`, `loss`, `cost`, `cached`, `cap`), as the service sent them
      */
     public function __construct(
         public readonly string $dataset,
@@ -41,6 +44,7 @@ final class QueryResult
         public readonly array $usage = [],
         public readonly ?string $jobId = null,
         public readonly array $autoBounds = [],
+        public readonly ?array $autoLimits = null,
     ) {
     }
 
@@ -93,6 +97,7 @@ final class QueryResult
             $usage,
             $jobId,
             $autoBounds,
+            Decode::nullableArray($answer, 'auto_limits'),
         );
     }
 

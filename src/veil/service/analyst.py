@@ -191,6 +191,8 @@ def _options(body: ExplainRequest) -> dict[str, Any]:
         "max_rows_per_group": body.max_rows_per_group,
         "max_rows": body.max_rows,
         "weights": body.weights,
+        **({} if body.limits is None else {"limits": body.limits}),
+        **({} if body.limits_share is None else {"limits_share": body.limits_share}),
     }
 
 
@@ -290,6 +292,7 @@ def _run_query(
             and result.cached
             and result.charged is not None
             and not result.auto_bounds  # its bounds steps are cached answers of their own
+            and result.auto_limits is None  # and so is its limits step
         ):
             key = hot_key(who.name, standing, body, session.engine.data_version(ds.name))
             state.hot.remember(key, payload, fingerprint=result.fingerprint, loss=result.charged)

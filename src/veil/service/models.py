@@ -165,6 +165,17 @@ class ExplainRequest(_Body):
     max_rows: int | None = Field(
         default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
     )
+    limits: Auto | None = Field(
+        default=None,
+        description="'auto': max_rows chosen under DP from a share of epsilon (a noisy "
+        "histogram of rows per unit on a public grid, never above the owner's limits); not "
+        "with max_groups, max_rows_per_group or max_rows",
+    )
+    limits_share: Num | None = Field(
+        default=None,
+        description="with limits 'auto': the share of epsilon spent choosing them, strictly "
+        "between 0 and 1 (default 0.1)",
+    )
     privacy_unit: Name | None = Field(
         default=None,
         description="the data owner's privacy unit; any other value is refused (it is not "

@@ -109,6 +109,21 @@ class ChosenBoundsOut(_Out):
     groups: list[GroupBoundsOut] | None = None
 
 
+class ChosenLimitsOut(_Out):
+    """The contribution limits chosen under DP (``limits: 'auto'``) and what choosing cost."""
+
+    max_rows: int = Field(description="the total rows per unit chosen")
+    max_groups: int
+    max_rows_per_group: int
+    dropped: float = Field(description="the noisy share of rows the bounding is expected to drop")
+    dropped_bar: float = Field(description="≈95 % half-width of dropped")
+    rows: float = Field(description="the noisy count of the rows measured")
+    loss: BudgetOut = Field(description="the privacy loss of the limits step")
+    cost: BudgetOut = Field(description="what it was charged now (zero when cached)")
+    cached: bool
+    cap: int = Field(description="the largest candidate (the owner's limits cap it)")
+
+
 class BoundsAnswer(_Out):
     """The bounds found per column (``veil bounds``), their cost and what is left."""
 
@@ -139,6 +154,9 @@ class QueryAnswer(_Out):
     target: Targeted | None = Field(default=None, description="with accuracy targets")
     auto_bounds: list[ChosenBoundsOut] | None = Field(
         default=None, description="with 'auto' bounds: the bounds chosen, per column"
+    )
+    auto_limits: ChosenLimitsOut | None = Field(
+        default=None, description="with limits 'auto': the contribution limits chosen"
     )
 
 
