@@ -278,19 +278,26 @@ def _race(*calls: tuple[str, object]) -> dict[str, str]:
     return seen
 
 
+@pytest.fixture(params=["sqlite-file", "postgresql"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The storages two Ledger objects can share (an in-memory one lives in one object)."""
+    if request.param == "sqlite-file":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
 def test_a_commit_and_a_refund_of_one_reservation_racing_leave_exactly_one_outcome(
-    ledger_url: str,
+    shared_url: str,
 ) -> None:
     # two processes' handles on one reservation (two Ledger objects, two connection pools):
     # a commit locks only the charge row, a refund the charge row then the budget; whichever
     # locks the charge first wins, the other finds it no longer reserved — never both, never
     # a deadlock, and the budget's running sums always match the records
-    if ledger_url == "sqlite://":
-        pytest.skip("an in-memory ledger lives in one Ledger object: no second handle")
     from veil.accounting.reservation import Reservation
 
     loss = Budget(epsilon=Fraction(1, 100))
-    with Ledger(ledger_url) as one, Ledger(ledger_url) as two:
+    with Ledger(shared_url) as one, Ledger(shared_url) as two:
         one.grant("alice", "people", Budget(epsilon=1))
         wins = {"commit": 0, "refund": 0}
         for i in range(30):
