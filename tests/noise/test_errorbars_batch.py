@@ -149,6 +149,25 @@ def test_the_two_noise_mixture_is_the_exact_quantile_to_its_tolerance(
         assert one == pytest.approx(float(got[g]), rel=1e-6)
 
 
+def test_a_group_without_the_closed_form_term_gets_the_mixing_noise_own_quantile() -> None:
+    # the mixture sums over the noise of the smaller support and reads the other in closed
+    # form; where the closed-form term's coefficient is 0 (as in an AVG table's first cell
+    # when the count has the larger support) the group holds the mixing noise alone: its
+    # exact discrete quantile, and the other groups mix as before (before, one zero sent the
+    # whole batch to the grid convolution, group by group)
+    small, large = (DL, Fraction(1, 2)), (DL, Fraction(37, 3))
+    assert eb._support(*large) > eb._support(*small)
+    c_large = np.array([0.0, 1.5, 0.0, 4.0])
+    terms = [(c_large, *large), (np.array([2.0]), *small)]
+    assert eb._mixture([c_large, np.array([2.0])], [large, small], 0.95) is not None
+    got = combination_halfwidths(terms, 0.95)
+    assert got[0] == got[2] == 2.0 * eb.laplace_halfwidth(small[1], 0.95)
+    for g in (1, 3):
+        pair = [(float(c_large[g]), *large), (2.0, *small)]
+        low = _exact_quantile(pair, 0.95)
+        assert low * (1 - 1e-12) <= got[g] <= _exact_quantile(pair, 0.95 + 2e-9) * (1 + 1e-6)
+
+
 def test_an_avg_bar_at_a_large_epsilon_takes_the_mixture_and_covers() -> None:
     # the AVG table at ε ≈ 4096 on a 2^30-step grid: the sum's scale is far below the fast
     # path's 10^6 steps and the count's coefficient (the reach) is ~2^29 sum steps, where the

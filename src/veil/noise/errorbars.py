@@ -326,8 +326,11 @@ def _mixture(
     if _support(mb, sb) > _support(ma, sa):  # mix over the noise of the smaller support
         ca, cb, (ma, sa), (mb, sb) = cb, ca, (mb, sb), (ma, sa)
     points = _point_masses(mb, sb)
-    if points is None or not np.all(ca > 0) or not np.all(np.isfinite(cb)):
+    if points is None or not np.all(np.isfinite(ca)) or not np.all(np.isfinite(cb)):
         return None
+    # a group whose closed-form term is absent holds the mixing noise alone: its exact quantile
+    solo = ca == 0
+    ca = np.where(solo, 1.0, ca)  # (a placeholder for the search; overwritten below)
     ks, w = points
     target = level + _MARGIN
     k_a = _support(ma, sa)
@@ -361,6 +364,7 @@ def _mixture(
         else:
             raise InvalidArgumentError("the error-bar bisection did not converge; this is a bug")
         out[live] = hi_t[live]
+    out[solo] = cb[solo] * _single(mb, sb, level)
     return out.reshape(shape)
 
 
