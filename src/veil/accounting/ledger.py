@@ -15,6 +15,7 @@ it and the budget cannot be overspent.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -27,13 +28,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting import records, spending
 from veil.accounting.budget import Budget, Number, exact
+from veil.accounting.grouping import (
+    BudgetRow,
+    CapRow,
+    GroupCommit,
+    Statements,
+    cursor_of,
+    split_budget_and_cap,
+)
 from veil.accounting.limits import check_grant
 from veil.accounting.records import Alert, Record
 from veil.accounting.reservation import Reservation, check_reserved
@@ -56,6 +65,7 @@ from veil.errors import (
     InvalidArgumentError,
     LedgerError,
     ReservationStateError,
+    UserError,
 )
 
 __all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation", "Standing"]
@@ -96,6 +106,14 @@ def _thresholds(values: Sequence[Number] | None) -> list[Fraction]:
                 "e.g. alert_thresholds=(0.5, 0.8, 1.0)"
             )
     return out
+
+
+_T = TypeVar("_T")
+
+
+class _NoBudget(Exception):
+    """Raised inside a hot-path transaction for an (analyst, dataset) without a budget; the
+    caller raises the ``LedgerError`` that says so (it reads the analyst's other grants)."""
 
 
 ANSWERS_REMEMBERED = 1024  # cached answers a ledger object remembers (least recently used go)
@@ -178,10 +196,10 @@ class Standing:
         return spending.remaining(self.granted, self.spent)
 
 
-# The statements of the hot path (a charge's reserve and commit, a cache lookup), built once
-# with bound parameters: SQLAlchemy then reuses each one's cache key and compiled form, where
-# a statement built per call costs ~0.2 ms of construction and cache-key work — more than the
-# database's own work on a SQLite file. Same SQL, same locks, same transactions.
+# The statements of refunds, grants and reads, built once with bound parameters: SQLAlchemy
+# then reuses each one's cache key and compiled form, where a statement built per call costs
+# ~0.2 ms of construction and cache-key work. A charge's reserve and commit and a cache hit's
+# record go below SQLAlchemy altogether (veil.accounting.grouping.Statements).
 _BUDGET = select(budgets).where(
     budgets.c.analyst == bindparam("b_analyst"), budgets.c.dataset == bindparam("b_dataset")
 )
@@ -216,7 +234,6 @@ _CHARGE_LOCKED = (
     .where(events.c.id == bindparam("e_id"), events.c.event == "charge")
     .with_for_update()
 )
-_INSERT_EVENT = insert(events)
 _ANSWER = (
     select(answers.c.id, answers.c.answer)
     .where(
@@ -228,17 +245,21 @@ _ANSWER = (
     .order_by(answers.c.id)
     .limit(1)
 )
-_INSERT_ANSWER = insert(answers)
 _SET_STATUS = (
     update(events)
     .where(events.c.id == bindparam("e_id"))
     .values(status=bindparam("e_status"), updated_at=bindparam("e_at"))
 )
-_SET_COMMITTED = (
-    update(events)
-    .where(events.c.id == bindparam("e_id"))
-    .values(status="committed", answer_id=bindparam("e_answer"), updated_at=bindparam("e_at"))
-)
+
+
+def _spent_values(spent: Spent) -> tuple[str, str, str]:
+    return str(spent.epsilon), str(spent.delta), str(spent.rho)
+
+
+@functools.lru_cache(maxsize=256)
+def _threshold_list(text: str) -> tuple[Fraction, ...]:
+    """A budget's alert thresholds (its stored JSON), parsed once per text."""
+    return tuple(Fraction(t) for t in json.loads(text))
 
 
 def _spent_params(spent: Spent, now: str) -> dict[str, str]:
@@ -260,6 +281,12 @@ class Ledger:
     path must not quietly become a new, empty ledger. With ``defer_cache_hits=True`` a cache
     hit's history record is written shortly after the answer, batched (see
     :meth:`cached_answer`): the service's choice, so that a repeated query takes no write lock.
+    With ``group_commit=True`` the reserves, commits and cache-hit records of concurrent
+    threads of this process are batched into one durable transaction (one fsync for many
+    charges; see :class:`veil.accounting.grouping.GroupCommit`): each call still returns only
+    once its own write is durable, and decides exactly as it would alone (a refusal is the
+    same refusal; the budget is checked charge by charge inside the batch). The service's
+    choice too.
     """
 
     def __init__(
@@ -268,6 +295,7 @@ class Ledger:
         *,
         create: bool = True,
         defer_cache_hits: bool = False,
+        group_commit: bool = False,
     ) -> None:
         if not create:
             require_existing(url)
@@ -285,6 +313,9 @@ class Ledger:
         # one shared in-memory connection: serialise transactions across threads here
         self._lock: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._callbacks: list[Callable[[Alert], object]] = []
+        self._sql = Statements(self._postgres)
+        self._driver_error: type[BaseException] = self._engine.dialect.loaded_dbapi.Error
+        self._group = GroupCommit(self._write, (UserError, _NoBudget)) if group_commit else None
         try:
             prepare_schema(self._engine)
         except SQLAlchemyError as exc:
@@ -347,6 +378,45 @@ class Ledger:
             except SQLAlchemyError as exc:
                 raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
 
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A write transaction on the pooled driver connection, below SQLAlchemy's execution
+        layer (the hot path: a reserve, a commit, a cache hit's record), as :meth:`_tx` makes
+        one: SQLite's ``BEGIN IMMEDIATE`` after this process's writers' queue; PostgreSQL's
+        transaction begun by the driver, rows locked by the statements. Yields a cursor;
+        commits when the block ends, rolls back when it raises."""
+        queue = self._writers if self._sqlite else nullcontext()
+        with self._lock, queue:
+            try:
+                connection = self._engine.raw_connection()
+            except SQLAlchemyError as exc:
+                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            try:
+                with cursor_of(connection) as cur:
+                    if self._sqlite:
+                        cur.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield cur
+                    except BaseException:
+                        connection.rollback()
+                        raise
+                    connection.commit()
+            except self._driver_error as exc:
+                driver = connection.dbapi_connection
+                if self._postgres and driver is not None and driver.closed:
+                    connection.invalidate(exc)  # lost: never hand it out again
+                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            finally:
+                connection.close()  # back to the pool
+
+    def _writing(self, op: Callable[[Any], _T]) -> _T:
+        """``op(cursor)`` in a write transaction of its own, or in this process's next
+        group commit (``group_commit=True``); its result once that transaction is durable."""
+        if self._group is not None:
+            return self._group.run(op)
+        with self._write() as cur:
+            return op(cur)
+
     @staticmethod
     def _find_budget(conn: Connection, analyst: str, dataset: str) -> Row[Any] | None:
         """The budget row of (``analyst``, ``dataset``), locked for this transaction unless it
@@ -357,34 +427,38 @@ class Ledger:
     def _budget_row(self, conn: Connection, analyst: str, dataset: str) -> Row[Any]:
         row = self._find_budget(conn, analyst, dataset)
         if row is None:
-            known = conn.execute(
-                select(budgets.c.dataset).where(budgets.c.analyst == analyst)
-            ).scalars()
-            datasets = sorted(known)
-            python = f"ledger.grant({analyst!r}, {dataset!r}, Budget(epsilon=…))"
-            cli = (
-                f"veil budget grant --ledger {self.url} --analyst {analyst} --dataset "
-                f"{dataset} --epsilon E"
-            )
-            if datasets:
-                why = (
-                    f"analyst {analyst!r} has no budget on dataset {dataset!r} (they have "
-                    f"budgets on {datasets}); an administrator grants one with "
-                )
-            else:
-                why = (
-                    f"unknown analyst {analyst!r}: no budget is granted to them on any "
-                    "dataset; an administrator grants one with "
-                )
-            raise LedgerError(why + python, cli=why + cli)
+            self._no_budget(conn, analyst, dataset)
         return row
 
+    def _no_budget(self, conn: Connection, analyst: str, dataset: str) -> NoReturn:
+        """Raise the ``LedgerError`` of an (``analyst``, ``dataset``) without a budget."""
+        known = conn.execute(
+            select(budgets.c.dataset).where(budgets.c.analyst == analyst)
+        ).scalars()
+        datasets = sorted(known)
+        python = f"ledger.grant({analyst!r}, {dataset!r}, Budget(epsilon=…))"
+        cli = (
+            f"veil budget grant --ledger {self.url} --analyst {analyst} --dataset "
+            f"{dataset} --epsilon E"
+        )
+        if datasets:
+            why = (
+                f"analyst {analyst!r} has no budget on dataset {dataset!r} (they have "
+                f"budgets on {datasets}); an administrator grants one with "
+            )
+        else:
+            why = (
+                f"unknown analyst {analyst!r}: no budget is granted to them on any "
+                "dataset; an administrator grants one with "
+            )
+        raise LedgerError(why + python, cli=why + cli)
+
     @staticmethod
-    def _granted(row: Row[Any]) -> Budget:
+    def _granted(row: Any) -> Budget:
         return records.loss_from(row.kind, row.epsilon, row.delta, row.rho)
 
     @staticmethod
-    def _spent(row: Row[Any]) -> Spent:
+    def _spent(row: Any) -> Spent:
         return Spent(
             Fraction(row.spent_epsilon), Fraction(row.spent_delta), Fraction(row.spent_rho)
         )
@@ -717,6 +791,12 @@ class Ledger:
 
         Raises ``BudgetExhaustedError`` (nothing charged) when it does not fit, ``LedgerError``
         for an unknown analyst or dataset or a loss of a kind the grant cannot pay for.
+
+        Contract: returns only once the charge is durable (its transaction committed, alone or
+        in this process's group commit); the check and the spend are one transaction holding
+        the budget's lock (SQLite's write lock; PostgreSQL's row lock, and the dataset cap's),
+        so concurrent reserves of any process serialise and the running sums never exceed the
+        grant nor the cap; a refusal writes nothing and depends only on the sums before it.
         """
         _name(analyst, "analyst")
         _name(dataset, "dataset")
@@ -727,19 +807,29 @@ class Ledger:
         if query is not None and not isinstance(query, str):
             raise InvalidArgumentError(f"query must be a string, got {type(query).__name__}")
         now = records.now()
-        fired: list[int] = []
-        with self._tx() as conn:
-            row = self._budget_row(conn, analyst, dataset)
+        columns = records.loss_columns(loss)
+        sql = self._sql
+
+        def spend(cur: Any) -> tuple[int, int, list[int]]:
+            # every refusal is raised before the first write (group commit relies on it)
+            cur.execute(sql.budget_and_cap, (analyst, dataset))
+            found = cur.fetchone()
+            if found is None:
+                raise _NoBudget
+            row, cap = split_budget_and_cap(found)
             total, before = self._granted(row), self._spent(row)
             after = spending.add_charge(total, before, loss)
             if not spending.fits(total, after):
                 raise BudgetExhaustedError(
                     loss, spending.remaining(total, before), analyst=analyst, dataset=dataset
                 )
-            cap = self._find_cap(conn, dataset)
+            cap_after = None
             if cap is not None:
                 # the dataset's total across all analysts, in the same transaction (locked
                 # after the analyst's own row: one lock order, no deadlock)
+                if sql.postgres:
+                    cur.execute(sql.cap_locked, (dataset,))
+                    cap = CapRow(*cur.fetchone())
                 cap_total, cap_before = self._granted(cap), self._spent(cap)
                 try:
                     cap_after = spending.add_charge(cap_total, cap_before, loss)
@@ -753,28 +843,30 @@ class Ledger:
                         dataset=dataset,
                         scope="the dataset's total across all analysts",
                     )
-                self._set_cap_spent(conn, dataset, cap_after, now)
-            self._set_spent(conn, row.id, after, now)
-            charge_id = records.new_id(
-                conn.execute(
-                    _INSERT_EVENT,
-                    {
-                        "budget_id": row.id,
-                        "at": now,
-                        "event": "charge",
-                        "status": "reserved",
-                        "fingerprint": fingerprint,
-                        "data_version": data_version,
-                        "updated_at": now,
-                        "query_text": query,
-                        **records.loss_columns(loss),
-                    },
-                )
-            )
-            fired = self._record_alerts(conn, row, total, after, now)
+            if cap_after is not None:
+                cur.execute(sql.set_cap_spent, (*_spent_values(cap_after), now, dataset))
+            charge = (
+                row.id, now, fingerprint, data_version, now, query,
+                columns["loss_kind"], columns["epsilon"], columns["delta"], columns["rho"],
+            )  # fmt: skip
+            if sql.spend_and_charge is not None:  # PostgreSQL: one statement
+                cur.execute(sql.spend_and_charge, (*_spent_values(after), now, row.id, *charge))
+            else:
+                cur.execute(sql.spend, (*_spent_values(after), now, row.id))
+                cur.execute(sql.insert_charge, charge)
+            (charge_id,) = cur.fetchone()
+            return row.id, int(charge_id), self._record_alerts(cur, row, total, after, now)
+
+        try:
+            budget_id, charge_id, fired = self._writing(spend)
+        except _NoBudget:
+            with self._tx(read=True) as conn:
+                self._no_budget(conn, analyst, dataset)
         if fired:
-            self._deliver(budget_id=row.id)
-        return Reservation(self, charge_id, analyst, dataset, loss, fingerprint, data_version)
+            self._deliver(budget_id=budget_id)
+        return Reservation(
+            self, charge_id, analyst, dataset, loss, fingerprint, data_version, budget_id=budget_id
+        )
 
     @staticmethod
     def _set_spent(conn: Connection, budget_id: int, spent: Spent, now: str) -> None:
@@ -811,30 +903,40 @@ class Ledger:
                     f"the answer to cache must be JSON-serialisable: {exc}"
                 ) from exc
         now = records.now()
-        with self._tx() as conn:
-            row = self._charge_row(conn, reservation)
-            check_reserved(reservation, row.status, "commit")
-            answer_id = None
-            if payload is not None:
-                key = records.loss_key(reservation.loss)
-                answer_id = records.new_id(
-                    conn.execute(
-                        _INSERT_ANSWER,
-                        {
-                            "budget_id": row.budget_id,
-                            "fingerprint": reservation.fingerprint,
-                            "data_version": reservation.data_version,
-                            "loss_key": key,
-                            "answer": payload,
-                            "charge_id": reservation.id,
-                            "created_at": now,
-                        },
+        key = records.loss_key(reservation.loss)
+        sql = self._sql
+
+        def commit(cur: Any) -> int | None:
+            # the charge row is locked by this UPDATE (a commit and a refund of one charge
+            # serialise on it; PostgreSQL re-reads a row it waited for), and no budget row is:
+            # committing moves a charge between two spent states, no sum changes
+            cur.execute(sql.mark_committed, (now, reservation.id))
+            found = cur.fetchone()
+            if found is None:  # nothing written: say why
+                cur.execute(sql.charge_status, (reservation.id,))
+                status = cur.fetchone()
+                if status is None:
+                    raise ReservationStateError(
+                        f"reservation {reservation.id} is not in the ledger at {self.url}"
                     )
-                )
-            conn.execute(
-                _SET_COMMITTED, {"e_id": reservation.id, "e_answer": answer_id, "e_at": now}
-            )
-        return answer_id
+                check_reserved(reservation, status[0], "commit")
+                raise InternalError(f"reservation {reservation.id} is reserved but not found")
+            if payload is None:
+                return None
+            answer = (
+                found[0], reservation.fingerprint, reservation.data_version, key, payload,
+                reservation.id, now,
+            )  # fmt: skip
+            if sql.answer_and_link is not None:  # PostgreSQL: one statement
+                cur.execute(sql.answer_and_link, (*answer, reservation.id))
+                (answer_id,) = cur.fetchone()
+            else:
+                cur.execute(sql.insert_answer, answer)
+                (answer_id,) = cur.fetchone()
+                cur.execute(sql.set_answer, (answer_id, reservation.id))
+            return int(answer_id)
+
+        return self._writing(commit)
 
     def _refund(self, reservation: Reservation) -> None:
         now = records.now()
@@ -939,10 +1041,19 @@ class Ledger:
         }
         if self._hits is not None:
             self._hits.add(event)
-        else:
-            with self._tx() as conn:  # the hit, recorded in the history before the answer is out
-                conn.execute(_INSERT_EVENT, event)
+        else:  # the hit, recorded in the history before the answer is out
+            self._writing(functools.partial(self._insert_hit, event))
         return text
+
+    def _insert_hit(self, event: dict[str, Any], cur: Any) -> None:
+        cur.execute(
+            self._sql.insert_hit,
+            (
+                event["budget_id"], event["at"], event["fingerprint"], event["data_version"],
+                event["answer_id"], event["detail"], event["loss_kind"], event["epsilon"],
+                event["delta"], event["rho"],
+            ),
+        )  # fmt: skip
 
     def flush_cache_hits(self) -> None:
         """Write the cache hits queued by this process (``defer_cache_hits=True``) now."""
@@ -962,36 +1073,25 @@ class Ledger:
         return callback
 
     def _record_alerts(
-        self, conn: Connection, row: Row[Any], total: Budget, spent: Spent, now: str
+        self, cur: Any, row: BudgetRow, total: Budget, spent: Spent, now: str
     ) -> list[int]:
+        """Record (in the reserve's transaction, on its driver cursor) the alerts whose
+        thresholds ``spent`` crosses for the first time; their ids."""
         used = spending.used_fraction(total, spent)
-        crossed = [Fraction(t) for t in json.loads(row.thresholds) if used >= Fraction(t)]
+        crossed = [t for t in _threshold_list(row.thresholds) if used >= t]
         if not crossed:
             return []
-        done = set(
-            conn.execute(select(alerts.c.threshold).where(alerts.c.budget_id == row.id)).scalars()
-        )
+        sql = self._sql
+        cur.execute(sql.alerts_done, (row.id,))
+        done = {r[0] for r in cur.fetchall()}
         fired = []
         for t in crossed:
             if str(t) in done:
                 continue
-            fired.append(
-                records.new_id(
-                    conn.execute(
-                        insert(alerts).values(
-                            budget_id=row.id, threshold=str(t), used=str(used), at=now, notified=0
-                        )
-                    )
-                )
-            )
-            conn.execute(
-                insert(events).values(
-                    budget_id=row.id,
-                    at=now,
-                    event="alert",
-                    detail=f"{float(used):.2%} spent, crossed the {float(t):.0%} threshold",
-                )
-            )
+            cur.execute(sql.insert_alert, (row.id, str(t), str(used), now))
+            fired.append(int(cur.fetchone()[0]))
+            detail = f"{float(used):.2%} spent, crossed the {float(t):.0%} threshold"
+            cur.execute(sql.insert_alert_event, (row.id, now, detail))
         return fired
 
     def _deliver(self, *, budget_id: int | None) -> None:

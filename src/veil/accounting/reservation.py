@@ -38,8 +38,11 @@ class Reservation:
         loss: Budget,
         fingerprint: str,
         data_version: str,
+        *,
+        budget_id: int | None = None,
     ) -> None:
         self._ledger = ledger
+        self.budget_id = budget_id  # the grant's row in the ledger's database, when it has one
         self.id = id
         self.analyst = analyst
         self.dataset = dataset
