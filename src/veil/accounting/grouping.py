@@ -198,6 +198,8 @@ class GroupCommit:
         self._mutex = threading.Lock()
         self._leader = threading.Lock()
         self._queue: list[_Request[Any]] = []
+        self.transactions = 0  # batches committed by this process (each one durable write)
+        self.operations = 0  # operations they held
 
     def run(self, op: Callable[[Any], T]) -> T:
         """``op(cursor)``'s result once its transaction is committed, or its error."""
@@ -226,11 +228,15 @@ class GroupCommit:
                 try:
                     with self._transaction() as cur:
                         outcome = self._apply(request, cur)
+                    self.transactions += 1
+                    self.operations += 1
                 except BaseException as alone:
                     outcome = (None, alone)
                 request.result, request.error = outcome
                 request.done = True
             return
+        self.transactions += 1
+        self.operations += len(batch)
         for request, (result, error) in zip(batch, outcomes, strict=True):
             request.result, request.error, request.done = result, error, True
 
