@@ -190,8 +190,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
     """The service over ``config``'s ledger; the config file's ``[[datasets]]`` are loaded into
     the catalog first (idempotently: every worker may do it)."""
     principals = Principals(config.ledger)
-    # a repeated query's cache hit is recorded batched, shortly after: no write lock per hit
-    catalog = Catalog(Ledger(config.ledger, defer_cache_hits=True))
+    # a repeated query's cache hit is recorded batched, shortly after: no write lock per hit;
+    # the query threads' charges share durable transactions (group commit), each answer
+    # still released only after its own charge is durable
+    catalog = Catalog(Ledger(config.ledger, defer_cache_hits=True, group_commit=True))
     if config.path is not None:
         catalog.load_toml(config.path)
     state = ServiceState(
