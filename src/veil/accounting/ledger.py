@@ -111,6 +111,9 @@ def _thresholds(values: Sequence[Number] | None) -> list[Fraction]:
 _T = TypeVar("_T")
 
 
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's kept connections
+
+
 class _NoBudget(Exception):
     """Raised inside a hot-path transaction for an (analyst, dataset) without a budget; the
     caller raises the ``LedgerError`` that says so (it reads the analyst's other grants)."""
@@ -256,6 +259,18 @@ def _spent_values(spent: Spent) -> tuple[str, str, str]:
     return str(spent.epsilon), str(spent.delta), str(spent.rho)
 
 
+# a grant's total and its running sums are read back as the text this process (or another)
+# wrote: parsed once per text (Fraction and Budget are immutable), not per charge
+@functools.lru_cache(maxsize=1024)
+def _granted_of(kind: str, epsilon: str | None, delta: str, rho: str | None) -> Budget:
+    return records.loss_from(kind, epsilon, delta, rho)
+
+
+@functools.lru_cache(maxsize=4096)
+def _fraction(text: str) -> Fraction:
+    return Fraction(text)
+
+
 @functools.lru_cache(maxsize=256)
 def _threshold_list(text: str) -> tuple[Fraction, ...]:
     """A budget's alert thresholds (its stored JSON), parsed once per text."""
@@ -314,6 +329,8 @@ class Ledger:
         self._lock: AbstractContextManager[Any] = threading.RLock() if memory else nullcontext()
         self._callbacks: list[Callable[[Alert], object]] = []
         self._sql = Statements(self._postgres)
+        self._keep_writer = self._sqlite and not memory  # see _write
+        self._writer: Any = None
         self._driver_error: type[BaseException] = self._engine.dialect.loaded_dbapi.Error
         self._group = GroupCommit(self._write, (UserError, _NoBudget)) if group_commit else None
         try:
@@ -325,10 +342,17 @@ class Ledger:
             # a forked child must not reuse the parent's connections: it opens its own
             engine = weakref.ref(self._engine)
 
+            me = weakref.ref(self)
+
             def forget_parent_connections() -> None:
                 alive = engine()
                 if alive is not None:
                     alive.dispose(close=False)
+                ledger = me()
+                if ledger is not None and ledger._writer is not None:
+                    # the parent's: never used, closed nor given back to a pool here
+                    _INHERITED.append(ledger._writer)
+                    ledger._writer = None
 
             os.register_at_fork(after_in_child=forget_parent_connections)
 
@@ -344,6 +368,10 @@ class Ledger:
         """Write the cache hits not yet written, and release the database connections."""
         if self._hits is not None:
             self._hits.stop()
+        with self._writers:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         self._engine.dispose()
 
     def __enter__(self) -> Ledger:
@@ -380,17 +408,23 @@ class Ledger:
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
-        """A write transaction on the pooled driver connection, below SQLAlchemy's execution
-        layer (the hot path: a reserve, a commit, a cache hit's record), as :meth:`_tx` makes
-        one: SQLite's ``BEGIN IMMEDIATE`` after this process's writers' queue; PostgreSQL's
+        """A write transaction on a driver connection, below SQLAlchemy's execution layer (the
+        hot path: a reserve, a commit, a cache hit's record), as :meth:`_tx` makes one:
+        SQLite's ``BEGIN IMMEDIATE`` after this process's writers' queue; PostgreSQL's
         transaction begun by the driver, rows locked by the statements. Yields a cursor;
-        commits when the block ends, rolls back when it raises."""
+        commits when the block ends, rolls back when it raises. A SQLite file's writers take
+        turns on the writers' queue anyway, so they share one connection, kept checked out of
+        the pool (a checkout and its reset cost as much Python as a statement); PostgreSQL's
+        come from the pool, one per concurrent writer."""
         queue = self._writers if self._sqlite else nullcontext()
         with self._lock, queue:
-            try:
-                connection = self._engine.raw_connection()
-            except SQLAlchemyError as exc:
-                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            connection = self._writer if self._keep_writer else None
+            if connection is None:
+                try:
+                    connection = self._engine.raw_connection()
+                except SQLAlchemyError as exc:
+                    raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            keep = self._keep_writer
             try:
                 with cursor_of(connection) as cur:
                     if self._sqlite:
@@ -402,12 +436,18 @@ class Ledger:
                         raise
                     connection.commit()
             except self._driver_error as exc:
+                keep = False  # a fresh connection next time
                 driver = connection.dbapi_connection
                 if self._postgres and driver is not None and driver.closed:
                     connection.invalidate(exc)  # lost: never hand it out again
                 raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
             finally:
-                connection.close()  # back to the pool
+                if keep:
+                    self._writer = connection
+                else:
+                    if self._keep_writer:
+                        self._writer = None
+                    connection.close()  # back to the pool
 
     def _writing(self, op: Callable[[Any], _T]) -> _T:
         """``op(cursor)`` in a write transaction of its own, or in this process's next
@@ -455,12 +495,12 @@ class Ledger:
 
     @staticmethod
     def _granted(row: Any) -> Budget:
-        return records.loss_from(row.kind, row.epsilon, row.delta, row.rho)
+        return _granted_of(row.kind, row.epsilon, row.delta, row.rho)
 
     @staticmethod
     def _spent(row: Any) -> Spent:
         return Spent(
-            Fraction(row.spent_epsilon), Fraction(row.spent_delta), Fraction(row.spent_rho)
+            _fraction(row.spent_epsilon), _fraction(row.spent_delta), _fraction(row.spent_rho)
         )
 
     # -- administration -------------------------------------------------------------------
