@@ -50,7 +50,6 @@ from veil.accounting.spending import Spent
 from veil.accounting.store import (
     READ_ONLY,
     alerts,
-    answers,
     budgets,
     dataset_caps,
     datasets,
@@ -236,17 +235,6 @@ _CHARGE_LOCKED = (
     select(events)
     .where(events.c.id == bindparam("e_id"), events.c.event == "charge")
     .with_for_update()
-)
-_ANSWER = (
-    select(answers.c.id, answers.c.answer)
-    .where(
-        answers.c.budget_id == bindparam("a_budget"),
-        answers.c.fingerprint == bindparam("a_fingerprint"),
-        answers.c.data_version == bindparam("a_version"),
-        answers.c.loss_key == bindparam("a_loss"),
-    )
-    .order_by(answers.c.id)
-    .limit(1)
 )
 _SET_STATUS = (
     update(events)
@@ -448,6 +436,29 @@ class Ledger:
                     if self._keep_writer:
                         self._writer = None
                     connection.close()  # back to the pool
+
+    def _read_one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The first row of one read-only statement on a pooled driver connection (no
+        transaction around it, no lock: a single statement reads one consistent snapshot)."""
+        with self._lock:
+            try:
+                connection = self._engine.raw_connection()
+            except SQLAlchemyError as exc:
+                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            try:
+                with cursor_of(connection) as cur:
+                    cur.execute(sql, params)
+                    row: tuple[Any, ...] | None = cur.fetchone()
+                if self._postgres:
+                    connection.rollback()  # the driver's implicit transaction: ended
+                return row
+            except self._driver_error as exc:
+                driver = connection.dbapi_connection
+                if self._postgres and driver is not None and driver.closed:
+                    connection.invalidate(exc)
+                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+            finally:
+                connection.close()
 
     def _writing(self, op: Callable[[Any], _T]) -> _T:
         """``op(cursor)`` in a write transaction of its own, or in this process's next
@@ -1050,20 +1061,18 @@ class Ledger:
             if known is not None:
                 self._answers.move_to_end(key)
         if known is None:
-            with self._tx(read=True) as conn:  # the lookup takes no lock
-                row = self._budget_row(conn, analyst, dataset)
-                hit = conn.execute(
-                    _ANSWER,
-                    {
-                        "a_budget": row.id,
-                        "a_fingerprint": fingerprint,
-                        "a_version": data_version,
-                        "a_loss": records.loss_key(loss),
-                    },
-                ).one_or_none()
-            if hit is None:
+            # the lookup takes no lock: one statement, its own consistent snapshot
+            found = self._read_one(
+                self._sql.budget_and_answer,
+                (fingerprint, data_version, records.loss_key(loss), analyst, dataset),
+            )
+            if found is None:
+                with self._tx(read=True) as conn:
+                    self._no_budget(conn, analyst, dataset)
+            budget_id, answer_id, answer_text = found
+            if answer_id is None:
                 return None
-            known = (row.id, hit.id, hit.answer)
+            known = (int(budget_id), int(answer_id), str(answer_text))
             with self._answers_lock:
                 self._answers[key] = known
                 while len(self._answers) > ANSWERS_REMEMBERED:
