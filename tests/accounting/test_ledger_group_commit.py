@@ -106,7 +106,7 @@ def _in_one_batch(
     ledger: Ledger, calls: list[Callable[[], Any]], *, transactions: int = 1
 ) -> list[tuple[str, Any]]:
     """Run ``calls`` from threads of their own queued into one group commit, in this order:
-    the group's leader lock is held while they queue, so the first to get it takes them all.
+    the group is paused while they queue, so the first to run after it takes them all.
     Each outcome: ("ok", result) or ("error", exception)."""
     group = ledger._group
     assert group is not None
@@ -120,13 +120,13 @@ def _in_one_batch(
 
     threads = []
     before = group.transactions
-    with group._leader:
+    with group.paused() as queue:
         for k in range(len(calls)):
             t = threading.Thread(target=run, args=(k,))
             t.start()
             threads.append(t)
             deadline = time.monotonic() + 10
-            while len(group._queue) < k + 1:  # queued, in this order
+            while len(queue) < k + 1:  # queued, in this order
                 assert time.monotonic() < deadline
                 time.sleep(0.001)
     for t in threads:

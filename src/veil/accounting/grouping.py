@@ -196,7 +196,8 @@ class GroupCommit:
 
     def _forget(self) -> None:
         self._mutex = threading.Lock()
-        self._leader = threading.Lock()
+        self._turn = threading.Condition(self._mutex)  # a batch ended, or the pause did
+        self._leading = False  # a leader is running a batch (or the group is paused)
         self._queue: list[_Request[Any]] = []
         self.transactions = 0  # batches committed by this process (each one durable write)
         self.operations = 0  # operations they held
@@ -206,14 +207,39 @@ class GroupCommit:
         request: _Request[T] = _Request(op)
         with self._mutex:
             self._queue.append(request)
-        with self._leader:
-            if not request.done:  # not taken by the previous leader: lead the next batch
-                with self._mutex:
-                    batch, self._queue = self._queue, []
+            # the callers of a finished batch wake on the condition, not on a lock the next
+            # leader holds for its whole batch (that would make them wait a batch longer)
+            while self._leading and not request.done:
+                self._turn.wait()
+            if not request.done:  # no batch running and ours not taken: lead the next one
+                self._leading = True
+                batch, self._queue = self._queue, []
+        if not request.done:
+            try:
                 self._run(batch)
+            finally:
+                with self._mutex:
+                    self._leading = False
+                    self._turn.notify_all()
         if request.error is not None:
             raise request.error
         return request.result  # type: ignore[return-value]
+
+    @contextmanager
+    def paused(self) -> Iterator[list[Any]]:
+        """No batch starts while this is held (one running is waited for first): operations
+        queue up, and the first caller after it leads them all, in queue order. Yields the
+        queue (to watch it fill). For tests that need one known batch."""
+        with self._mutex:
+            while self._leading:
+                self._turn.wait()
+            self._leading = True
+        try:
+            yield self._queue
+        finally:
+            with self._mutex:
+                self._leading = False
+                self._turn.notify_all()
 
     def _run(self, batch: list[_Request[Any]]) -> None:
         try:
