@@ -328,7 +328,8 @@ def main() -> None:
         g.append(grouped_charges(pg, args.seconds, args.threads))
         r.append(parallel("raw", pg, args.seconds, 1))
     gm, rm = statistics.median(g), statistics.median(r)
-    print(f"PostgreSQL, group commit, {args.threads} threads in 1 process: veil {gm:,.0f} "
+    print(f"PostgreSQL, group_commit=True (a transaction per write, concurrently), "
+          f"{args.threads} threads in 1 process: veil {gm:,.0f} "
           f"charges/s, raw (1 process) {rm:,.0f}/s, {_ratio(g, r):.2f}×")  # fmt: skip
     _fresh(pg)
 

@@ -294,7 +294,11 @@ class Ledger:
     charges; see :class:`veil.accounting.grouping.GroupCommit`): each call still returns only
     once its own write is durable, and decides exactly as it would alone (a refusal is the
     same refusal; the budget is checked charge by charge inside the batch). The service's
-    choice too.
+    choice too. On PostgreSQL the option changes nothing: each write keeps a transaction (and a
+    pooled connection) of its own, so the threads' transactions run concurrently and the server
+    flushes concurrent commits together itself; a batch there would hold several budget rows
+    and caps at once, in arrival order, and could deadlock with other processes' transactions,
+    which lock a budget before its cap and a charge before its budget.
     """
 
     def __init__(
@@ -325,7 +329,9 @@ class Ledger:
         self._keep_writer = self._sqlite and not memory  # see _write
         self._writer: Any = None
         self._driver_error: type[BaseException] = self._engine.dialect.loaded_dbapi.Error
-        self._group = GroupCommit(self._write, (UserError, _NoBudget)) if group_commit else None
+        # SQLite only: see the class's docstring
+        batched = group_commit and self._sqlite
+        self._group = GroupCommit(self._write, (UserError, _NoBudget)) if batched else None
         try:
             prepare_schema(self._engine)
         except SQLAlchemyError as exc:
