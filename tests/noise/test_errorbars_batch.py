@@ -405,7 +405,12 @@ def _groups(seed: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     return n, np.round((means - 500.0) * n / (500 / K))
 
 
-@pytest.mark.parametrize("noises", [(LAPLACE_SUM, LAPLACE_COUNT), (GAUSS_SUM, GAUSS_COUNT)])
+LARGE_EPSILON = (("discrete_laplace", Fraction(K, 4096)), ("discrete_laplace", Fraction(1, 8)))
+
+
+@pytest.mark.parametrize(
+    "noises", [(LAPLACE_SUM, LAPLACE_COUNT), (GAUSS_SUM, GAUSS_COUNT), LARGE_EPSILON]
+)
 def test_avg_bars_from_the_cells_they_reach_match_the_full_prefix_table(
     noises: tuple[tuple[str, Fraction], tuple[str, Fraction]],
 ) -> None:
