@@ -276,3 +276,15 @@ def test_bulk_selection_keeps_a_group_at_the_threshold_with_the_exact_probabilit
     for survivors, prob in ((sum(k < n for k in kept), 1 / (1 + p)),
                             (sum(k >= n for k in kept), p / (1 + p))):  # fmt: skip
         assert abs(survivors - n * prob) <= 5 * math.sqrt(n * prob * (1 - prob))
+
+
+def test_the_bulk_overflow_check_is_exact_beyond_64_bits() -> None:
+    from veil.release.exact import _outside
+
+    empty = np.array([0, 0], dtype=np.int64)
+    assert not _outside(empty, empty, 2**70)  # a limit beyond int64 with no rows: no error
+    rows = np.array([3, 1], dtype=np.int64)
+    assert not _outside(np.array([3 * 2**62, -(2**62)], dtype=object), rows, 2**62)
+    assert _outside(np.array([3 * 2**62 + 1, 0], dtype=object), rows, 2**62)
+    assert _outside(np.array([0, -8], dtype=np.int64), rows, 7)
+    assert not _outside(np.array([-21, 7], dtype=np.int64), rows, 7)

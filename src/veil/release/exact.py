@@ -139,10 +139,10 @@ def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
     return out, nulls
 
 
-def _outside(values: NDArray[Any], rows: NDArray[np.int64], limit: int) -> bool:
+def _outside(values: NDArray[Any], rows: NDArray[Any], limit: int) -> bool:
     """Whether some |value| > rows·limit (exact: int64 only when the products fit)."""
     top = int(rows.max()) if rows.size else 0
-    if values.dtype == np.int64 and top * limit < _INT64_LIMIT:
+    if values.dtype == rows.dtype == np.int64 and max(top, 1) * limit < _INT64_LIMIT:
         bound = rows * limit
         return bool(np.any((values > bound) | (values < -bound)))
     return any(abs(int(v)) > int(r) * limit for v, r in zip(values, rows, strict=True))
@@ -257,7 +257,6 @@ def exact_stats(
     # string that is not UTF-8 would make to_pydict raise)
     by_name = {m.name: m for m in agg.measurements}
     rows, _ = _column(table.column(COUNT_COLUMN))
-    rows = np.asarray(rows, dtype=np.int64) if rows.dtype != np.int64 else rows
     stats: dict[str, NDArray[Any]] = {}
     for name, col in columns.items():
         values, nulls = _column(table.column(col))
@@ -274,7 +273,7 @@ def exact_stats(
     if agg.public_keys:
         positions = _positions(agg, key_table, keys)
         if positions is not None and positions.size:
-            if int(np.bincount(positions).max()) > 1:
+            if np.unique(positions).size != positions.size:
                 raise InternalError("the engine returned one group twice")
             out.positions = positions
             return out
