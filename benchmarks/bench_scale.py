@@ -1,6 +1,6 @@
 """veil at every size against a baseline timed in the same run (issue 15's targets).
 
-Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar]``. Each case is timed
+Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar|groups]``. Each case is timed
 alternately with its baseline (so both see the same load on a shared machine), ``--repeat``
 times; the median of the runs is printed with the ratio veil / baseline and the issue's
 target beside it.
@@ -18,6 +18,15 @@ Sections:
   batches paying the fixed cost of one call once, not per sample: every batch of n costs at
   most 1.5× (one value's call + n × the per-sample cost at 10^4). A batch of one cannot match a
   million's per-sample cost while a call costs tens of µs, so that is the reading measured.
+- ``groups``: ``SELECT k, COUNT(*) … GROUP BY k`` end to end through ``Session.sql`` (a fresh
+  session with an in-memory ledger per run, so nothing is cached) over a DuckDB table of
+  ``--group-rows`` rows (10 M by default), 10 rows per unit: 90 % of the units each in a key of
+  its own and 10 % spread over 1 000 keys, so ~0.9 M candidate groups of which ~1 000 pass
+  partition selection (ε = 1, δ = 10⁻⁶). Baseline: plain DuckDB's same bounded GROUP BY (one
+  group per unit, chosen by a fresh salted hash as veil's bounding does, no noise) on the same
+  connection. Then the same query with ``--public-keys`` declared public keys (100 k by
+  default; every one of them is released, empty ones included), against plain DuckDB's GROUP
+  BY of the rows with those keys. Target: ≤ 1.5× plain DuckDB for each.
 """
 
 from __future__ import annotations
