@@ -288,3 +288,38 @@ def test_the_bulk_overflow_check_is_exact_beyond_64_bits() -> None:
     assert _outside(np.array([3 * 2**62 + 1, 0], dtype=object), rows, 2**62)
     assert _outside(np.array([0, -8], dtype=np.int64), rows, 7)
     assert not _outside(np.array([-21, 7], dtype=np.int64), rows, 7)
+
+
+EXTREMES = [0, 1, -1, 9, 10, 11, 99, 100, -10, -9, -100, 2**63 - 1, -(2**63), 10**18, None]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_integer_and_boolean_keys_are_ordered_as_their_repr_without_strings(seed: int) -> None:
+    from veil.release.exact import _numeric_repr_order
+
+    rng = np.random.default_rng(seed)
+    n = 80
+    picks = rng.integers(0, len(EXTREMES), n)
+    ints = [
+        EXTREMES[i] if rng.random() < 0.5 else int(rng.integers(-(2**62), 2**62)) // 10 ** (i % 19)
+        for i in picks
+    ]
+    bools = [None if rng.random() < 0.1 else bool(rng.random() < 0.5) for _ in range(n)]
+    small = [None if v is None else v % 2_000_001 - 1_000_000 for v in ints]  # ≤ 17 digits
+    cases = (
+        ((GroupKey("a"),), [pa.array(ints, pa.int64())]),
+        ((GroupKey("a"),), [pa.array(small, pa.int64())]),
+        ((GroupKey("a"), GroupKey("b")), [pa.array(small, pa.int64()), pa.array(bools)]),
+        ((GroupKey("a"), GroupKey("b")), [pa.array(ints, pa.int64()), pa.array(bools)]),
+        ((GroupKey("b"), GroupKey("a")), [pa.array(bools), pa.array(ints, pa.int32())
+                                          if all(v is None or abs(v) < 2**31 for v in ints)
+                                          else pa.array(ints, pa.int64())]),
+    )  # fmt: skip
+    for keys, arrays in cases:
+        table = pa.table({f"__k{j}": a for j, a in enumerate(arrays)})
+        result = _numeric_repr_order(compiled(keys), table, table.column_names)
+        assert result is not None
+        order, duplicate = result
+        rows = list(zip(*(a.to_pylist() for a in arrays), strict=True))
+        assert [repr(rows[i]) for i in order] == sorted(map(repr, rows))
+        assert duplicate == (len(set(rows)) != n)

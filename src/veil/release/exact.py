@@ -196,6 +196,70 @@ def _arrow_reprs(agg: Aggregate, table: pa.Table, names: Sequence[str]) -> pa.Ch
     return pc.binary_join_element_wise(_text("("), inner, _text(")"), _NONE)
 
 
+_POWERS = np.array([10**i for i in range(1, 20)], dtype=np.uint64)
+_SHIFTS = np.array([10 ** (19 - d) for d in range(20)], dtype=np.uint64)  # by digit count
+
+
+def _numeric_repr_order(
+    agg: Aggregate, table: pa.Table, names: Sequence[str]
+) -> tuple[NDArray[np.int64], bool] | None:
+    """The ``repr`` order of integer and boolean keys without writing a string, and whether
+    two rows share a key; None for any other key (then :func:`_key_reprs`).
+
+    Proof note: a key's ``repr`` is ``(`` + each value's text joined by ``, `` + ``)`` (``,)``
+    for one key), and every character that may follow a value's text (``,`` or ``)``) sorts
+    before every digit, so tuples compare value by value, each value's text
+    lexicographically with a prefix first. For an integer that text is ``-`` and digits
+    (first, as ``-`` < ``0``), digits, or ``None`` (last, as ``N`` > ``9``); digits of
+    magnitude m (d of them) compare as (m·10^(19−d), d) — padded to 19 digits, a prefix
+    first — which fits in 64 unsigned bits for every int64 (padded to the column's widest
+    w ≤ 17 digits instead, (sign, padded, d) is the one integer (sign·10^w + padded)·20 + d).
+    A boolean's is ``False`` < ``None`` < ``True``.
+    """
+    try:
+        sort_keys: list[NDArray[Any]] = []
+        for k, name in zip(agg.keys, names, strict=True):
+            column = table.column(name)
+            native = key_transport(agg.child.field(k.column).type) == "native"
+            if k.domain is not None and native:
+                return None
+            kind = column.type
+            nulls = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if pa.types.is_boolean(kind):
+                truth = np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False))
+                sort_keys.append(np.where(nulls, 1, np.where(truth, 2, 0)))
+                continue
+            if not (pa.types.is_integer(kind) and pa.types.is_signed_integer(kind)):
+                return None
+            values = np.asarray(column.fill_null(0).to_numpy(), dtype=np.int64)
+            negative = values < 0
+            magnitude = np.where(
+                negative, (-(values + 1)).astype(np.uint64) + np.uint64(1), values.astype(np.uint64)
+            )
+            digits = np.searchsorted(_POWERS, magnitude, side="right") + 1
+            sign = np.where(nulls, 2, np.where(negative, 0, 1)).astype(np.uint64)
+            widest = int(digits.max()) if digits.size else 1
+            if widest <= 17:  # (sign, padded, d) as one integer: 3·20·10^17 < 2^64
+                shift = np.take(_SHIFTS, digits + (19 - widest))  # 10^(widest − d)
+                one = (sign * np.uint64(10**widest) + magnitude * shift) * np.uint64(20)
+                sort_keys.append(one + digits.astype(np.uint64))
+            else:
+                sort_keys += [sign, magnitude * np.take(_SHIFTS, digits), digits]
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+    if not sort_keys:
+        return None
+    if len(sort_keys) == 1:
+        order = np.argsort(sort_keys[0], kind="stable").astype(np.int64)
+    else:
+        order = np.lexsort(sort_keys[::-1]).astype(np.int64)
+    ranked = [key[order] for key in sort_keys]
+    same = np.ones(max(order.size - 1, 0), dtype=bool)
+    for key in ranked:
+        same &= key[1:] == key[:-1]
+    return order, bool(same.any())
+
+
 def _positions(agg: Aggregate, table: pa.Table, names: Sequence[str]) -> NDArray[np.int64] | None:
     """Per row, its index in the product of fully public key spaces (the row-major index of
     its keys' indices), computed in bulk; None when a key column needs Python's mapping (or
@@ -278,6 +342,13 @@ def exact_stats(
             out.positions = positions
             return out
     else:
+        numeric = _numeric_repr_order(agg, key_table, keys)
+        if numeric is not None:
+            order, duplicate = numeric
+            if duplicate:
+                raise InternalError("the engine returned one group twice")
+            out.order = order
+            return out
         reprs = _key_reprs(agg, key_table, keys)
         if reprs is not None:
             order = np.asarray(pc.sort_indices(reprs).to_numpy(), dtype=np.int64)
