@@ -1,9 +1,9 @@
 """veil at every size against a baseline timed in the same run (issue 15's targets).
 
-Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar]``. Each case is timed
-alternately with its baseline (so both see the same load on a shared machine), ``--repeat``
-times; the median of the runs is printed with the ratio veil / baseline and the issue's
-target beside it.
+Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar|aggregates|small|groups]``
+(``--only`` may be repeated). Each case is timed alternately with its baseline (so both see the
+same load on a shared machine), ``--repeat`` times; the median of the runs is printed with the
+ratio veil / baseline and the issue's target beside it.
 
 Sections:
 
@@ -35,6 +35,15 @@ Sections:
   aggregation on the same connection: a new measurement on a warm session (a new ε each run,
   so never a cached answer; target ≤ 2×), the same query again (a cache hit; target ≤ 2×),
   and a new session then the query (no target: the session's own set-up, reported).
+- ``groups``: ``SELECT k, COUNT(*) … GROUP BY k`` end to end through ``Session.sql`` (a fresh
+  session with an in-memory ledger per run, so nothing is cached) over a DuckDB table of
+  ``--group-rows`` rows (10 M by default), 10 rows per unit: 90 % of the units each in a key of
+  its own and 10 % spread over 1 000 keys, so ~0.9 M candidate groups of which ~1 000 pass
+  partition selection (ε = 1, δ = 10⁻⁶). Baseline: plain DuckDB's same bounded GROUP BY (one
+  group per unit, chosen by a fresh salted hash as veil's bounding does, no noise) on the same
+  connection. Then the same query with ``--public-keys`` declared public keys (100 k by
+  default; every one of them is released, empty ones included), against plain DuckDB's GROUP
+  BY of the rows with those keys. Target: ≤ 1.5× plain DuckDB for each.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import statistics
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -334,16 +344,101 @@ def small(repeat: int) -> None:
     session.close()
 
 
-SECTIONS = {"scalar": scalar, "aggregates": aggregates, "small": small}
+def _group_table(con: Any, rows: int) -> int:
+    """The ``groups`` table ``t(user_id, k)`` in ``con``; returns its number of units."""
+    units = rows // 10
+    crowded = units // 10  # the last 10 % of the units share 1 000 keys
+    con.execute(
+        f"CREATE OR REPLACE TABLE t AS SELECT i // 10 AS user_id, "
+        f"CASE WHEN i // 10 < {units - crowded} THEN i // 10 ELSE (i // 10) % 1000 END AS k "
+        f"FROM range({rows}) r(i)"
+    )
+    return units
+
+
+def _grouped(con: Any, domains: dict[str, list[int]] | None) -> Job:
+    import logging
+
+    import veil
+
+    logging.getLogger("veil").setLevel(logging.ERROR)  # each run spends its grant: no alerts
+    options: dict[str, Any] = {"epsilon": 1}
+    if domains is None:
+        options["delta"] = 1e-6
+    else:
+        options["domains"] = domains
+
+    def run() -> object:
+        session = veil.Session.local(
+            tables={"t": "t"}, connection=con, privacy_unit="user_id", analyst="bench",
+            budget=veil.Budget(epsilon=1, delta=1e-6), ledger="sqlite://",
+        )  # fmt: skip
+        return session.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", **options)
+
+    return run
+
+
+def _plain_grouped(con: Any, keys: int | None) -> Job:
+    """Plain DuckDB: one group per unit by a fresh salted hash, then the GROUP BY (and, with
+    public keys, only the ``keys`` declared ones)."""
+    where = "" if keys is None else f"WHERE k < {keys}"
+
+    def run() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        return con.sql(
+            f"SELECT k, COUNT(*) AS n FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY user_id "
+            f"ORDER BY hash({salt}, user_id, k)) AS rn FROM t {where}) WHERE rn <= 1 GROUP BY k"
+        ).to_arrow_table()
+
+    return run
+
+
+def groups(repeat: int, rows: int = 10_000_000, public: int = 100_000) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    units = _group_table(con, rows)
+    candidates = con.sql("SELECT count(DISTINCT k) FROM t").fetchall()[0][0]
+    print(
+        f"== groups: {rows:,} rows, {units:,} units, {candidates:,} "
+        f"candidate keys (median of {repeat} interleaved runs, end to end)"
+    )
+    cases = (
+        ("partition selection", _grouped(con, None), _plain_grouped(con, None)),
+        (
+            f"{public:,} public keys",
+            _grouped(con, {"k": list(range(public))}),
+            _plain_grouped(con, public),
+        ),
+    )
+    for name, job, baseline in cases:
+        secs, base = interleaved(job, baseline, 1, repeat)
+        print(
+            f"{name:<34} {secs:>8.3f} s   plain DuckDB {base:>7.3f} s   ratio "
+            f"{secs / base:>5.2f}×   target ≤ 1.5×: {'met' if secs <= 1.5 * base else 'MISSED'}"
+        )
+
+
+SECTIONS: dict[str, Callable[..., None]] = {
+    "scalar": scalar,
+    "aggregates": aggregates,
+    "small": small,
+    "groups": groups,
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append")
+    parser.add_argument("--group-rows", type=int, default=10_000_000)
+    parser.add_argument("--public-keys", type=int, default=100_000)
     args = parser.parse_args()
     for name in args.only or list(SECTIONS):
-        SECTIONS[name](args.repeat)
+        if name == "groups":
+            groups(args.repeat, args.group_rows, args.public_keys)
+        else:
+            SECTIONS[name](args.repeat)
 
 
 if __name__ == "__main__":

@@ -132,6 +132,46 @@ def _value(v: KeyValue) -> exp.Expr:
     return literal(v)
 
 
+_RUN = 3
+"""The shortest run of consecutive integers a domain lists as one ``BETWEEN``."""
+_RANGES = 32
+"""At most this many ``BETWEEN`` per key (beyond, the domain is one ``IN`` list)."""
+
+
+def _members(col: exp.Column, values: list[KeyValue], integer: bool) -> list[exp.Expr]:
+    """The condition that ``col`` is one of ``values`` (none NULL), as at most one
+    predicate: ``IN`` the values, except that on an integer column each run of ≥ 3
+    consecutive integers is one ``BETWEEN lo AND hi`` — the same rows exactly (an integer x
+    lies in [lo, hi] iff it is one of lo, lo + 1, …, hi; a NULL matches neither), and a
+    million-key domain that is a range is one comparison instead of a million literals."""
+    if not values:
+        return []
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if not integer or len(ints) != len(values):
+        return [exp.In(this=col.copy(), expressions=[_value(v) for v in values])]
+    ranges: list[exp.Expr] = []
+    single: list[exp.Expr] = []
+    ordered = sorted(set(ints))
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i < len(ordered) and ordered[i] == ordered[i - 1] + 1:
+            continue
+        lo, hi = ordered[start], ordered[i - 1]
+        if hi - lo + 1 >= _RUN:
+            ranges.append(exp.Between(this=col.copy(), low=literal(lo), high=literal(hi)))
+        else:
+            single.extend(literal(v) for v in range(lo, hi + 1))
+        start = i
+    if len(ranges) > _RANGES:  # a domain of many short runs: one flat IN (no deep OR tree)
+        return [exp.In(this=col.copy(), expressions=[literal(v) for v in ordered])]
+    if single:
+        ranges.append(exp.In(this=col.copy(), expressions=single))
+    either = ranges[0]
+    for r in ranges[1:]:
+        either = exp.Or(this=either, expression=r)
+    return [either if len(ranges) == 1 else exp.paren(either, copy=False)]
+
+
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
     return exp.func("LEAST", a, b)
 
@@ -462,10 +502,8 @@ class _Lowering:
                 case = case.when(cond, exp.Literal.number(i), copy=False)  # linear, not n²
             return case
         if key.domain is not None:
-            values = [_value(v) for v in key.domain if v is not None]
-            parts: list[exp.Expr] = []
-            if values:
-                parts.append(exp.In(this=col.copy(), expressions=values))
+            integer = self.agg.child.field(key.column).type == "integer"
+            parts: list[exp.Expr] = _members(col, [v for v in key.domain if v is not None], integer)
             if any(v is None for v in key.domain):
                 parts.append(exp.Is(this=col.copy(), expression=exp.Null()))
             either = parts[0] if len(parts) == 1 else exp.Or(this=parts[0], expression=parts[1])
