@@ -17,7 +17,9 @@ Then ``limits="auto"`` (``veil.autolimits``: 10 % of ε on a noisy histogram of 
 the rest on the query at the chosen ``max_rows``) against the fixed defaults (1, 1) and every
 fixed ``max_rows`` of the same grid — the best of which is the best fixed choice in hindsight
 — all at the same total ε = 1: the median relative error per state over ``--reps`` runs, the
-limits chosen, and the time against the defaults'.
+limits chosen, and the time against the defaults'. Last ``limits="auto_groups"`` (max_groups
+and max_rows_per_group chosen separately) against ``limits="auto"`` and fixed (G, R), with
+public keys and with unknown keys (δ = 1e-6, partition selection).
 
     python benchmarks/bench_contributions.py [--users 200_000] [--reps 3]
 """
@@ -73,7 +75,7 @@ def session(table: pa.Table, limits: dict[str, int]) -> veil.Session:
     return veil.Session.local(
         {"events": table},
         privacy_unit="user_id",
-        budget=veil.Budget(epsilon=100),
+        budget=veil.Budget(epsilon=100, delta=1e-3),
         **limits,  # type: ignore[arg-type]
     )
 
@@ -120,15 +122,61 @@ def main() -> None:
             f"{statistics.median(errors):>12.1%} {best:>8.3f} {best / baseline:>9.2f}"
         )
     auto_against_fixed(table, truth, args.reps)
+    groups_against_fixed(table, truth, args.reps)
 
 
-def _run(table: pa.Table, truth: dict[str, int], **options: Any) -> tuple[list[float], Any]:
+def _run(
+    table: pa.Table, truth: dict[str, int], public: bool = True, **options: Any
+) -> tuple[list[float], Any]:
+    """Relative errors per state (a state not released: 100 %), (seconds, auto limits)."""
     with session(table, {}) as s:  # a fresh session (and ledger): no cached answer
+        keys: dict[str, Any] = {"domains": {"state": STATES}} if public else {"delta": 1e-6}
         start = time.perf_counter()
-        r = s.sql(QUERY, epsilon=1, domains={"state": STATES}, **options)
+        r = s.sql(QUERY, epsilon=1, **keys, **options)
         elapsed = time.perf_counter() - start
     rows: list[dict[str, Any]] = r.to_arrow().to_pylist()
-    return [abs(row["n"] / truth[row["state"]] - 1) for row in rows], (elapsed, r.auto_limits)
+    got = {row["state"]: row["n"] for row in rows}
+    errors = [abs(got[k] / v - 1) if k in got else 1.0 for k, v in truth.items()]
+    return errors, (elapsed, r.auto_limits)
+
+
+def groups_against_fixed(
+    table: pa.Table, truth: dict[str, int], reps: int, publics: tuple[bool, ...] = (True, False)
+) -> None:
+    """limits='auto_groups' against limits='auto' and fixed (G, R), total ε = 1 each, with
+    public keys and with unknown keys (δ = 1e-6: partition selection, where G·R no longer
+    fixes the noise and a state missing counts as 100 % error)."""
+    fixed = [(g, r) for g in (1, 2, 4, 8, 12) for r in (1, 2, 4, 8, 16)]
+    for public in publics:
+        print(f"\nlimits='auto_groups', {'public' if public else 'unknown'} keys, total ε = 1 "
+              "(median relative error/state; a state not released counts 100 %)")  # fmt: skip
+        print(f"{'limits':<20} {'error/state':>12} {'s/query':>8} {'× auto':>8}  chosen")
+        runs: list[tuple[str, dict[str, Any]]] = [
+            ("limits='auto'", {"limits": "auto"}),
+            ("limits='auto_groups'", {"limits": "auto_groups"}),
+        ]
+        runs += [(f"({g}, {r})", {"max_groups": g, "max_rows_per_group": r}) for g, r in fixed]
+        best_fixed: list[tuple[float, str]] = []
+        baseline: float | None = None
+        for name, options in runs:
+            errors: list[float] = []
+            times: list[float] = []
+            chosen: list[str] = []
+            for _ in range(reps):
+                errs, (elapsed, auto) = _run(table, truth, public, **options)
+                errors += errs
+                times.append(elapsed)
+                if auto is not None:
+                    chosen.append(f"({auto.max_groups}, {auto.max_rows_per_group})")
+            error = statistics.median(errors)
+            best = min(times)
+            baseline = baseline or best
+            if "max_groups" in options:
+                best_fixed.append((error, name))
+            print(f"{name:<20} {error:>12.2%} {best:>8.3f} {best / baseline:>8.2f}  "
+                  f"{' '.join(chosen)}")  # fmt: skip
+        error, name = min(best_fixed)
+        print(f"best fixed (G, R) in hindsight: {name} at {error:.2%}")
 
 
 def auto_against_fixed(table: pa.Table, truth: dict[str, int], reps: int) -> None:

@@ -1,4 +1,5 @@
-"""veil against its peers at equal ε on the issue-17 benchmark: quantiles (issue 17).
+"""veil against its peers at equal ε on the issue-17 benchmark: quantiles, variance, unknown
+keys and many rows per user, in one run (issue 17).
 
 The table: the shared benchmark people table (``_data.py``: Zipf-skewed states, an integer
 ``age`` 0–100, a continuous lognormal ``income`` in cents, clipped to [0, 1e6]), one row per
@@ -21,7 +22,25 @@ spaced candidates, as in the issue's measurement). PipelineDP, Tumult and SmartN
 reported as skipped unless installed (their quantile APIs need Spark/Beam-style setups this
 script does not build).
 
-    python benchmarks/bench_peers.py [--users 1_000_000] [--reps 5]
+Then, in the same run:
+
+- **variance**: the income variance overall at ε = 1 (bounds [0, 1e6]), mean relative error
+  over ``--reps`` runs: veil ``VARIANCE(income)``, diffprivlib ``tools.var``, OpenDP
+  ``make_variance`` + Laplace (its sized domain: n public, neighbours by substitution);
+- **unknown keys**: ``COUNT(*) GROUP BY state, age`` (50 × 101 keys, many rare) with no public
+  key list at ε = 1, δ = 1e-6, one row per user: the keys released and the median relative
+  count error over them — veil's partition selection, PipelineDP's private partition selection
+  (``DPEngine.aggregate`` without public partitions), OpenDP ``make_count_by`` +
+  ``then_laplace_threshold``;
+- **many rows per user**: ``bench_contributions.events`` (1–20 rows per user over 1–12 of 12
+  states), ``COUNT(*) GROUP BY state`` over the 12 public states at ε = 1: the median relative
+  error per state (bias and noise) at a total-rows bound of 5 (veil ``max_rows=5``, PipelineDP
+  ``max_contributions=5``), and veil's ``limits="auto"`` / ``"auto_groups"``.
+
+A peer missing is skipped with a note; a peer whose call fails prints the failure (an API
+change) and the rest goes on.
+
+    python benchmarks/bench_peers.py [--users 1_000_000] [--reps 5] [--events-users 50_000]
 """
 
 from __future__ import annotations
@@ -212,7 +231,9 @@ def quantiles(frame: pd.DataFrame, reps: int) -> None:
             f"{label}: skipped ({'no quantile adapter here' if present else 'not installed'})"
         )
     for make in libraries:
-        lib = make(frame)
+        lib = _attempt(getattr(make, "name", "a peer"), lambda make=make: make(frame))
+        if lib is None:
+            continue
         overall, per_state, ages, times = [], [], [], []
         for _ in range(reps):
             overall.append(abs(lib.median() - want["income"]) / want["income"])
@@ -227,13 +248,252 @@ def quantiles(frame: pd.DataFrame, reps: int) -> None:
         print(f"  {note}")
 
 
+# ── variance, unknown keys, many rows per user ───────────────────────────────────────────────
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module.split(".")[0]) is not None
+
+
+def _attempt(label: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, or None with the failure printed (a peer's API changed, say)."""
+    try:
+        return fn()
+    except Exception as error:  # a peer failing must not stop the comparison
+        print(f"  {label}: failed ({type(error).__name__}: {str(error)[:120]})")
+        return None
+
+
+def _fresh(tables: dict[str, Any], run: int, **options: Any) -> veil.Session:
+    return veil.Session.local(
+        tables, dataset=f"peers{run}", budget=veil.Budget(epsilon=100, delta=1e-3),
+        self_grant=True,
+        **options,
+    )  # fmt: skip
+
+
+def variance(frame: pd.DataFrame, reps: int) -> None:
+    lo, hi = INCOME_BOUNDS
+    income = frame["income"].clip(lo, hi).to_numpy(dtype=float)
+    want = float(np.var(income))
+    print(f"\n## variance of income at ε = {EPSILON:g} ({len(frame):,} users, {reps} runs)")
+    print(f"{'library':<28}{'relative error':>16}")
+    runs: list[tuple[str, Callable[[int], float]]] = []
+
+    def veil_var(run: int) -> float:
+        s = _fresh({"people": frame}, run, bounds={"income": INCOME_BOUNDS})
+        r = s.sql("SELECT VARIANCE(income) AS v FROM people", epsilon=EPSILON)
+        return float(r.rows[0][0])
+
+    runs.append(("veil", veil_var))
+    notes: list[str] = []
+    if _installed("diffprivlib"):
+        from diffprivlib import tools  # type: ignore[import-untyped]
+
+        runs.append(("diffprivlib", lambda _run: float(
+            tools.var(income, epsilon=EPSILON, bounds=INCOME_BOUNDS))))  # fmt: skip
+    else:
+        notes.append("diffprivlib: skipped (not installed)")
+    if _installed("opendp"):
+        import opendp.prelude as dp  # type: ignore[import-untyped]
+
+        dp.enable_features("contrib")
+
+        def made() -> Any:
+            space = (
+                dp.vector_domain(dp.atom_domain(bounds=(lo, hi)), size=len(income)),
+                dp.symmetric_distance(),
+            )
+            return dp.binary_search_chain(
+                lambda s: dp.t.make_variance(*space) >> dp.m.then_laplace(s),
+                d_in=2,
+                d_out=EPSILON,
+            )
+
+        chain = _attempt("opendp", made)
+        if chain is not None:
+            runs.append(("opendp", lambda _run: float(chain(income.tolist()))))
+    else:
+        notes.append("opendp: skipped (not installed)")
+    notes += [f"{p}: skipped (no variance adapter here)" for p in ("PipelineDP", "Tumult",
+                                                                    "SmartNoise")]  # fmt: skip
+    for name, fn in runs:
+        errors = _attempt(name, lambda fn=fn: [abs(fn(i) - want) / want for i in range(reps)])
+        if errors is not None:
+            print(f"{name:<28}{statistics.fmean(errors):>16.2e}")
+    for note in notes:
+        print(f"  {note}")
+
+
+def unknown_keys(frame: pd.DataFrame, reps: int) -> None:
+    delta = 1e-6
+    keys = (frame["state"] + "-" + frame["age"].astype(str)).to_numpy()
+    want = pd.Series(keys).value_counts().to_dict()
+    print(f"\n## unknown keys: COUNT(*) GROUP BY state, age at ε = {EPSILON:g}, δ = {delta:g} "
+          f"({len(frame):,} users, {len(want):,} keys present, {reps} runs)")  # fmt: skip
+    print(f"{'library':<28}{'keys released':>15}{'count error':>13}{'time':>9}")
+    runs: list[tuple[str, Callable[[int], dict[str, float]]]] = []
+    table = pd.DataFrame({"user_id": frame["user_id"], "k": keys})
+
+    def veil_keys(run: int) -> dict[str, float]:
+        s = _fresh({"people": table}, run, privacy_unit="user_id")
+        r = s.sql("SELECT k, COUNT(*) AS n FROM people GROUP BY k", epsilon=EPSILON, delta=delta)
+        return {row[0]: float(row[1]) for row in r.rows}
+
+    runs.append(("veil", veil_keys))
+    notes: list[str] = []
+    if _installed("pipeline_dp"):
+        import pipeline_dp  # type: ignore[import-untyped]
+
+        rows = list(zip(table["user_id"].tolist(), keys.tolist(), strict=True))
+
+        def pdp(_run: int) -> dict[str, float]:
+            accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON,
+                                                           total_delta=delta)  # fmt: skip
+            engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+            params = pipeline_dp.AggregateParams(
+                noise_kind=pipeline_dp.NoiseKind.LAPLACE, metrics=[pipeline_dp.Metrics.COUNT],
+                max_partitions_contributed=1, max_contributions_per_partition=1,
+            )  # fmt: skip
+            extract = pipeline_dp.DataExtractors(
+                privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
+                value_extractor=lambda r: 0,
+            )  # fmt: skip
+            result = engine.aggregate(rows, params, extract)
+            accountant.compute_budgets()
+            return {k: float(m.count) for k, m in result}
+
+        runs.append(("pipeline_dp", pdp))
+    else:
+        notes.append("PipelineDP: skipped (not installed)")
+    if _installed("opendp"):
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+
+        def odp_chain() -> Any:
+            count_by = dp.t.make_count_by(
+                dp.vector_domain(dp.atom_domain(T=str)), dp.symmetric_distance()
+            )
+            scale = 1.0 / EPSILON  # one row per user: one key moves by one
+
+            def meets(t: int) -> bool:
+                return bool((count_by >> dp.m.then_laplace_threshold(scale, t)).map(1)[1] <= delta)
+
+            threshold = dp.binary_search(meets, bounds=(1, 1_000_000), T=int)
+            return count_by >> dp.m.then_laplace_threshold(scale, threshold)
+
+        chain = _attempt("opendp", odp_chain)
+        if chain is not None:
+            listed = keys.tolist()
+            runs.append(("opendp (laplace threshold)", lambda _run: {
+                str(k): float(v) for k, v in chain(listed).items()}))  # fmt: skip
+    else:
+        notes.append("opendp: skipped (not installed)")
+    notes += [f"{p}: skipped (not installed)" for m, p in (("tmlt.analytics", "Tumult"),
+              ("snsql", "SmartNoise")) if not _installed(m)]  # fmt: skip
+    for name, fn in runs:
+        released, errors, times = [], [], []
+        for i in range(reps):
+            got, seconds = timed(lambda fn=fn, i=i, name=name: _attempt(name, lambda: fn(i)))
+            if got is None:
+                break
+            released.append(len(got))
+            errors += [abs(v - want[k]) / want[k] for k, v in got.items() if k in want]
+            times.append(seconds)
+        if released:
+            print(f"{name:<28}{statistics.fmean(released):>15,.0f}"
+                  f"{statistics.median(errors) if errors else float('nan'):>13.2%}"
+                  f"{statistics.median(times):>8.1f}s")  # fmt: skip
+    for note in notes:
+        print(f"  {note}")
+
+
+def many_rows(users: int, reps: int) -> None:
+    from bench_contributions import STATES as EVENT_STATES
+    from bench_contributions import events, true_counts
+
+    table = events(users, 17)
+    truth = true_counts(table)
+    frame = table.to_pandas()
+    domain = {"state": list(EVENT_STATES)}
+    print(
+        f"\n## many rows per user: COUNT(*) GROUP BY state at ε = {EPSILON:g} ({users:,} users,"
+        f" {table.num_rows:,} rows, 1–20 rows each over 1–12 of 12 states, {reps} runs)"
+    )
+    print(f"{'library (bound)':<36}{'error/state':>12}")
+    runs: list[tuple[str, Callable[[int], dict[str, float]]]] = []
+
+    def veil_with(**options: Any) -> Callable[[int], dict[str, float]]:
+        def run(i: int) -> dict[str, float]:
+            s = _fresh({"events": frame}, 1000 + i, privacy_unit="user_id")
+            r = s.sql("SELECT state, COUNT(*) AS n FROM events GROUP BY state",
+                      epsilon=EPSILON, domains=domain, **options)  # fmt: skip
+            return {row[0]: float(row[1]) for row in r.rows}
+
+        return run
+
+    # max_rows = 5 alone (the session's max_groups and max_rows_per_group raised not to bind)
+    runs.append(("veil (max_rows=5)", veil_with(max_rows=5, max_groups=5, max_rows_per_group=5)))
+    runs.append(("veil (limits='auto')", veil_with(limits="auto")))
+    runs.append(("veil (limits='auto_groups')", veil_with(limits="auto_groups")))
+    notes: list[str] = []
+    if _installed("pipeline_dp"):
+        import pipeline_dp
+
+        rows = list(zip(frame["user_id"].tolist(), frame["state"].tolist(), strict=True))
+
+        def pdp(_run: int) -> dict[str, float]:
+            accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=0)
+            engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+            params = pipeline_dp.AggregateParams(
+                noise_kind=pipeline_dp.NoiseKind.LAPLACE, metrics=[pipeline_dp.Metrics.COUNT],
+                max_contributions=5,
+            )  # fmt: skip
+            extract = pipeline_dp.DataExtractors(
+                privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
+                value_extractor=lambda r: 0,
+            )  # fmt: skip
+            result = engine.aggregate(rows, params, extract, public_partitions=list(EVENT_STATES))
+            accountant.compute_budgets()
+            return {k: float(m.count) for k, m in result}
+
+        runs.append(("pipeline_dp (max_contributions=5)", pdp))
+    else:
+        notes.append("PipelineDP: skipped (not installed)")
+    notes += [f"{p}: skipped (no total-rows adapter here)" for p in ("opendp", "diffprivlib",
+              "Tumult", "SmartNoise")]  # fmt: skip
+    for name, fn in runs:
+        errors: list[float] = []
+        for i in range(reps):
+            got = _attempt(name, lambda fn=fn, i=i: fn(i))
+            if got is None:
+                break
+            errors += [abs(got.get(k, 0.0) / v - 1) for k, v in truth.items()]
+        if errors:
+            print(f"{name:<36}{statistics.median(errors):>12.2%}")
+    for note in notes:
+        print(f"  {note}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=lambda s: int(s.replace("_", "")), default=1_000_000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--events-users", type=lambda s: int(s.replace("_", "")), default=50_000)
+    parser.add_argument(
+        "--only", choices=("quantiles", "variance", "unknown-keys", "many-rows"), default=None
+    )
     args = parser.parse_args()
     frame = people(args.users)
-    quantiles(frame, args.reps)
+    if args.only in (None, "quantiles"):
+        quantiles(frame, args.reps)
+    if args.only in (None, "variance"):
+        variance(frame, args.reps)
+    if args.only in (None, "unknown-keys"):
+        unknown_keys(frame, args.reps)
+    if args.only in (None, "many-rows"):
+        many_rows(args.events_users, args.reps)
 
 
 if __name__ == "__main__":

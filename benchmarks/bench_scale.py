@@ -1,9 +1,9 @@
 """veil at every size against a baseline timed in the same run (issue 15's targets).
 
-Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar]``. Each case is timed
-alternately with its baseline (so both see the same load on a shared machine), ``--repeat``
-times; the median of the runs is printed with the ratio veil / baseline and the issue's
-target beside it.
+Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar|aggregates|small|groups]``
+(``--only`` may be repeated). Each case is timed alternately with its baseline (so both see the
+same load on a shared machine), ``--repeat`` times; the median of the runs is printed with the
+ratio veil / baseline and the issue's target beside it.
 
 Sections:
 
@@ -18,19 +18,49 @@ Sections:
   batches paying the fixed cost of one call once, not per sample: every batch of n costs at
   most 1.5× (one value's call + n × the per-sample cost at 10^4). A batch of one cannot match a
   million's per-sample cost while a call costs tens of µs, so that is the reading measured.
+- ``aggregates``: one query on the 1 M-row benchmark table of ``_data.py`` (one row per user
+  kept, income in [0, 1e6], age in [0, 100], the 50 states a public key, ε = 1), ten aggregates
+  per state (COUNT, SUM, AVG, VARIANCE and STDDEV of income and of age, COUNT(income)) and
+  COUNT+SUM+AVG, end to end as a user sees it: a fresh session with an in-memory ledger (no
+  cached answer), ``sql()``, then the printout ``str(result)`` (every value with its 95 % error
+  bar). Baseline: plain DuckDB running the same bounded aggregation (one row per user by
+  ``ROW_NUMBER()`` over a fresh salt, clamped values, float aggregates) into Arrow, as
+  ``bench_query.py``'s. The session (its ledger, its catalog) is opened once per case; each
+  query runs at a slightly different ε, so no answer comes from the cache and no error bar
+  from an earlier query's noise law (the cold case). Target: ≤ 1.3× for ten aggregates. Also
+  printed: the printout's share (the error bars), the SQL veil sends run on plain DuckDB (the
+  engine's share, as ``bench_query.py``'s ``veil-sql``) and a second printout of one result.
+- ``small``: a 10 k-row table (``_data.ensure_table(10_000)``), ``bench_query``'s query
+  (COUNT, SUM, AVG per state, one row per user) against plain DuckDB's same bounded
+  aggregation on the same connection: a new measurement on a warm session (a new ε each run,
+  so never a cached answer; target ≤ 2×), the same query again (a cache hit; target ≤ 2×),
+  and a new session then the query (no target: the session's own set-up, reported).
+- ``groups``: ``SELECT k, COUNT(*) … GROUP BY k`` end to end through ``Session.sql`` (a fresh
+  session with an in-memory ledger per run, so nothing is cached) over a DuckDB table of
+  ``--group-rows`` rows (10 M by default), 10 rows per unit: 90 % of the units each in a key of
+  its own and 10 % spread over 1 000 keys, so ~0.9 M candidate groups of which ~1 000 pass
+  partition selection (ε = 1, δ = 10⁻⁶). Baseline: plain DuckDB's same bounded GROUP BY (one
+  group per unit, chosen by a fresh salted hash as veil's bounding does, no noise) on the same
+  connection. Then the same query with ``--public-keys`` declared public keys (100 k by
+  default; every one of them is released, empty ones included), against plain DuckDB's GROUP
+  BY of the rows with those keys. Target: ≤ 1.5× plain DuckDB for each.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import statistics
 import time
 from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 import veil.noise.mechanisms as mech
-from veil import Budget
+from veil import Budget, Result, Session
 from veil.accounting.scratch import ScratchLedger
 
 Job = Callable[[], object]
@@ -138,16 +168,277 @@ def scalar(repeat: int) -> None:
     )
 
 
-SECTIONS = {"scalar": scalar}
+AGGREGATES = {
+    "10 aggregates": (
+        ("COUNT(*)", "count(*)"),
+        ("SUM(income)", "sum(income)"),
+        ("AVG(income)", "avg(income)"),
+        ("VARIANCE(income)", "var_samp(income)"),
+        ("STDDEV(income)", "stddev_samp(income)"),
+        ("SUM(age)", "sum(age)"),
+        ("AVG(age)", "avg(age)"),
+        ("VARIANCE(age)", "var_samp(age)"),
+        ("STDDEV(age)", "stddev_samp(age)"),
+        ("COUNT(income)", "count(income)"),
+    ),
+    "COUNT+SUM+AVG": (
+        ("COUNT(*)", "count(*)"),
+        ("SUM(income)", "sum(income)"),
+        ("AVG(income)", "avg(income)"),
+    ),
+}
+
+
+def aggregates(repeat: int) -> None:
+    import logging
+
+    import duckdb
+
+    import _data
+
+    print("== aggregates per state, 1 M rows (query + printout vs plain DuckDB; median of runs)")
+    logging.getLogger("veil").setLevel(logging.ERROR)  # each run spends its grant: no alerts
+    path = _data.ensure_table(1_000_000)
+    con, base_con = duckdb.connect(), duckdb.connect()
+    bounds = {"income": _data.INCOME_BOUNDS, "age": (0, 100)}
+    for case, columns in AGGREGATES.items():
+        options: dict[str, object] = {
+            "bounds": {c: b for c, b in bounds.items() if any(c in v for v, _ in columns)},
+            "domains": {"state": list(_data.STATES)},
+        }
+        veil_sql = "SELECT state, " + ", ".join(
+            f"{v} AS c{i}" for i, (v, _) in enumerate(columns)
+        ) + " FROM people GROUP BY state"  # fmt: skip
+        plain = ", ".join(f"{d} AS c{i}" for i, (_, d) in enumerate(columns))
+        lo, hi = _data.INCOME_BOUNDS
+        source = (
+            f"SELECT state, least(greatest(income, {lo}), {hi}) AS income, "
+            "least(greatest(age, 0), 100) AS age, ROW_NUMBER() OVER (PARTITION BY user_id "
+            "ORDER BY hash({salt}, user_id, state, income)) AS rn "
+            f"FROM read_parquet('{path}')"
+        )
+
+        def baseline(plain: str = plain, source: str = source) -> object:
+            salt = int.from_bytes(os.urandom(8), "little") >> 1  # a fresh secret salt per query
+            return base_con.sql(
+                f"SELECT state, {plain} FROM ({source.format(salt=salt)}) WHERE rn <= 1 "
+                "GROUP BY state"
+            ).to_arrow_table()
+
+        session = Session.local(
+            tables={"people": str(path)}, connection=con, privacy_unit="user_id",
+            budget=Budget(epsilon=10**6), analyst="bench", ledger="sqlite://",
+        )  # fmt: skip
+        query = _Printed(session, veil_sql, options)
+        secs, base = interleaved(query, baseline, 1, repeat)
+        shown = statistics.median(query.printouts)
+        target = f"≤ 1.3×: {'met' if secs <= 1.3 * base else 'MISSED'}" if "10" in case else ""
+        print(
+            f"{case:<16} veil {secs * 1e3:7.1f} ms (printout {shown * 1e3:5.1f})  duckdb "
+            f"{base * 1e3:7.1f} ms  ratio {secs / base:5.2f}×   target {target or '(none)'}"
+        )
+        engine = _engine_share(session, path, veil_sql, options)
+        secs, base = interleaved(engine, baseline, 1, repeat)
+        print(
+            f"{'':<16} its engine SQL alone {secs * 1e3:7.1f} ms  duckdb {base * 1e3:7.1f} ms  "
+            f"ratio {secs / base:5.2f}×   (the engine's share of veil's time)"
+        )
+        result = query()
+        start = time.perf_counter()
+        str(result)
+        again = time.perf_counter() - start
+        print(f"{'':<16} the same result printed again: {again * 1e3:.2f} ms")
+
+
+def _engine_share(session: Session, path: object, sql: str, options: dict[str, object]) -> Job:
+    """The SQL veil sends for ``sql`` (lowered with a fresh salt per run, as veil does), run on
+    plain DuckDB: what the engine costs of veil's time, without planning, noise or bars."""
+    import duckdb
+
+    from veil.compile import dialect, lower, to_sql
+    from veil.plan.tree import aggregate_of
+
+    agg = aggregate_of(session.explain(sql, epsilon=1, **options).plan)  # type: ignore[arg-type]
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW people AS SELECT * FROM read_parquet('{path}')")
+
+    def run() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        tree = lower(agg, dialect("duckdb"), salt=salt).main
+        return con.sql(to_sql(tree, "duckdb")).to_arrow_table()
+
+    return run
+
+
+class _Printed:
+    """One veil query and its printout, each call at a fresh ε (1 + k/4096): a noise law no
+    earlier call had, so neither the ledger's cache nor an error-bar cache answers it."""
+
+    def __init__(self, session: Session, sql: str, options: dict[str, object]) -> None:
+        self.session, self.sql, self.options = session, sql, options
+        self.calls = 0
+        self.printouts: list[float] = []
+
+    def __call__(self) -> Result:
+        self.calls += 1
+        eps = 1 + Fraction(self.calls, 4096)
+        result = self.session.sql(self.sql, epsilon=eps, **self.options)  # type: ignore[arg-type]
+        start = time.perf_counter()
+        str(result)
+        self.printouts.append(time.perf_counter() - start)
+        return result
+
+
+def small(repeat: int) -> None:
+    """A 10 k-row table: the fixed costs of one query, against plain DuckDB's same bounded
+    aggregation (``bench_query``'s baseline, a fresh salt per run) on the same connection."""
+    import logging
+    import os
+
+    import duckdb
+
+    import _data
+    import bench_query
+    import veil
+
+    print("== a 10 k-row table, one query (median of interleaved runs)")
+    logging.getLogger("veil").setLevel(logging.ERROR)
+    path = _data.ensure_table(10_000)
+    con = duckdb.connect()
+
+    def plain() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        return con.sql(bench_query.baseline_sql(path, salt)).to_arrow_table()
+
+    session = veil.Session.local(
+        tables={"people": str(path)},
+        connection=con,
+        privacy_unit="user_id",
+        budget=veil.Budget(epsilon=10**9),
+        analyst="bench",
+        ledger="sqlite://",
+    )
+    options = {k: v for k, v in bench_query.OPTIONS.items() if k != "epsilon"}
+    fresh = itertools.count(1)
+
+    def new_measurement() -> object:  # a new ε each run: never an answer from the cache
+        return session.sql(bench_query.QUERY, epsilon=f"1/{next(fresh)}", **options)
+
+    def cache_hit() -> object:
+        return session.sql(bench_query.QUERY, epsilon="1/2", **options)
+
+    def new_session() -> object:
+        return bench_query.veil_session(path, con).sql(bench_query.QUERY, **bench_query.OPTIONS)
+
+    cases: tuple[tuple[str, Job, str], ...] = (
+        ("a new measurement (warm session)", new_measurement, "2"),
+        ("the same query: a cache hit", cache_hit, "2"),
+        ("a new session, then the query", new_session, ""),
+    )
+    for name, job, target in cases:
+        secs, base = interleaved(job, plain, 10, repeat)
+        met = "met" if secs <= float(target or "inf") * base else "MISSED"
+        verdict = f"≤ {target}×: {met}" if target else "(none)"
+        print(f"{name:<34} {secs * 1e3:>8.2f} ms   plain DuckDB {base * 1e3:>7.2f} ms  "
+              f"ratio {secs / base:>5.1f}×   target {verdict}")  # fmt: skip
+    session.close()
+
+
+def _group_table(con: Any, rows: int) -> int:
+    """The ``groups`` table ``t(user_id, k)`` in ``con``; returns its number of units."""
+    units = rows // 10
+    crowded = units // 10  # the last 10 % of the units share 1 000 keys
+    con.execute(
+        f"CREATE OR REPLACE TABLE t AS SELECT i // 10 AS user_id, "
+        f"CASE WHEN i // 10 < {units - crowded} THEN i // 10 ELSE (i // 10) % 1000 END AS k "
+        f"FROM range({rows}) r(i)"
+    )
+    return units
+
+
+def _grouped(con: Any, domains: dict[str, list[int]] | None) -> Job:
+    import logging
+
+    import veil
+
+    logging.getLogger("veil").setLevel(logging.ERROR)  # each run spends its grant: no alerts
+    options: dict[str, Any] = {"epsilon": 1}
+    if domains is None:
+        options["delta"] = 1e-6
+    else:
+        options["domains"] = domains
+
+    def run() -> object:
+        session = veil.Session.local(
+            tables={"t": "t"}, connection=con, privacy_unit="user_id", analyst="bench",
+            budget=veil.Budget(epsilon=1, delta=1e-6), ledger="sqlite://",
+        )  # fmt: skip
+        return session.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", **options)
+
+    return run
+
+
+def _plain_grouped(con: Any, keys: int | None) -> Job:
+    """Plain DuckDB: one group per unit by a fresh salted hash, then the GROUP BY (and, with
+    public keys, only the ``keys`` declared ones)."""
+    where = "" if keys is None else f"WHERE k < {keys}"
+
+    def run() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        return con.sql(
+            f"SELECT k, COUNT(*) AS n FROM (SELECT k, ROW_NUMBER() OVER (PARTITION BY user_id "
+            f"ORDER BY hash({salt}, user_id, k)) AS rn FROM t {where}) WHERE rn <= 1 GROUP BY k"
+        ).to_arrow_table()
+
+    return run
+
+
+def groups(repeat: int, rows: int = 10_000_000, public: int = 100_000) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    units = _group_table(con, rows)
+    candidates = con.sql("SELECT count(DISTINCT k) FROM t").fetchall()[0][0]
+    print(
+        f"== groups: {rows:,} rows, {units:,} units, {candidates:,} "
+        f"candidate keys (median of {repeat} interleaved runs, end to end)"
+    )
+    cases = (
+        ("partition selection", _grouped(con, None), _plain_grouped(con, None)),
+        (
+            f"{public:,} public keys",
+            _grouped(con, {"k": list(range(public))}),
+            _plain_grouped(con, public),
+        ),
+    )
+    for name, job, baseline in cases:
+        secs, base = interleaved(job, baseline, 1, repeat)
+        print(
+            f"{name:<34} {secs:>8.3f} s   plain DuckDB {base:>7.3f} s   ratio "
+            f"{secs / base:>5.2f}×   target ≤ 1.5×: {'met' if secs <= 1.5 * base else 'MISSED'}"
+        )
+
+
+SECTIONS: dict[str, Callable[..., None]] = {
+    "scalar": scalar,
+    "aggregates": aggregates,
+    "small": small,
+    "groups": groups,
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append")
+    parser.add_argument("--group-rows", type=int, default=10_000_000)
+    parser.add_argument("--public-keys", type=int, default=100_000)
     args = parser.parse_args()
     for name in args.only or list(SECTIONS):
-        SECTIONS[name](args.repeat)
+        if name == "groups":
+            groups(args.repeat, args.group_rows, args.public_keys)
+        else:
+            SECTIONS[name](args.repeat)
 
 
 if __name__ == "__main__":

@@ -189,14 +189,17 @@ LimitsOpt = Annotated[
     typer.Option(
         "--limits",
         help="auto: choose max_rows under DP from a noisy histogram of rows per unit, within "
-        "any --max-rows / --max-groups × --max-rows-per-group given (see veil.autolimits).",
+        "any --max-rows / --max-groups × --max-rows-per-group given; auto_groups: choose "
+        "max_groups and max_rows_per_group from noisy histograms of groups per unit and rows "
+        "per group (see veil.autolimits).",
     ),
 ]
 LimitsShareOpt = Annotated[
     str | None,
     typer.Option(
         "--limits-share",
-        help="With --limits auto: the share of --epsilon spent choosing the limits (0.1).",
+        help="With --limits auto (or auto_groups): the share of --epsilon spent choosing the "
+        "limits (0.1).",
     ),
 ]
 LedgerOpt = Annotated[

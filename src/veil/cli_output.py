@@ -147,6 +147,7 @@ def limits_json(chosen: Any) -> dict[str, Any]:
         "cost": budget_json(chosen.cost),
         "cached": chosen.cached,
         "cap": chosen.cap,
+        "mode": chosen.mode,
     }
 
 

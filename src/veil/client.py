@@ -380,7 +380,7 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
-        limits: Literal["auto"] | None = None,
+        limits: Literal["auto", "auto_groups"] | None = None,
         limits_share: Number | None = None,
         consistent: bool = False,
         wait: Literal[True] = True,
@@ -404,7 +404,7 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
-        limits: Literal["auto"] | None = None,
+        limits: Literal["auto", "auto_groups"] | None = None,
         limits_share: Number | None = None,
         consistent: bool = False,
         wait: Literal[False],
@@ -427,7 +427,7 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
-        limits: Literal["auto"] | None = None,
+        limits: Literal["auto", "auto_groups"] | None = None,
         limits_share: Number | None = None,
         consistent: bool = False,
         wait: bool = True,
@@ -446,7 +446,8 @@ class Client:
         ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to
         wait for). ``wait=False``: start it as a job and return the :class:`Job` at once.
         ``weights``: a survey-weights column, or ``False`` for none (default: the dataset's).
-        ``limits="auto"``: ``max_rows`` chosen under DP from a ``limits_share`` of ε (the
+        ``limits="auto"``: ``max_rows`` chosen under DP from a ``limits_share`` of ε (or with
+        ``"auto_groups"``, ``max_groups`` and ``max_rows_per_group``; the
         answer's ``auto_limits`` says what was chosen).
         """
         body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
@@ -486,7 +487,7 @@ class Client:
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         max_rows: int | None = None,
-        limits: Literal["auto"] | None = None,
+        limits: Literal["auto", "auto_groups"] | None = None,
         limits_share: Number | None = None,
         target: str | Sequence[str] | None = None,
         references: Mapping[str, float] | None = None,

@@ -116,6 +116,7 @@ def _limits(obj: Mapping[str, Any] | None) -> Any:
         cost=budget_from_json(obj["cost"]),
         cached=bool(obj["cached"]),
         cap=int(obj["cap"]),
+        mode=str(obj.get("mode", "auto")),
     )
 
 

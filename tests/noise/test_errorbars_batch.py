@@ -374,3 +374,99 @@ def test_the_search_takes_a_few_evaluations_per_group(monkeypatch: pytest.Monkey
         [(a_q, *LAPLACE_SQUARES), (a_s, *LAPLACE_SUM), (a_n, *COUNTS["narrow"])], 0.95
     )
     assert sum(evaluations) <= 5 * 500
+
+
+def _prefix_avg_bars(
+    sm: _Noise, cm: _Noise, step: float, centre: float, n: np.ndarray, sums: np.ndarray
+) -> np.ndarray:
+    """The AVG bars by the previous formulation (bounds [0, 1000], level 0.95): every cell
+    T_0…T_1000 computed, made nondecreasing by a running maximum, T̄(x) the cell of |m̂| + x."""
+    reach, lv = max(centre, 1000.0 - centre), 0.95
+    grid = np.linspace(0.0, reach, 1001)
+    half = 1 - (1 - lv) / 2
+    union = step * eb._single(sm.mechanism, sm.scale, half) + reach * eb._single(
+        cm.mechanism, cm.scale, half
+    )
+    terms = [(step, sm.mechanism, sm.scale), (grid, cm.mechanism, cm.scale)]
+    table = np.minimum(np.maximum.accumulate(combination_halfwidths(terms, lv)), union)
+    m_hat = np.abs(step * sums / n)[:, None]
+    lo_x = np.maximum(grid[None, :-1] - m_hat, 0.0)
+    hi_x = grid[None, 1:] - m_hat
+    hi_x[:, -1] = np.inf
+    cap = table[None, 1:] / n[:, None]
+    hit = (hi_x >= 0) & (lo_x <= cap)
+    return np.asarray(np.where(hit, np.minimum(hi_x, cap), 0.0).max(axis=1))
+
+
+def _groups(seed: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)  # groups (data), not noise
+    n = np.round(np.exp(rng.uniform(np.log(60), np.log(200_000), count)))
+    means = rng.uniform(0, 1000, count)
+    return n, np.round((means - 500.0) * n / (500 / K))
+
+
+LARGE_EPSILON = (("discrete_laplace", Fraction(K, 4096)), ("discrete_laplace", Fraction(1, 8)))
+
+
+@pytest.mark.parametrize(
+    "noises", [(LAPLACE_SUM, LAPLACE_COUNT), (GAUSS_SUM, GAUSS_COUNT), LARGE_EPSILON]
+)
+def test_avg_bars_from_the_cells_they_reach_match_the_full_prefix_table(
+    noises: tuple[tuple[str, Fraction], tuple[str, Fraction]],
+) -> None:
+    # the bars now read only the cells around each group's |m̂| (W_j, a maximum over the
+    # cells the true mean can be in): never wider than the running maximum of every cell,
+    # and as narrow as it to the search's relative 1e-7
+    sm, cm = _Noise(*noises[0]), _Noise(*noises[1])
+    step = 500 / K
+    n, sums = _groups(11, 60)
+    eb._AVG_TABLES.clear()
+    got = avg_halfwidths(
+        sm, cm, step=step, centre=500.0, lower=0.0, upper=1000.0, counts=n, sums=sums
+    )
+    want = _prefix_avg_bars(sm, cm, step, 500.0, n, sums)
+    assert np.all(got <= want * (1 + 1e-12))
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_avg_bars_of_all_groups_at_once_equal_those_of_each_group_alone() -> None:
+    sm, cm = _Noise(*LAPLACE_SUM), _Noise(*LAPLACE_COUNT)
+    common = {"step": 500 / K, "centre": 500.0, "lower": 0.0, "upper": 1000.0}
+    n, sums = _groups(12, 40)
+    eb._AVG_TABLES.clear()
+    together = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
+    for g in range(len(n)):
+        eb._AVG_TABLES.clear()  # each group's cells computed afresh, in a batch of its own
+        alone = avg_halfwidths(sm, cm, counts=n[g : g + 1], sums=sums[g : g + 1], **common)
+        assert alone[0] == pytest.approx(together[g], rel=1e-9)
+
+
+def test_an_avg_table_is_computed_once_per_law_and_only_in_the_cells_reached() -> None:
+    sm, cm = _Noise(*LAPLACE_SUM), _Noise(*LAPLACE_COUNT)
+    common = {"step": 500 / K, "centre": 0.0, "lower": 0.0, "upper": 1000.0}
+    # large groups, their means near 660 (|m̂| ≈ 660 of the reach 1000: cell ≈ 660): the
+    # prefix table needed ~660 cells, these bars a few cells each
+    n = np.array([30_000.0, 20_000.0, 10_000.0, 5_000.0])
+    sums = np.round(np.array([655.0, 661.0, 667.0, 670.0]) * n / common["step"])
+    eb._AVG_TABLES.clear()
+    first = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
+    ((_key, table),) = eb._AVG_TABLES.items()
+    computed = np.flatnonzero(~np.isnan(table))
+    assert 0 < len(computed) < 40
+    assert computed.min() > 600
+    again = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
+    # the same law: every cell it needs is in the table, which is not computed again
+    assert next(iter(eb._AVG_TABLES.values())) is table
+    assert again.tolist() == first.tolist()
+    # a group further out needs a few more cells: only those are added
+    more = avg_halfwidths(sm, cm, counts=[8_000.0], sums=[round(800 * 8_000 / common["step"])],
+                          **common)  # fmt: skip
+    grown = next(iter(eb._AVG_TABLES.values()))
+    assert grown[computed].tolist() == table[computed].tolist()
+    assert len(computed) < np.count_nonzero(~np.isnan(grown)) < len(computed) + 40
+    want = _prefix_avg_bars(sm, cm, common["step"], 0.0, n, sums)
+    assert first == pytest.approx(want, rel=1e-6)
+    assert more[0] == pytest.approx(
+        _prefix_avg_bars(sm, cm, common["step"], 0.0, np.array([8_000.0]),
+                         np.array([round(800 * 8_000 / common["step"])]))[0], rel=1e-6,
+    )  # fmt: skip

@@ -104,3 +104,29 @@ def test_the_python_client_asks_for_auto_limits(service: Service) -> None:
     assert r.auto_limits.loss == veil.Budget(epsilon=Fraction(1, 10))
     assert r.cost == veil.Budget(epsilon=1)
     assert not r.auto_limits.cached
+
+
+def test_auto_groups_over_http_choose_both_limits_within_the_owners(service: Service) -> None:
+    _heavy(service, max_groups=2, max_rows_per_group=8)
+    body = {"dataset": "heavy", "sql": SQL, "epsilon": 1, "limits": "auto_groups"}
+    code, explained = _post(service, "bob", "/v1/explain", body)
+    assert code == 200, explained
+    assert explained["cost"]["exact"]["epsilon"] == "1"
+    assert any("distinct groups per unit" in n for n in explained["notes"])
+    code, answer = _post(service, "bob", "/v1/query", body)
+    assert code == 200, answer
+    chosen = answer["auto_limits"]
+    assert chosen["mode"] == "auto_groups"
+    assert 1 <= chosen["max_groups"] <= 2
+    assert 1 <= chosen["max_rows_per_group"] <= 8
+    assert chosen["loss"]["exact"]["epsilon"] == "1/10"
+    assert answer["cost"]["exact"]["epsilon"] == "1"
+    assert service.ledger.remaining("bob", "heavy") == veil.Budget(epsilon=9)
+    from veil.client import Client
+
+    transport = service.client._transport  # type: ignore[attr-defined]
+    with Client("http://127.0.0.1", service.keys["bob"], transport=transport) as bob:
+        got = bob.query("heavy", SQL, epsilon=1, limits="auto_groups")
+    assert got.auto_limits is not None
+    assert got.auto_limits.mode == "auto_groups"
+    assert got.auto_limits.cached  # the same histograms as above

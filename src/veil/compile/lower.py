@@ -132,6 +132,46 @@ def _value(v: KeyValue) -> exp.Expr:
     return literal(v)
 
 
+_RUN = 3
+"""The shortest run of consecutive integers a domain lists as one ``BETWEEN``."""
+_RANGES = 32
+"""At most this many ``BETWEEN`` per key (beyond, the domain is one ``IN`` list)."""
+
+
+def _members(col: exp.Column, values: list[KeyValue], integer: bool) -> list[exp.Expr]:
+    """The condition that ``col`` is one of ``values`` (none NULL), as at most one
+    predicate: ``IN`` the values, except that on an integer column each run of ≥ 3
+    consecutive integers is one ``BETWEEN lo AND hi`` — the same rows exactly (an integer x
+    lies in [lo, hi] iff it is one of lo, lo + 1, …, hi; a NULL matches neither), and a
+    million-key domain that is a range is one comparison instead of a million literals."""
+    if not values:
+        return []
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if not integer or len(ints) != len(values):
+        return [exp.In(this=col.copy(), expressions=[_value(v) for v in values])]
+    ranges: list[exp.Expr] = []
+    single: list[exp.Expr] = []
+    ordered = sorted(set(ints))
+    start = 0
+    for i in range(1, len(ordered) + 1):
+        if i < len(ordered) and ordered[i] == ordered[i - 1] + 1:
+            continue
+        lo, hi = ordered[start], ordered[i - 1]
+        if hi - lo + 1 >= _RUN:
+            ranges.append(exp.Between(this=col.copy(), low=literal(lo), high=literal(hi)))
+        else:
+            single.extend(literal(v) for v in range(lo, hi + 1))
+        start = i
+    if len(ranges) > _RANGES:  # a domain of many short runs: one flat IN (no deep OR tree)
+        return [exp.In(this=col.copy(), expressions=[literal(v) for v in ordered])]
+    if single:
+        ranges.append(exp.In(this=col.copy(), expressions=single))
+    either = ranges[0]
+    for r in ranges[1:]:
+        either = exp.Or(this=either, expression=r)
+    return [either if len(ranges) == 1 else exp.paren(either, copy=False)]
+
+
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
     return exp.func("LEAST", a, b)
 
@@ -443,7 +483,7 @@ class _Lowering:
         """The key as it travels to Python (see :func:`key_transport`)."""
         col = _col(key.column)
         if key.per_unit and key.edges is not None:
-            return self._per_unit_bin(key.edges)
+            return self._per_unit_bin(key.edges, key.within, key.distinct)
         if key.edges is not None:
             x = self._real(key.column)
             e = key.edges
@@ -462,10 +502,8 @@ class _Lowering:
                 case = case.when(cond, exp.Literal.number(i), copy=False)  # linear, not n²
             return case
         if key.domain is not None:
-            values = [_value(v) for v in key.domain if v is not None]
-            parts: list[exp.Expr] = []
-            if values:
-                parts.append(exp.In(this=col.copy(), expressions=values))
+            integer = self.agg.child.field(key.column).type == "integer"
+            parts: list[exp.Expr] = _members(col, [v for v in key.domain if v is not None], integer)
             if any(v is None for v in key.domain):
                 parts.append(exp.Is(this=col.copy(), expression=exp.Null()))
             either = parts[0] if len(parts) == 1 else exp.Or(this=parts[0], expression=parts[1])
@@ -485,16 +523,52 @@ class _Lowering:
             return self.cast(col, self.d.text_type)
         return col
 
-    def _per_unit_bin(self, e: Sequence[Fraction]) -> exp.Expr:
+    def _per_unit_bin(
+        self, e: Sequence[Fraction], within: Sequence[str] = (), distinct: bool = False
+    ) -> exp.Expr:
         """The bin of the row's unit's row count (``COUNT(*) OVER (PARTITION BY unit)`` over the
         rows after WHERE and the NULL rule), clamped into ``[e0, e_n]`` first, so every row
-        falls in exactly one bin (total: a count is a 64-bit integer, the edges finite)."""
+        falls in exactly one bin (total: a count is a 64-bit integer, the edges finite).
+
+        With ``within`` and ``distinct``: the number of distinct ``within`` tuples of the unit
+        (its groups, NULL a value): ``DENSE_RANK`` ascending (NULLS FIRST) plus ``DENSE_RANK``
+        in the exact reverse order (descending, NULLS LAST) minus 1, the same on every engine
+        (no ``COUNT(DISTINCT …) OVER``, which PostgreSQL lacks). With ``within`` alone: the
+        unit's mean rows per group, ``⌊rows / groups⌋``, binned in integers (``rows < e·groups``,
+        no division; the inner edges are at most a few thousand, so no overflow). Either is a
+        function of the unit's own rows."""
         if self.agg.privacy_unit is None:
             raise InternalError("a per-unit key without a privacy unit at lowering")
-        count = exp.Window(
-            this=exp.Count(this=exp.Star()), partition_by=[_col(self.agg.privacy_unit)]
+        unit = _col(self.agg.privacy_unit)
+        rows = exp.Window(this=exp.Count(this=exp.Star()), partition_by=[unit.copy()])
+        if not within:
+            return self._binned(_clamp(rows, literal(e[0]), literal(e[-1])), e)
+
+        def rank(desc: bool) -> exp.Expr:
+            order = [exp.Ordered(this=_col(c), desc=desc, nulls_first=not desc) for c in within]
+            return exp.Window(
+                this=exp.Anonymous(this="DENSE_RANK", expressions=[]),
+                partition_by=[unit.copy()],
+                order=exp.Order(expressions=order),
+            )
+
+        groups = exp.paren(
+            exp.Sub(
+                this=exp.paren(exp.Add(this=rank(False), expression=rank(True))),
+                expression=exp.Literal.number(1),
+            )
         )
-        n = _clamp(count, literal(e[0]), literal(e[-1]))
+        if distinct:
+            return self._binned(_clamp(groups, literal(e[0]), literal(e[-1])), e)
+        case = exp.Case()  # mean rows per group ≥ 1 = e0: only the inner edges are compared
+        for i in range(len(e) - 2):
+            bound = exp.Mul(this=literal(e[i + 1]), expression=groups.copy())
+            case = case.when(exp.LT(this=rows.copy(), expression=bound), exp.Literal.number(i))
+        return case.else_(exp.Literal.number(len(e) - 2), copy=False)
+
+    @staticmethod
+    def _binned(n: exp.Expr, e: Sequence[Fraction]) -> exp.Expr:
+        """The index of the bin of ``n`` (already clamped into ``[e0, e_n]``)."""
         case = exp.Case()
         for i in range(len(e) - 2):
             case = case.when(

@@ -26,6 +26,9 @@ from abc import ABC, abstractmethod
 from fractions import Fraction
 from typing import Literal, assert_never, get_args
 
+import numpy as np
+from numpy.typing import NDArray
+
 from veil.errors import InternalError
 from veil.noise.errorbars import gaussian_halfwidth, laplace_halfwidth
 from veil.noise.reach import Reach
@@ -79,6 +82,11 @@ class NoiseFamily(ABC):
 
     def sample(self, scale: Fraction, size: int, source: RandomSource) -> list[int]:
         """``size`` independent draws of the noise (exact integers)."""
+        return [int(x) for x in self.sample_array(scale, size, source)] if size else []
+
+    def sample_array(self, scale: Fraction, size: int, source: RandomSource) -> NDArray[np.int64]:
+        """The same draws as :meth:`sample` (the same values from the same ``source``), as an
+        int64 array."""
         raise InternalError(f"the {self.name} mechanism is not additive noise")
 
     def halfwidth(self, scale: Fraction, level: float) -> float:
@@ -109,8 +117,10 @@ class _DiscreteLaplace(NoiseFamily):
         eps = sensitivity / scale
         return eps, eps * eps / 2
 
-    def sample(self, scale: Fraction, size: int, source: RandomSource) -> list[int]:
-        return [int(x) for x in discrete_laplace(scale, size, source=source)] if size else []
+    def sample_array(self, scale: Fraction, size: int, source: RandomSource) -> NDArray[np.int64]:
+        if not size:
+            return np.zeros(0, dtype=np.int64)
+        return np.asarray(discrete_laplace(scale, size, source=source), dtype=np.int64)
 
     def halfwidth(self, scale: Fraction, level: float) -> float:
         return laplace_halfwidth(scale, level)
@@ -136,8 +146,10 @@ class _DiscreteGaussian(NoiseFamily):
     ) -> tuple[Fraction | None, Fraction]:
         return None, sensitivity / (2 * scale)
 
-    def sample(self, scale: Fraction, size: int, source: RandomSource) -> list[int]:
-        return [int(x) for x in discrete_gaussian(scale, size, source=source)] if size else []
+    def sample_array(self, scale: Fraction, size: int, source: RandomSource) -> NDArray[np.int64]:
+        if not size:
+            return np.zeros(0, dtype=np.int64)
+        return np.asarray(discrete_gaussian(scale, size, source=source), dtype=np.int64)
 
     def halfwidth(self, scale: Fraction, level: float) -> float:
         return gaussian_halfwidth(scale, level)

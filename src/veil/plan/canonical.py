@@ -71,6 +71,9 @@ def _key(k: GroupKey) -> Json:
     }
     if k.per_unit:  # only when set: every other plan keeps its fingerprint
         out["per_unit"] = True
+    if k.within:
+        out["within"] = list(k.within)
+        out["distinct"] = k.distinct
     return out
 
 

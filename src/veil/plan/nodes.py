@@ -256,7 +256,11 @@ class GroupKey:
     - ``edges`` with ``per_unit=True`` (``column`` the privacy unit): the bin of the number of
       rows the row's unit has among the aggregation's rows (after WHERE), clamped into
       ``[e0, e_n]`` — a function of the unit's own rows, so every row of a unit has the same
-      key (``veil.autolimits``: a histogram of contributions per unit).
+      key (``veil.autolimits``: a histogram of contributions per unit). With ``within``
+      (columns of the aggregation's rows, not the unit): ``distinct=True`` bins the number of
+      distinct ``within`` tuples the row's unit has (its groups; NULL is a value), else the
+      number of rows of the row's (unit, ``within``) pair — still a function of the unit's
+      own rows (``limits="auto_groups"``).
     ``alias`` is the output column name (defaults to ``column``).
     """
 
@@ -265,9 +269,22 @@ class GroupKey:
     edges: tuple[Fraction, ...] | None = None
     alias: str = ""
     per_unit: bool = False
+    within: tuple[str, ...] = ()
+    distinct: bool = False
 
     def __post_init__(self) -> None:
         _check_name(self.column, "a group-by column")
+        _set(self, "within", tuple(self.within))
+        for c in self.within:
+            _check_name(c, "a per-unit key's group column")
+        if (self.within or self.distinct) and not self.per_unit:
+            raise InvalidArgumentError(
+                f"key {self.column!r}: within= and distinct= only qualify a per-unit key"
+            )
+        if self.distinct and not self.within:
+            raise InvalidArgumentError(
+                f"key {self.column!r}: distinct=True counts distinct within= columns; name them"
+            )
         if not self.alias:
             _set(self, "alias", self.column)
         _check_name(self.alias, "a group-by alias")
@@ -722,6 +739,13 @@ class Aggregate(Plan):
                         f"a per-unit key bins the rows of the privacy unit, but it names "
                         f"{key.column!r} and the unit is {self.privacy_unit!r}"
                     )
+                for c in key.within:
+                    self.child.field(c)
+                    if c == self.privacy_unit:
+                        raise UnsupportedQueryError(
+                            f"a per-unit key counts within groups other than the unit, but "
+                            f"names the unit {c!r}"
+                        )
                 continue
             if key.edges is not None and f.type not in NUMERIC_TYPES:
                 raise SchemaError(

@@ -15,9 +15,13 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
@@ -29,6 +33,7 @@ from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
 from veil.random import RandomSource
 from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
+from veil.release.exact import ExactStats
 from veil.release.explain import describe_usage
 from veil.release.keys import released_key
 from veil.release.modes import choose_mode, choose_top
@@ -135,7 +140,18 @@ def measure(
     reaches the selection threshold; each measurement's noise is drawn once per visited group
     from ``source`` with the compiled scale, and each quantile is chosen by the exponential
     mechanism over the group's exact bucket counts.
+
+    The same draws, in the same order, from the same ``source``, whether ``exact`` is a
+    mapping or the engine's columns (:class:`veil.release.exact.ExactStats`, read in bulk:
+    noise added to whole arrays, the threshold compared on integers, and only the released
+    groups' keys and statistics converted to Python).
     """
+    if isinstance(exact, ExactStats) and not any(m.strata for m in agg.measurements):
+        bulk = _bulk(agg, exact, source)
+        if bulk is not None:
+            released, stats = bulk
+            _choose(agg, released, stats, counts, source)
+            return Measured(tuple((k, stats[k]) for k in released), private)
     keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
     names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
@@ -154,6 +170,18 @@ def measure(
         if chosen is None:
             raise InternalError("partition selection without a noisy count")
         keys = [k for k in keys if noisy[k][chosen.name] >= agg.selection.threshold]
+    _choose(agg, keys, noisy, counts, source)
+    return Measured(tuple((k, noisy[k]) for k in keys), private)
+
+
+def _choose(
+    agg: Aggregate,
+    keys: list[Key],
+    noisy: dict[Key, dict[str, int]],
+    counts: Mapping[str, Mapping[Key, Cells]],
+    source: RandomSource,
+) -> None:
+    """The quantile and mode choices of the released groups ``keys``, in order, in place."""
     for m in agg.measurements:
         if m.statistic not in ("quantile", "mode"):
             continue
@@ -164,7 +192,77 @@ def measure(
         for k in keys:
             cells, cell_counts = per_key.get(k, _NO_CELLS)
             noisy[k][m.name] = choose(m, cells, cell_counts, source=source)
-    return Measured(tuple((k, noisy[k]) for k in keys), private)
+
+
+_INT64_LIMIT = 1 << 63
+
+
+def _add(values: NDArray[Any], noise: NDArray[np.int64]) -> NDArray[Any]:
+    """values + noise, exactly: in int64 when no sum can leave its range, else as Python
+    ints (an object array)."""
+    if values.dtype == np.int64 and noise.size:
+        top = max(abs(int(values.min())), abs(int(values.max())))
+        if top + max(abs(int(noise.min())), abs(int(noise.max()))) < _INT64_LIMIT:
+            out: NDArray[Any] = values + noise
+            return out
+    wide: NDArray[Any] = values.astype(object) + noise.astype(object)
+    return wide
+
+
+def _bulk(
+    agg: Aggregate, exact: ExactStats, source: RandomSource
+) -> tuple[list[Key], dict[Key, dict[str, int]]] | None:
+    """:func:`measure`'s noise and selection over the engine's columns, visiting the groups
+    in the same order as the mapping path (product order of public keys, else ``repr`` order
+    of the keys) and drawing the same noise; None when ``exact`` has no bulk order (the
+    mapping path then runs). Contract as :func:`measure`'s: every threshold comparison is
+    between exact integers."""
+    measured = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
+    names = [*exact.stats, *(n for n in measured if n not in exact.stats)]
+    if agg.public_keys:
+        if exact.positions is None:
+            return None
+        size = math.prod(len(k.labels()) for k in agg.keys)
+        columns: dict[str, NDArray[Any]] = {}
+        for name in names:
+            values = exact.stats.get(name)
+            column = np.zeros(size, dtype=np.int64 if values is None else values.dtype)
+            if values is not None:
+                column[exact.positions] = values
+            columns[name] = column
+    else:
+        if exact.order is None:
+            return None
+        order = exact.order
+        size = order.size
+        zero = np.zeros(size, dtype=np.int64)
+        columns = {n: exact.stats[n][order] if n in exact.stats else zero for n in names}
+    # columns: one exact (then noisy) integer per visited group, in visiting order
+    for m in agg.measurements:
+        if m.statistic in ("quantile", "mode"):
+            continue
+        columns[m.name] = _add(
+            columns[m.name], family(m.mechanism).sample_array(m.scale, size, source)
+        )
+    if agg.selection is not None:
+        chosen = thresholded(agg.measurements)
+        if chosen is None:
+            raise InternalError("partition selection without a noisy count")
+        counted = columns[chosen.name]
+        threshold = int(agg.selection.threshold)
+        if counted.dtype == np.int64 and not -_INT64_LIMIT <= threshold < _INT64_LIMIT:
+            counted = counted.astype(object)  # an exact comparison with a huge threshold
+        kept = np.flatnonzero(counted >= threshold)
+    else:
+        kept = np.arange(size, dtype=np.int64)
+    if agg.public_keys:
+        every = _public_keys(agg)
+        keys = every if kept.size == size else [every[i] for i in kept.tolist()]
+    else:
+        keys = exact.keys_at(order[kept])
+    lists = {name: columns[name][kept].tolist() for name in names}
+    noisy = {k: {name: int(lists[name][i]) for name in names} for i, k in enumerate(keys)}
+    return keys, noisy
 
 
 def finish(

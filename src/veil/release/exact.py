@@ -10,7 +10,8 @@ with nothing of the data in its message (the session's protocol).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -19,12 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN
+from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, key_transport
 from veil.errors import InternalError
 from veil.plan.nodes import Aggregate, KeyValue, Measurement
 from veil.release.keys import group_keys
 
-__all__ = ["bucket_counts", "exact_stats", "may_wrap"]
+__all__ = ["ExactStats", "bucket_counts", "exact_stats", "may_wrap"]
 
 Key = tuple[KeyValue, ...]
 
@@ -60,36 +61,309 @@ def may_wrap(agg: Aggregate, table: pa.Table) -> bool:
     return rows * limit >= _INT64_LIMIT
 
 
+class ExactStats(Mapping[Key, Mapping[str, int]]):
+    """The exact statistics of every group as columns, in the engine's row order: a mapping
+    from each group's identity (``veil.release.keys.group_keys``) to its statistics, built
+    only when read as one (:func:`veil.release.draw.measure` reads the columns in bulk and
+    converts only the released groups' keys).
+
+    ``order`` (unknown keys): the rows sorted by the ``repr`` of their identities, the order
+    the release visits them in — a function of the keys alone. ``positions`` (fully public
+    keys): each row's index in the product of the key spaces (``itertools.product`` order).
+    """
+
+    def __init__(
+        self,
+        agg: Aggregate,
+        keys: pa.Table,
+        names: Sequence[str],
+        stats: Mapping[str, NDArray[Any]],
+        *,
+        order: NDArray[np.int64] | None = None,
+        positions: NDArray[np.int64] | None = None,
+    ) -> None:
+        self.agg = agg
+        self.names = tuple(names)
+        self.stats = dict(stats)  # name → int64 (or, beyond 64 bits, object) array per row
+        self.order = order
+        self.positions = positions
+        self._keys = keys
+        self._dict: dict[Key, dict[str, int]] | None = None
+
+    @property
+    def rows(self) -> int:
+        return int(self._keys.num_rows)
+
+    def keys_at(self, rows: NDArray[np.int64]) -> list[Key]:
+        """The identities of the groups at engine rows ``rows`` (the same conversion as for
+        every row)."""
+        taken = self._keys.take(pa.array(rows, type=pa.int64()))
+        return group_keys(self.agg, taken, self.names)
+
+    def _mapping(self) -> dict[Key, dict[str, int]]:
+        if self._dict is None:
+            every = self.keys_at(np.arange(self.rows, dtype=np.int64))
+            columns = {name: values.tolist() for name, values in self.stats.items()}
+            self._dict = {
+                key: {name: int(columns[name][i]) for name in columns}
+                for i, key in enumerate(every)
+            }
+        return self._dict
+
+    def __getitem__(self, key: Key) -> Mapping[str, int]:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return self.rows
+
+
+def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
+    """An exact integer statistic column as an int64 array (an object array of ints when a
+    value needs more than 64 bits) and its NULL mask (a NULL reads as 0)."""
+    nulls = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    filled = values.fill_null(0) if values.null_count else values
+    kind = filled.type
+    if pa.types.is_integer(kind) and kind.bit_width <= 64 and pa.types.is_signed_integer(kind):
+        return np.asarray(filled.to_numpy(), dtype=np.int64), nulls
+    if pa.types.is_decimal(kind) or pa.types.is_integer(kind):
+        try:  # exact: a fractional or out-of-range value raises and is converted one by one
+            cast = pc.cast(filled, pa.int64(), safe=True)
+            return np.asarray(cast.to_numpy(), dtype=np.int64), nulls
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    out = np.empty(len(filled), dtype=object)
+    out[:] = [_integer(v) for v in filled.to_pylist()]
+    return out, nulls
+
+
+def _outside(values: NDArray[Any], rows: NDArray[Any], limit: int) -> bool:
+    """Whether some |value| > rows·limit (exact: int64 only when the products fit)."""
+    top = int(rows.max()) if rows.size else 0
+    if values.dtype == rows.dtype == np.int64 and max(top, 1) * limit < _INT64_LIMIT:
+        bound = rows * limit
+        return bool(np.any((values > bound) | (values < -bound)))
+    return any(abs(int(v)) > int(r) * limit for v, r in zip(values, rows, strict=True))
+
+
+def _text(value: str) -> pa.Scalar[Any]:
+    return pa.scalar(value, pa.large_string())
+
+
+_QUOTE, _NONE = _text("'"), _text("")
+_SIMPLE_TEXT = r"^[ -&(-\[\]-~]*$"
+"""Printable ASCII without a quote or a backslash: such a string's ``repr`` is itself
+between single quotes."""
+
+
+def _key_reprs(agg: Aggregate, table: pa.Table, names: Sequence[str]) -> pa.ChunkedArray | None:
+    """Per row, the ``repr`` of its group identity (as :func:`group_keys` converts it),
+    computed by Arrow for integer, boolean and plain-ASCII string keys; None when a key needs
+    Python's own ``repr`` (the caller then converts every key, as for any value Arrow's
+    kernels refuse: total)."""
+    try:
+        return _arrow_reprs(agg, table, names)
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+
+
+def _arrow_reprs(agg: Aggregate, table: pa.Table, names: Sequence[str]) -> pa.ChunkedArray | None:
+    parts = []
+    for k, name in zip(agg.keys, names, strict=True):
+        column = table.column(name)
+        kind = column.type
+        native = key_transport(agg.child.field(k.column).type) == "native"
+        if k.domain is not None and native:
+            return None  # a public key's identity is its index (the mapping is Python's)
+        if pa.types.is_integer(kind):
+            text = pc.cast(column, pa.large_string())
+        elif pa.types.is_boolean(kind):
+            text = pc.if_else(column, _text("True"), _text("False"))
+        elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            simple = pc.match_substring_regex(column, _SIMPLE_TEXT)
+            if pc.all(simple, skip_nulls=True).as_py() is False:
+                return None
+            wide = column.cast(pa.large_string())
+            text = pc.binary_join_element_wise(_QUOTE, wide, _QUOTE, _NONE)
+        else:
+            return None
+        parts.append(text.fill_null(_text("None")) if text.null_count else text)
+    if len(parts) == 1:
+        return pc.binary_join_element_wise(_text("("), parts[0], _text(",)"), _NONE)
+    inner = pc.binary_join_element_wise(*parts, _text(", "))
+    return pc.binary_join_element_wise(_text("("), inner, _text(")"), _NONE)
+
+
+_POWERS = np.array([10**i for i in range(1, 20)], dtype=np.uint64)
+_SHIFTS = np.array([10 ** (19 - d) for d in range(20)], dtype=np.uint64)  # by digit count
+
+
+def _numeric_repr_order(
+    agg: Aggregate, table: pa.Table, names: Sequence[str]
+) -> tuple[NDArray[np.int64], bool] | None:
+    """The ``repr`` order of integer and boolean keys without writing a string, and whether
+    two rows share a key; None for any other key (then :func:`_key_reprs`).
+
+    Proof note: a key's ``repr`` is ``(`` + each value's text joined by ``, `` + ``)`` (``,)``
+    for one key), and every character that may follow a value's text (``,`` or ``)``) sorts
+    before every digit, so tuples compare value by value, each value's text
+    lexicographically with a prefix first. For an integer that text is ``-`` and digits
+    (first, as ``-`` < ``0``), digits, or ``None`` (last, as ``N`` > ``9``); digits of
+    magnitude m (d of them) compare as (m·10^(19−d), d) — padded to 19 digits, a prefix
+    first — which fits in 64 unsigned bits for every int64 (padded to the column's widest
+    w ≤ 17 digits instead, (sign, padded, d) is the one integer (sign·10^w + padded)·20 + d).
+    A boolean's is ``False`` < ``None`` < ``True``.
+    """
+    try:
+        sort_keys: list[NDArray[Any]] = []
+        for k, name in zip(agg.keys, names, strict=True):
+            column = table.column(name)
+            native = key_transport(agg.child.field(k.column).type) == "native"
+            if k.domain is not None and native:
+                return None
+            kind = column.type
+            nulls = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if pa.types.is_boolean(kind):
+                truth = np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False))
+                sort_keys.append(np.where(nulls, 1, np.where(truth, 2, 0)))
+                continue
+            if not (pa.types.is_integer(kind) and pa.types.is_signed_integer(kind)):
+                return None
+            values = np.asarray(column.fill_null(0).to_numpy(), dtype=np.int64)
+            negative = values < 0
+            magnitude = np.where(
+                negative, (-(values + 1)).astype(np.uint64) + np.uint64(1), values.astype(np.uint64)
+            )
+            digits = np.searchsorted(_POWERS, magnitude, side="right") + 1
+            sign = np.where(nulls, 2, np.where(negative, 0, 1)).astype(np.uint64)
+            widest = int(digits.max()) if digits.size else 1
+            if widest <= 17:  # (sign, padded, d) as one integer: 3·20·10^17 < 2^64
+                shift = np.take(_SHIFTS, digits + (19 - widest))  # 10^(widest − d)
+                one = (sign * np.uint64(10**widest) + magnitude * shift) * np.uint64(20)
+                sort_keys.append(one + digits.astype(np.uint64))
+            else:
+                sort_keys += [sign, magnitude * np.take(_SHIFTS, digits), digits]
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+    if not sort_keys:
+        return None
+    if len(sort_keys) == 1:
+        order = np.argsort(sort_keys[0], kind="stable").astype(np.int64)
+    else:
+        order = np.lexsort(sort_keys[::-1]).astype(np.int64)
+    ranked = [key[order] for key in sort_keys]
+    same = np.ones(max(order.size - 1, 0), dtype=bool)
+    for key in ranked:
+        same &= key[1:] == key[:-1]
+    return order, bool(same.any())
+
+
+def _positions(agg: Aggregate, table: pa.Table, names: Sequence[str]) -> NDArray[np.int64] | None:
+    """Per row, its index in the product of fully public key spaces (the row-major index of
+    its keys' indices), computed in bulk; None when a key column needs Python's mapping (or
+    an Arrow kernel refuses a value: the caller then converts every key)."""
+    try:
+        return _arrow_positions(agg, table, names)
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+
+
+def _arrow_positions(
+    agg: Aggregate, table: pa.Table, names: Sequence[str]
+) -> NDArray[np.int64] | None:
+    if math.prod(len(k.labels()) for k in agg.keys) >= 1 << 62:
+        return None
+    position = np.zeros(table.num_rows, dtype=np.int64)
+    for k, name in zip(agg.keys, names, strict=True):
+        column = table.column(name)
+        if column.null_count:
+            return None
+        size = len(k.labels())
+        native = key_transport(agg.child.field(k.column).type) == "native"
+        if k.domain is not None and native:
+            kind = column.type
+            if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+                return None
+            if len(set(k.domain)) != len(k.domain):
+                return None
+            try:
+                domain = pa.array(list(k.domain), type=kind)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return None
+            index = pc.index_in(column, value_set=domain)
+            if index.null_count:
+                raise InternalError("a public key came back that is not in its domain")
+            codes = np.asarray(index.to_numpy(), dtype=np.int64)
+        elif pa.types.is_integer(column.type):
+            codes = np.asarray(column.to_numpy(), dtype=np.int64)
+        else:
+            return None
+        if codes.size and (codes.min() < 0 or codes.max() >= size):
+            return None
+        position = position * size + codes
+    return position
+
+
 def exact_stats(
     agg: Aggregate,
     table: pa.Table,
     columns: Mapping[str, str],
     keys: Sequence[str],
-) -> dict[Key, dict[str, int]]:
-    """Exact statistics per group, keyed as the engine grouped them.
+) -> ExactStats:
+    """Exact statistics per group, keyed as the engine grouped them (as columns, in bulk).
 
     Invariants checked (each a bug if broken: the query then fails, charged): one row per
     group, no NULL sum in a non-empty group, every sum within ``±rows·limit``.
     """
     # the statistics only: key columns are converted by group_keys, for every value (a
     # string that is not UTF-8 would make to_pydict raise)
-    data = table.select([c for c in table.column_names if c not in keys]).to_pydict()
-    out: dict[Key, dict[str, int]] = {}
     by_name = {m.name: m for m in agg.measurements}
-    for i, key in enumerate(group_keys(agg, table, keys)):
-        if key in out:
-            raise InternalError("the engine returned one group twice")
-        rows = int(data[COUNT_COLUMN][i])
-        if rows > 0 and any(data[col][i] is None for col in columns.values()):
+    rows, _ = _column(table.column(COUNT_COLUMN))
+    stats: dict[str, NDArray[Any]] = {}
+    for name, col in columns.items():
+        values, nulls = _column(table.column(col))
+        if np.any(nulls & (rows > 0)):
             raise InternalError("an exact statistic of a non-empty group came back NULL")
-        stats = {name: _integer(data[col][i]) for name, col in columns.items()}
-        for name, value in stats.items():
-            m = by_name[name]
-            if m.statistic in ("sum", "sum_squares") and abs(value) > rows * m.limit:
-                raise InternalError(
-                    f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
-                )
-        out[key] = stats
+        m = by_name[name]
+        if m.statistic in ("sum", "sum_squares") and _outside(values, rows, m.limit):
+            raise InternalError(
+                f"the exact sum {name!r} is outside ±rows·limit: an integer overflow"
+            )
+        stats[name] = values
+    key_table = table.select(list(keys))
+    out = ExactStats(agg, key_table, keys, stats)
+    if agg.public_keys:
+        positions = _positions(agg, key_table, keys)
+        if positions is not None and positions.size:
+            if np.unique(positions).size != positions.size:
+                raise InternalError("the engine returned one group twice")
+            out.positions = positions
+            return out
+    else:
+        numeric = _numeric_repr_order(agg, key_table, keys)
+        if numeric is not None:
+            order, duplicate = numeric
+            if duplicate:
+                raise InternalError("the engine returned one group twice")
+            out.order = order
+            return out
+        reprs = _key_reprs(agg, key_table, keys)
+        if reprs is not None:
+            order = np.asarray(pc.sort_indices(reprs).to_numpy(), dtype=np.int64)
+            ranked = reprs.take(pa.array(order))
+            if len(ranked) > 1 and pc.any(pc.equal(ranked[1:], ranked[:-1])).as_py():
+                raise InternalError("the engine returned one group twice")
+            out.order = order
+            return out
+    every = out.keys_at(np.arange(out.rows, dtype=np.int64))
+    if len(set(every)) != len(every):
+        raise InternalError("the engine returned one group twice")
+    if not agg.public_keys:
+        out.order = np.array(
+            sorted(range(len(every)), key=lambda i: repr(every[i])), dtype=np.int64
+        )
     return out
 
 

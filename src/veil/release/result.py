@@ -113,6 +113,10 @@ class Result:
     auto_bounds: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     # limits="auto": the limits chosen (veil.autolimits.ChosenLimits), or None
     auto_limits: Any = field(default=None, repr=False, compare=False)
+    # error_bars(level) once computed, by level (post-processing of the fields above)
+    _bars: dict[float, tuple[tuple[float | None, ...], ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def rows(self) -> list[list[Any]]:
@@ -120,7 +124,9 @@ class Result:
 
     def error_bars(self, level: float = 0.95) -> list[list[float | None]]:
         """Half-widths at confidence ``level`` for every cell (noise only; see
-        ``veil.release.estimators``). Post-processing of released values: costs nothing."""
+        ``veil.release.estimators``). Post-processing of released values: costs nothing.
+        Computed when first asked for, each column's groups at once, and kept per level (a
+        second printout reads them)."""
         if not isinstance(level, int | float) or not 0 < level < 1 or math.isnan(level):
             raise InvalidArgumentError(f"level must lie in (0, 1), e.g. 0.95; got {level!r}")
         if self.released_bars is not None:
@@ -132,6 +138,12 @@ class Result:
                     f"levels are computed from); call error_bars({carried:g})"
                 )
             return [list(row) for row in self.released_bars.halfwidths]
+        lv = float(level)
+        if lv not in self._bars:
+            self._bars[lv] = tuple(tuple(row) for row in self._compute_bars(lv))
+        return [list(row) for row in self._bars[lv]]
+
+    def _compute_bars(self, level: float) -> list[list[float | None]]:
         out: list[list[float | None]] = [[None] * len(self.columns) for _ in self.values]
         for j, col in enumerate(self.columns):  # one column at a time: its kind vectorises
             model = self.models.get(col)

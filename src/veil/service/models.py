@@ -134,6 +134,7 @@ class AutoPerGroup(_Body):
 
 
 Auto = Literal["auto"]
+AutoLimits = Literal["auto", "auto_groups"]
 ColumnBoundsSpec = tuple[Num, Num] | Auto | AutoPerGroup
 
 
@@ -165,11 +166,13 @@ class ExplainRequest(_Body):
     max_rows: int | None = Field(
         default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
     )
-    limits: Auto | None = Field(
+    limits: AutoLimits | None = Field(
         default=None,
         description="'auto': max_rows chosen under DP from a share of epsilon (a noisy "
-        "histogram of rows per unit on a public grid, never above the owner's limits); not "
-        "with max_groups, max_rows_per_group or max_rows",
+        "histogram of rows per unit on a public grid, never above the owner's limits); "
+        "'auto_groups': max_groups and max_rows_per_group chosen so (noisy histograms of "
+        "groups per unit and of mean rows per group; needs a GROUP BY); not with max_groups, "
+        "max_rows_per_group or max_rows",
     )
     limits_share: Num | None = Field(
         default=None,

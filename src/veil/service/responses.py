@@ -122,6 +122,7 @@ class ChosenLimitsOut(_Out):
     cost: BudgetOut = Field(description="what it was charged now (zero when cached)")
     cached: bool
     cap: int = Field(description="the largest candidate (the owner's limits cap it)")
+    mode: str = Field(default="auto", description="'auto' or 'auto_groups' (as requested)")
 
 
 class BoundsAnswer(_Out):

@@ -1,0 +1,325 @@
+"""The release in bulk (issue 15): ``exact_stats`` keeps the engine's columns and ``measure``
+adds noise to whole arrays, thresholds them on integers and converts only the released groups.
+
+Two kinds of check: (1) given the same deterministic source, the bulk path releases exactly
+what the group-by-group path releases from the same statistics as a mapping (same groups, same
+order, same noisy integers), for every key type the bulk order covers and for those it hands
+back to Python; (2) statistics of the bulk release against the exact noise law, with fixed
+seeds and documented thresholds.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy import stats as scipy_stats
+
+from support import SeededSource
+from veil.accounting import Budget
+from veil.compile import Context, apply_rules
+from veil.errors import InternalError
+from veil.noise.families import DISCRETE_GAUSSIAN, DISCRETE_LAPLACE
+from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, Scan, aggregate_of
+from veil.release.draw import measure
+from veil.release.exact import ExactStats, exact_stats
+
+TABLE = Scan(
+    "t",
+    (
+        Field("user_id", "integer"),
+        Field("s", "string"),
+        Field("a", "integer"),
+        Field("b", "boolean"),
+        Field("x", "real"),
+        Field("d", "temporal"),
+    ),
+)
+DELTA = Fraction(1, 10**6)
+
+
+def compiled(
+    keys: tuple[GroupKey, ...],
+    aggregates: tuple[AggregateCall, ...] = (
+        AggregateCall("n", "count"),
+        AggregateCall("m", "avg", "x"),
+    ),
+    budget: Budget | None = None,
+) -> Aggregate:
+    plan = Aggregate(TABLE, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("x", 0, 10),))
+    ctx = Context(budget=budget or Budget(epsilon=1, delta=DELTA), privacy_unit="user_id")
+    return aggregate_of(apply_rules(plan, ctx))
+
+
+def columns_of(agg: Aggregate) -> dict[str, str]:
+    """The engine's statistic columns, named as the lowering would (one per measurement)."""
+    names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
+    return {name: "__n" if name == "count" else f"__m{i}" for i, name in enumerate(names)}
+
+
+def engine_table(
+    agg: Aggregate, keys: dict[str, pa.Array], counts: list[int], rng: np.random.Generator
+) -> pa.Table:
+    data: dict[str, pa.Array] = dict(keys)
+    for name, col in columns_of(agg).items():
+        if name == "count":
+            data[col] = pa.array(counts, pa.int64())
+        else:  # a sum within ±rows·limit, as a DECIMAL(38, 0) like DuckDB's HUGEINT sums
+            m = next(x for x in agg.measurements if x.name == name)
+            sums = [int(rng.integers(-c * m.limit, c * m.limit + 1)) if c else 0 for c in counts]
+            data[col] = pa.array(sums, pa.decimal128(38, 0))
+    return pa.table(data)
+
+
+def both_paths(agg: Aggregate, table: pa.Table, seed: str) -> tuple[object, object, ExactStats]:
+    names = [f"__k{i}" for i in range(len(agg.keys))]
+    bulk = exact_stats(agg, table, columns_of(agg), names)
+    mapping = {k: dict(v) for k, v in bulk.items()}  # the same statistics, group by group
+    return (
+        measure(agg, bulk, {}, SeededSource(seed), private=False),
+        measure(agg, mapping, {}, SeededSource(seed), private=False),
+        bulk,
+    )
+
+
+def around_threshold(agg: Aggregate, n: int, rng: np.random.Generator) -> list[int]:
+    """Counts from 0 to twice the selection threshold: some groups kept, some dropped."""
+    top = 2 * (agg.selection.threshold if agg.selection is not None else 10)
+    return [int(c) for c in rng.integers(0, top + 1, n)]
+
+
+UNKNOWN = {
+    "integers": (
+        (GroupKey("a"),),
+        lambda rng, n: {"__k0": pa.array([None, *rng.permutation(n * 3)[: n - 1].tolist()])},
+    ),
+    "plain strings": (
+        (GroupKey("s"),),
+        lambda rng, n: {"__k0": pa.array([f"k{i} x" for i in rng.permutation(n)])},
+    ),
+    "strings with quotes, escapes, non-ASCII and NULL (Python's repr)": (
+        (GroupKey("s"),),
+        lambda rng, n: {
+            "__k0": pa.array([None, "it's", 'say "hi"', "a\\b", "é", "\t", *map(str, range(n))])
+        },
+    ),
+    "a string that is not UTF-8": (
+        (GroupKey("s"),),
+        lambda rng, n: {
+            "__k0": pa.array(
+                [b"\xff", b"ok", *(str(i).encode() for i in range(n))], pa.binary()
+            ).cast(pa.string(), safe=False)
+        },
+    ),
+    "two keys: integer and boolean": (
+        (GroupKey("a"), GroupKey("b")),
+        lambda rng, n: {
+            "__k0": pa.array([i // 2 for i in range(n)]),
+            "__k1": pa.array([None if i % 7 == 0 else bool(i % 2) for i in range(n)]),
+        },
+    ),
+    "a temporal key as text": (
+        (GroupKey("d"),),
+        lambda rng, n: {"__k0": pa.array([f"2024-01-{i:05d}" for i in rng.permutation(n)])},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN))
+def test_bulk_selection_releases_what_the_group_by_group_path_releases(case: str) -> None:
+    keys, make = UNKNOWN[case]
+    agg = compiled(keys)
+    assert agg.selection is not None
+    rng = np.random.default_rng(abs(hash(case)) % 2**32)  # statistics only, not noise
+    key_columns = make(rng, 400)
+    n = len(next(iter(key_columns.values())))
+    table = engine_table(agg, key_columns, around_threshold(agg, n, rng), rng)
+    for seed in ("a", "b", "c"):
+        bulk, mapping, stats = both_paths(agg, table, f"{case}-{seed}")
+        assert bulk == mapping
+        assert stats.order is not None
+        assert 0 < len(bulk.groups) < n  # some kept, some dropped
+    # the bulk visiting order is the repr order of the keys, as the mapping path's
+    assert stats.keys_at(stats.order) == sorted(stats, key=repr)
+
+
+def test_bulk_order_is_computed_by_arrow_for_plain_keys() -> None:
+    agg = compiled((GroupKey("a"), GroupKey("s")))
+    table = engine_table(
+        agg,
+        {"__k0": pa.array([10, 2, None, -3, 2]), "__k1": pa.array(["b", "a", "c", None, "b"])},
+        [5, 5, 5, 5, 5],
+        np.random.default_rng(0),
+    )
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0", "__k1"])
+    assert stats._dict is None  # nothing converted to Python yet
+    assert stats.keys_at(stats.order) == sorted(stats, key=repr)
+
+
+PUBLIC = {
+    "one string domain": (GroupKey("s", domain=tuple(f"s{i}" for i in range(300))),),
+    "a string domain × an integer domain": (
+        GroupKey("s", domain=("x", "y", "z")),
+        GroupKey("a", domain=tuple(range(-50, 50))),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(PUBLIC))
+def test_bulk_public_keys_release_what_the_group_by_group_path_releases(case: str) -> None:
+    keys = PUBLIC[case]
+    agg = compiled(keys, budget=Budget(epsilon=1))
+    assert agg.selection is None
+    assert agg.public_keys
+    rng = np.random.default_rng(7)
+    # the engine returns the non-empty groups only, in any order
+    every = [tuple(k.domain[i] for k, i in zip(keys, ix, strict=True)) for ix in np.ndindex(
+        *(len(k.domain) for k in keys))]  # fmt: skip
+    present = [every[i] for i in rng.permutation(len(every))[: len(every) // 2]]
+    key_columns = {f"__k{j}": pa.array([p[j] for p in present]) for j in range(len(keys))}
+    table = engine_table(agg, key_columns, [int(c) for c in rng.integers(1, 30, len(present))], rng)
+    bulk, mapping, stats = both_paths(agg, table, case)
+    assert stats.positions is not None
+    assert bulk == mapping
+    assert len(bulk.groups) == len(every)  # empty groups released too
+
+
+def test_bulk_duplicate_groups_are_an_internal_error() -> None:
+    agg = compiled((GroupKey("a"),))
+    table = engine_table(agg, {"__k0": pa.array([1, 2, 1])}, [3, 3, 3], np.random.default_rng(0))
+    with pytest.raises(InternalError, match="one group twice"):
+        exact_stats(agg, table, columns_of(agg), ["__k0"])
+    public = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
+    with pytest.raises(InternalError, match="one group twice"):
+        exact_stats(public, table, columns_of(public), ["__k0"])
+
+
+def test_bulk_sums_beyond_64_bits_stay_exact() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
+    sums = next(m for m in agg.measurements if m.statistic == "sum")
+    rows = (1 << 62) // sums.limit + 5  # rows·limit beyond 2^62: the sums cannot be int64
+    big = rows * sums.limit
+    table = pa.table(
+        {
+            "__k0": pa.array([1, 2]),
+            "__n": pa.array([rows, 1], pa.int64()),
+            columns_of(agg)[sums.name]: pa.array([big, -1], pa.decimal128(38, 0)),
+        }
+    )
+    names = ["__k0"]
+    stats = exact_stats(agg, table, columns_of(agg), names)
+    assert stats[(0,)][sums.name] == big
+    bulk = measure(agg, stats, {}, SeededSource("big"), private=False)
+    mapping = measure(agg, dict(stats.items()), {}, SeededSource("big"), private=False)
+    assert bulk == mapping
+    assert abs(bulk.groups[0][1][sums.name] - big) < 100 * sums.scale  # noise, not a wrap
+
+
+# ── the bulk release against the exact law (fixed seeds; thresholds documented) ────────────
+
+
+def test_bulk_noise_is_the_samplers_draws() -> None:
+    for fam, scale in ((DISCRETE_LAPLACE, Fraction(7, 3)), (DISCRETE_GAUSSIAN, Fraction(50))):
+        arr = fam.sample_array(scale, 1000, SeededSource("same"))
+        assert arr.dtype == np.int64
+        assert arr.tolist() == fam.sample(scale, 1000, SeededSource("same"))
+        assert fam.sample_array(scale, 0, SeededSource("same")).size == 0
+
+
+def test_bulk_released_counts_of_public_keys_follow_the_discrete_laplace_pmf() -> None:
+    """20 000 empty public groups: each released count is one draw of the count's noise.
+    Chi-square against the exact pmf P(z) = (1−p)/(1+p)·p^|z|, p = e^(−1/scale), bins with
+    expected count < 5 merged into the tails; passes iff p-value > 1e-4 (fixed seed)."""
+    keys = (GroupKey("s", domain=tuple(f"s{i}" for i in range(200))),)
+    keys += (GroupKey("a", domain=tuple(range(100))),)
+    agg = compiled(keys, aggregates=(AggregateCall("n", "count"),), budget=Budget(epsilon=1))
+    count = next(m for m in agg.measurements if m.name == "count")
+    assert count.mechanism == "discrete_laplace"
+    table = pa.table({"__k0": pa.array([], pa.string()), "__k1": pa.array([], pa.int64()),
+                      "__n": pa.array([], pa.int64())})  # fmt: skip
+    stats = exact_stats(agg, table, {"count": "__n"}, ["__k0", "__k1"])
+    released = measure(agg, stats, {}, SeededSource("pmf"), private=False)
+    z = np.array([s["count"] for _, s in released.groups])
+    assert z.size == 20_000
+    p = math.exp(-1 / float(count.scale))
+    support = np.arange(-60, 61)
+    pmf = (1 - p) / (1 + p) * p ** np.abs(support)
+    observed = np.array([np.sum(z == v) for v in support], dtype=float)
+    expected = pmf * z.size
+    keep = expected >= 5
+    obs = np.append(observed[keep], z.size - observed[keep].sum())
+    exp = np.append(expected[keep], z.size - expected[keep].sum())
+    assert scipy_stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+def test_bulk_selection_keeps_a_group_at_the_threshold_with_the_exact_probability() -> None:
+    """4 000 groups whose exact count equals the threshold t: each survives iff its noise
+    Z ≥ 0, P = 1/(1+p) exactly (discrete Laplace, p = e^(−1/scale)); groups at t − 1 survive
+    iff Z ≥ 1, P = p/(1+p). Passes iff each survivor count is within 5 binomial standard
+    deviations (a correct release fails with probability < 1e-6; fixed seed)."""
+    agg = compiled((GroupKey("a"),), aggregates=(AggregateCall("n", "count"),))
+    assert agg.selection is not None
+    t = agg.selection.threshold
+    count = next(m for m in agg.measurements if m.name == "count")
+    p = math.exp(-1 / float(count.scale))
+    n = 4000
+    table = pa.table(
+        {"__k0": pa.array(range(2 * n)), "__n": pa.array([t] * n + [t - 1] * n, pa.int64())}
+    )
+    stats = exact_stats(agg, table, {"count": "__n"}, ["__k0"])
+    released = measure(agg, stats, {}, SeededSource("threshold"), private=False)
+    kept = [k[0] for k, _ in released.groups]
+    assert all(s["count"] >= t for _, s in released.groups)
+    for survivors, prob in ((sum(k < n for k in kept), 1 / (1 + p)),
+                            (sum(k >= n for k in kept), p / (1 + p))):  # fmt: skip
+        assert abs(survivors - n * prob) <= 5 * math.sqrt(n * prob * (1 - prob))
+
+
+def test_the_bulk_overflow_check_is_exact_beyond_64_bits() -> None:
+    from veil.release.exact import _outside
+
+    empty = np.array([0, 0], dtype=np.int64)
+    assert not _outside(empty, empty, 2**70)  # a limit beyond int64 with no rows: no error
+    rows = np.array([3, 1], dtype=np.int64)
+    assert not _outside(np.array([3 * 2**62, -(2**62)], dtype=object), rows, 2**62)
+    assert _outside(np.array([3 * 2**62 + 1, 0], dtype=object), rows, 2**62)
+    assert _outside(np.array([0, -8], dtype=np.int64), rows, 7)
+    assert not _outside(np.array([-21, 7], dtype=np.int64), rows, 7)
+
+
+EXTREMES = [0, 1, -1, 9, 10, 11, 99, 100, -10, -9, -100, 2**63 - 1, -(2**63), 10**18, None]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_integer_and_boolean_keys_are_ordered_as_their_repr_without_strings(seed: int) -> None:
+    from veil.release.exact import _numeric_repr_order
+
+    rng = np.random.default_rng(seed)
+    n = 80
+    picks = rng.integers(0, len(EXTREMES), n)
+    ints = [
+        EXTREMES[i] if rng.random() < 0.5 else int(rng.integers(-(2**62), 2**62)) // 10 ** (i % 19)
+        for i in picks
+    ]
+    bools = [None if rng.random() < 0.1 else bool(rng.random() < 0.5) for _ in range(n)]
+    small = [None if v is None else v % 2_000_001 - 1_000_000 for v in ints]  # ≤ 17 digits
+    cases = (
+        ((GroupKey("a"),), [pa.array(ints, pa.int64())]),
+        ((GroupKey("a"),), [pa.array(small, pa.int64())]),
+        ((GroupKey("a"), GroupKey("b")), [pa.array(small, pa.int64()), pa.array(bools)]),
+        ((GroupKey("a"), GroupKey("b")), [pa.array(ints, pa.int64()), pa.array(bools)]),
+        ((GroupKey("b"), GroupKey("a")), [pa.array(bools), pa.array(ints, pa.int32())
+                                          if all(v is None or abs(v) < 2**31 for v in ints)
+                                          else pa.array(ints, pa.int64())]),
+    )  # fmt: skip
+    for keys, arrays in cases:
+        table = pa.table({f"__k{j}": a for j, a in enumerate(arrays)})
+        result = _numeric_repr_order(compiled(keys), table, table.column_names)
+        assert result is not None
+        order, duplicate = result
+        rows = list(zip(*(a.to_pylist() for a in arrays), strict=True))
+        assert [repr(rows[i]) for i in order] == sorted(map(repr, rows))
+        assert duplicate == (len(set(rows)) != n)
