@@ -38,7 +38,11 @@ between rows that contribute identically. The group rank breaks hash ties by the
 distinct groups never share a rank (a ROW_NUMBER over the distinct pairs is the DENSE_RANK of
 their rows: one sort of the pairs instead of a second sort of every row). Quantile
 measurements add one statement each: row counts per (group, bucket) over the same bounded rows
-(same salt, same order, hence the same rows).
+(same salt, same order, hence the same rows). What the Session runs is ``together``: the main
+statement and every quantile's (group, bucket) counts in one statement, one scan of the
+bounded rows grouped by ``GROUPING SETS ((keys), (keys, __q0), …)`` — the same rows and
+counts as the separate statements (a conformance test compares them on every engine), without
+a second bounding window. Modes keep their own statements.
 """
 
 from __future__ import annotations
