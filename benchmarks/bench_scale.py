@@ -18,6 +18,11 @@ Sections:
   batches paying the fixed cost of one call once, not per sample: every batch of n costs at
   most 1.5× (one value's call + n × the per-sample cost at 10^4). A batch of one cannot match a
   million's per-sample cost while a call costs tens of µs, so that is the reading measured.
+- ``small``: a 10 k-row table (``_data.ensure_table(10_000)``), ``bench_query``'s query
+  (COUNT, SUM, AVG per state, one row per user) against plain DuckDB's same bounded
+  aggregation on the same connection: a new measurement on a warm session (a new ε each run,
+  so never a cached answer; target ≤ 2×), the same query again (a cache hit; target ≤ 2×),
+  and a new session then the query (no target: the session's own set-up, reported).
 - ``quantiles``: ``MEDIAN(income)`` per state (50 public keys) on the shared benchmark table
   (``_data.py``; ``--rows``, default 10 M rows, about 1.8 M users), each user bounded to one
   row (veil's defaults), end to end through ``Session.local(...).sql`` with a fresh dataset
@@ -31,14 +36,17 @@ Sections:
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-import _data
-import veil
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _data, bench_query
+
 import veil.noise.mechanisms as mech
 from veil import Budget
 from veil.accounting.scratch import ScratchLedger
@@ -148,8 +156,66 @@ def scalar(repeat: int) -> None:
     )
 
 
+def small(repeat: int) -> None:
+    """A 10 k-row table: the fixed costs of one query, against plain DuckDB's same bounded
+    aggregation (``bench_query``'s baseline, a fresh salt per run) on the same connection."""
+    import logging
+    import os
+
+    import duckdb
+
+    import _data
+    import bench_query
+    import veil
+
+    print("== a 10 k-row table, one query (median of interleaved runs)")
+    logging.getLogger("veil").setLevel(logging.ERROR)
+    path = _data.ensure_table(10_000)
+    con = duckdb.connect()
+
+    def plain() -> object:
+        salt = int.from_bytes(os.urandom(8), "little") >> 1
+        return con.sql(bench_query.baseline_sql(path, salt)).to_arrow_table()
+
+    session = veil.Session.local(
+        tables={"people": str(path)},
+        connection=con,
+        privacy_unit="user_id",
+        budget=veil.Budget(epsilon=10**9),
+        analyst="bench",
+        ledger="sqlite://",
+    )
+    options = {k: v for k, v in bench_query.OPTIONS.items() if k != "epsilon"}
+    fresh = itertools.count(1)
+
+    def new_measurement() -> object:  # a new ε each run: never an answer from the cache
+        return session.sql(bench_query.QUERY, epsilon=f"1/{next(fresh)}", **options)
+
+    def cache_hit() -> object:
+        return session.sql(bench_query.QUERY, epsilon="1/2", **options)
+
+    def new_session() -> object:
+        return bench_query.veil_session(path, con).sql(bench_query.QUERY, **bench_query.OPTIONS)
+
+    cases: tuple[tuple[str, Job, str], ...] = (
+        ("a new measurement (warm session)", new_measurement, "2"),
+        ("the same query: a cache hit", cache_hit, "2"),
+        ("a new session, then the query", new_session, ""),
+    )
+    for name, job, target in cases:
+        secs, base = interleaved(job, plain, 10, repeat)
+        met = "met" if secs <= float(target or "inf") * base else "MISSED"
+        verdict = f"≤ {target}×: {met}" if target else "(none)"
+        print(f"{name:<34} {secs * 1e3:>8.2f} ms   plain DuckDB {base * 1e3:>7.2f} ms  "
+              f"ratio {secs / base:>5.1f}×   target {verdict}")  # fmt: skip
+    session.close()
+
+
 def quantiles(repeat: int, rows: int = 10_000_000) -> None:
     import duckdb
+
+    import _data
+    import veil
 
     path = _data.ensure_table(rows)
     print(f"== quantiles: per state on {rows:,} rows, one row per user (median of {repeat} runs)")
@@ -199,7 +265,11 @@ def quantiles(repeat: int, rows: int = 10_000_000) -> None:
     con.close()
 
 
-SECTIONS: dict[str, Callable[..., None]] = {"scalar": scalar, "quantiles": quantiles}
+SECTIONS: dict[str, Callable[..., None]] = {
+    "scalar": scalar,
+    "small": small,
+    "quantiles": quantiles,
+}
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ IMPORT_NAMES = {"sqlalchemy": "sqlalchemy"}  # distribution name (lowercased) â†
 SERVICE_EXTRA = {"fastapi", "starlette", "pydantic", "uvicorn"}
 SERVICE_MODULES = {"app.py", "admin.py", "analyst.py", "mechanism_api.py", "models.py"}
 SERVICE_MODULES |= {"problems.py", "state.py", "openapi.py", "dashboard.py", "responses.py"}
+SERVICE_MODULES |= {"hotroute.py"}
 
 
 def _runtime_imports() -> set[str]:

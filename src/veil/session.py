@@ -39,13 +39,15 @@ from veil.autobounds import auto_explain, auto_sql, is_auto
 from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
-from veil.compile.lower import lower, to_sql
+from veil.compile.lower import Lowered, lower, to_sql
 from veil.compile.rules import Context, apply_rules
 from veil.compile.verify import check_loss
 from veil.compile.weights import weigh
 from veil.engines.base import (
     DeclaredTypes,
     Engine,
+    Prepared,
+    Preparing,
     Progress,
     ProgressReporting,
     SchemaNotes,
@@ -786,7 +788,10 @@ class Session:
             else frozenset()
         )
         checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
-        if checked not in _CHECKED:
+        # an engine that prepares binds the very statement it will run, after the cache
+        # lookup and before reserving: the check and the preparation in one bind
+        preparing = self.engine if isinstance(self.engine, Preparing) else None
+        if preparing is None and checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)
             together = () if probe.together is None else (probe.together,)
             for tree in (probe.main, *together, *(t for _, t in probe.quantiles)):
@@ -803,13 +808,20 @@ class Session:
         src = chosen if chosen is not None else system_source()
         if text is None:
             text = json.dumps(canonical(plan), sort_keys=True, separators=(",", ":"))
+        statements: list[Prepared] = []
+        if preparing is not None:  # a refusal here is the check's: nothing is reserved yet
+            salt = self._salt(src)
+            lowered = lower(agg, sql_dialect, salt=salt)
+            statements = [preparing.prepare(tree) for tree in _trees(lowered)]
         reservation = self.ledger.reserve(
             self.analyst, self.dataset, loss, fingerprint=fp, data_version=version, query=text
         )
         try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)
-            salt = self._salt(src)
-            lowered = lower(agg, sql_dialect, salt=salt)
+            if preparing is None:
+                salt = self._salt(src)
+                lowered = lower(agg, sql_dialect, salt=salt)
+                statements = [_Unprepared(self.engine, tree) for tree in _trees(lowered)]
         except BaseException:
             reservation.refund()
             raise
@@ -820,11 +832,8 @@ class Session:
         failure: Exception | None = None
         try:
             # one statement for the statistics and every quantile's cells (one scan of the
-            # bounded rows), then one per mode
-            first = lowered.together if lowered.together is not None else lowered.main
-            separate = lowered.separate
-            trees = (first, *(tree for _, tree in separate))
-            tables = _execute_all(self.engine, trees, progress)
+            # bounded rows), then one per mode (``_trees``)
+            tables = _execute_all(statements, progress)
             main, buckets = tables[0], dict[str, pa.Table]()
             if lowered.together is not None:
                 main, buckets = split_together(lowered, main)
@@ -833,6 +842,7 @@ class Session:
                 # same rows) with exact wide sums — the same values, only slower
                 wide = lower(agg, sql_dialect, salt=salt, exact_sums=True)
                 main = self.engine.execute(wide.main)
+            separate = lowered.separate
             buckets |= {name: t for (name, _), t in zip(separate, tables[1:], strict=True)}
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
@@ -1024,13 +1034,32 @@ class Session:
         )
 
 
-def _execute_all(
-    engine: Engine, trees: Sequence[exp.Expression], progress: Progress | None
-) -> list[pa.Table]:
-    """Run ``trees`` on ``engine`` in order; ``progress`` sees them as one scan, each tree an
-    equal share: ``None`` only before the first fraction, then strictly increasing fractions."""
-    if progress is None or not isinstance(engine, ProgressReporting):
-        return [engine.execute(tree) for tree in trees]
+def _trees(lowered: Lowered) -> tuple[exp.Expression, ...]:
+    """The statements of a lowered aggregation, in the order they run: ``together`` (the
+    statistics and every quantile's cells in one scan) or ``main``, then the modes'."""
+    first = lowered.main if lowered.together is None else lowered.together
+    return (first, *(tree for _, tree in lowered.separate))
+
+
+class _Unprepared:
+    """A tree run by an engine that does not prepare (checked before, see ``Session.run``)."""
+
+    def __init__(self, engine: Engine, tree: exp.Expression) -> None:
+        self._engine = engine
+        self._tree = tree
+
+    def run(self, progress: Progress | None) -> pa.Table:
+        if progress is None or not isinstance(self._engine, ProgressReporting):
+            return self._engine.execute(self._tree)
+        return self._engine.execute_with_progress(self._tree, progress)
+
+
+def _execute_all(statements: Sequence[Prepared], progress: Progress | None) -> list[pa.Table]:
+    """Run ``statements`` in order; ``progress`` sees them as one scan, each statement an
+    equal share: ``None`` only before the first fraction, then strictly increasing fractions
+    (an engine that cannot tell reports nothing)."""
+    if progress is None:
+        return [statement.run(None) for statement in statements]
     report: Progress = progress
     last: list[float] = []  # the largest fraction reported so far
 
@@ -1040,14 +1069,14 @@ def _execute_all(
                 if i == 0 and not last:
                     report(None)
                 return
-            overall = (i + fraction) / len(trees)
+            overall = (i + fraction) / len(statements)
             if not last or overall > last[0]:
                 last[:] = [overall]
                 report(overall)
 
         return part
 
-    return [engine.execute_with_progress(tree, share(i)) for i, tree in enumerate(trees)]
+    return [statement.run(share(i)) for i, statement in enumerate(statements)]
 
 
 _WISE_EPSILON = Fraction(10)

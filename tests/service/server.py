@@ -248,8 +248,10 @@ class Server:
         return httpx.Client(base_url=self.base_url, headers=headers, **kwargs)
 
     def worker_pids(self) -> list[int]:
-        """The worker processes (children of the server that serve requests)."""
-        return [pid for pid, cmd in _children(self.process.pid) if "spawn_main" in cmd]
+        """The processes that serve requests: the workers (children of the server), or the
+        server itself when it runs one worker in its own process."""
+        workers = [pid for pid, cmd in _children(self.process.pid) if "spawn_main" in cmd]
+        return workers if self.workers > 1 else [self.process.pid]
 
     def kill(self) -> None:
         """SIGKILL the server and its workers at once (the watchdog too): ``kill -9``."""

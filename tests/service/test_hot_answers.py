@@ -133,3 +133,88 @@ def test_an_answer_is_shown_again_from_a_query_thread_where_reads_are_round_trip
     assert _hits(service) == before + 1
     service.client.app.state.veil.principals.revoke("alice")  # type: ignore[attr-defined]
     assert _ask(service)[0] == 401
+
+
+def _raw(service: Service, who: str = "alice", **kwargs: Any) -> Any:
+    return service.client.post(
+        "/v1/query",
+        json={"dataset": "people", "sql": SQL, "epsilon": "1/2"},
+        headers=service.headers(who),
+        **kwargs,
+    )
+
+
+def test_the_hot_route_answers_the_full_paths_bytes_and_headers(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept answer shown before FastAPI's routing (veil.service.hotroute) carries the bytes
+    and the headers the full path's cache hit carries, the remaining budget read fresh."""
+    _shown_from_memory(service)
+    hot = _raw(service)
+    before = _hits(service)
+    # the same request through FastAPI's route alone: the hot route stands aside
+    monkeypatch.setattr("veil.service.hotroute.HotQueries._candidate", lambda _s, _scope: False)
+    routed = _raw(service)
+    assert _hits(service) == before + 1
+    assert hot.status_code == routed.status_code == 200
+    assert hot.content == routed.content
+    assert sorted(hot.headers.items()) == sorted(routed.headers.items())
+
+
+def test_refusals_on_the_hot_route_are_the_full_paths(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revoked key, a grant withdrawn: the problem documents (bodies and headers) of the
+    hot route are those FastAPI's route gives."""
+    _shown_from_memory(service)
+    state = service.client.app.state.veil  # type: ignore[attr-defined]
+    state.principals.revoke("alice")
+    hot = _raw(service)
+    monkeypatch.setattr("veil.service.hotroute.HotQueries._candidate", lambda _s, _scope: False)
+    routed = _raw(service)
+    assert hot.status_code == routed.status_code == 401
+    assert hot.content == routed.content
+    assert sorted(hot.headers.items()) == sorted(routed.headers.items())
+
+
+def test_a_request_the_hot_route_hands_on_is_counted_once_by_the_rate_limit(
+    make_service: Any,
+) -> None:
+    """When the kept answer is gone (the data changed) the hot route hands the checked
+    request to FastAPI's route, which does not check the key (nor take a token) again: with a
+    limit of N per minute exactly N requests pass."""
+    from veil.service.config import ServiceLimits
+
+    service = make_service(ServiceLimits(rate_limit=6))
+    _shown_from_memory(service)  # requests 1 and 2; the answer is kept
+    path = service.dir / "people.parquet"
+    for i in range(3):  # requests 3, 5, 6: the kept answer's data changed, handed on
+        write_people(path, rows=201 + i)
+        later = time.time_ns() + (i + 2) * 2_000_000_000
+        os.utime(path, ns=(later, later))
+        r = _raw(service)
+        assert (r.status_code, r.json()["cached"]) == (200, False)
+        if i == 0:  # request 4: the old version's answer is still kept, so handed on too
+            assert _raw(service).json()["cached"] is True
+    # six requests taken (one token each, though four went through both routes)
+    r = _raw(service)
+    assert r.status_code == 429, r.text
+    assert int(r.headers["Retry-After"]) >= 1
+
+
+def test_bodies_the_hot_route_does_not_take_go_to_fastapi(service: Service) -> None:
+    """A query string (``?async=true``), another content type: FastAPI's route answers."""
+    _shown_from_memory(service)
+    r = service.client.post(
+        "/v1/query?async=true",
+        json={"dataset": "people", "sql": SQL, "epsilon": "1/2"},
+        headers=service.headers("alice"),
+    )
+    assert r.status_code == 202, r.text
+    r = service.client.post(
+        "/v1/query",
+        content=b'{"dataset": "people", "sql": "x", "epsilon": "1/2"}',
+        headers={**service.headers("alice"), "Content-Type": "text/plain"},
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == "application/problem+json"

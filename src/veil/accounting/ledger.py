@@ -157,7 +157,7 @@ class _HitLog:
 
 
 # built once: a statement made per call costs more than SQLite takes to run it
-_STANDING = (
+STANDING = (  # the service's per-request read (see Ledger.standing)
     select(budgets, datasets.c.spec)
     .select_from(budgets.outerjoin(datasets, datasets.c.name == budgets.c.dataset))
     .where(budgets.c.analyst == bindparam("analyst"), budgets.c.dataset == bindparam("dataset"))
@@ -176,6 +176,11 @@ class Standing:
     def remaining(self) -> Budget:
         """What may still be spent (``veil.accounting.spending.remaining``)."""
         return spending.remaining(self.granted, self.spent)
+
+
+def standing_of(row: Any) -> Standing:
+    """The standing a row of :data:`STANDING` gives."""
+    return Standing(Ledger._granted(row), Ledger._spent(row), row.spec)
 
 
 # The statements of the hot path (a charge's reserve and commit, a cache lookup), built once
@@ -533,10 +538,8 @@ class Ledger:
         entry (JSON, or None), in one snapshot read; None when there is no grant. The
         service's per-request read: one statement instead of three transactions."""
         with self._tx(read=True) as conn:
-            row = conn.execute(_STANDING, {"analyst": analyst, "dataset": dataset}).one_or_none()
-        if row is None:
-            return None
-        return Standing(self._granted(row), self._spent(row), row.spec)
+            row = conn.execute(STANDING, {"analyst": analyst, "dataset": dataset}).one_or_none()
+        return None if row is None else standing_of(row)
 
     def granted(self, analyst: str, dataset: str) -> Budget:
         """The total granted to ``analyst`` on ``dataset``."""

@@ -23,6 +23,8 @@ from sqlglot import exp
 __all__ = [
     "DeclaredTypes",
     "Engine",
+    "Prepared",
+    "Preparing",
     "Progress",
     "ProgressReporting",
     "SchemaNotes",
@@ -108,6 +110,32 @@ class ProgressReporting(Protocol):
         unchanged; an exception raised by ``progress`` stops the reports and is raised after
         the query ends. The result is the same as ``execute(query)``'s.
         """
+        ...
+
+
+class Prepared(Protocol):
+    """A statement bound by :meth:`Preparing.prepare`, run at most once."""
+
+    def run(self, progress: Progress | None) -> pa.Table:
+        """Run the bound statement: the result, errors and progress of
+        :meth:`Engine.execute` / :meth:`ProgressReporting.execute_with_progress` on its tree."""
+        ...
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """An engine that binds a statement once and runs the bound statement later (optional,
+    besides :class:`Engine`): the session binds the statement it will run, with its secret
+    salt, before anything is charged — the check and the preparation are one parse and one
+    bind, not two.
+
+    ``prepare(query)`` reads no data row and raises exactly what ``check(query)`` raises (a
+    ``SchemaError`` decided by the schema alone); the returned statement's ``run`` is the only
+    step that reads private values.
+    """
+
+    def prepare(self, query: exp.Expression) -> Prepared:
+        """Bind ``query`` (see the class docstring)."""
         ...
 
 

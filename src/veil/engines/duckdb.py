@@ -39,7 +39,7 @@ import hashlib
 import itertools
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -516,6 +516,14 @@ class DuckDBEngine:
     def check(self, query: exp.Expression) -> None:
         """Bind ``query`` without running it (no private value is read): a type or name error
         is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
+        self._bind(query)
+
+    def prepare(self, query: exp.Expression) -> _Bound:
+        """:meth:`check`, keeping the bound statement to run (``veil.engines.base.Preparing``):
+        DuckDB parses and binds the SQL once, here, and only executes it in ``run``."""
+        return _Bound(self, self._bind(query))
+
+    def _bind(self, query: exp.Expression) -> duckdb.DuckDBPyRelation:
         named = {t.name.lower() for t in query.find_all(exp.Table)}
         refuse_millisecond_reads(
             query,
@@ -524,7 +532,7 @@ class DuckDBEngine:
             whole_table=True,
         )
         try:
-            self._con.sql(to_sql(query, self.dialect))
+            return self._con.sql(to_sql(query, self.dialect))
         except duckdb.BinderException as exc:  # binding reads no rows: nothing here is data
             # its first line: the rest lists candidate functions or points into veil's own SQL
             first = str(exc).split("\n", 1)[0].rstrip(".")
@@ -601,8 +609,12 @@ class DuckDBEngine:
                 pass
 
     def _run(self, sql: str) -> pa.Table:
+        return self._arrow(lambda: self._con.sql(sql))
+
+    def _arrow(self, relation: Callable[[], duckdb.DuckDBPyRelation]) -> pa.Table:
+        """The rows of ``relation()`` (made and run here), engine errors as veil errors."""
         try:
-            table: pa.Table = self._con.sql(sql).to_arrow_table()
+            table: pa.Table = relation().to_arrow_table()
         except (duckdb.ConversionException, duckdb.InvalidInputException) as exc:
             raise SchemaError(
                 f"the data does not fit the query: {exc}; check that aggregated columns hold "
@@ -625,3 +637,18 @@ class DuckDBEngine:
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection (for tests and advanced use)."""
         return self._con
+
+
+class _Bound:
+    """A statement DuckDB has parsed and bound (see :meth:`DuckDBEngine.prepare`)."""
+
+    def __init__(self, engine: DuckDBEngine, relation: duckdb.DuckDBPyRelation) -> None:
+        self._engine = engine
+        self._relation = relation
+
+    def run(self, progress: Progress | None) -> pa.Table:
+        engine, relation = self._engine, self._relation
+        if progress is None:
+            return engine._arrow(lambda: relation)
+        with engine._progress_tracked(), watching(engine._query_progress, progress):
+            return engine._arrow(lambda: relation)

@@ -18,14 +18,15 @@ server's CPU or the engine's logs.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from veil.accounting.ledger import Standing
 from veil.autobounds import is_auto
@@ -69,13 +70,22 @@ Caller = Annotated[Principal, Depends(caller)]
 BearerKey = Annotated[str, Depends(bearer_key)]
 _AUTH = (401, 429, 500, 503)  # what every endpoint here may answer: no key, rate, failures
 Answer = tuple[int, dict[str, Any]]
+Shown = tuple[int, bytes]  # a kept answer shown again: its body already JSON
 
 
-def _answer(status: int, body: dict[str, Any]) -> JSONResponse:
+def json_answer(status: int, body: dict[str, Any]) -> JSONResponse:
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE if status >= 400 else None)
 
 
-async def _pad_until(deadline: float) -> None:
+def respond(answer: Answer | Shown) -> Response:
+    """The response of an answer, or of a kept answer shown again (the same bytes)."""
+    status, body = answer
+    if isinstance(body, bytes):
+        return Response(body, status_code=status, media_type="application/json")
+    return json_answer(status, body)
+
+
+async def pad_until(deadline: float) -> None:
     wait = deadline - time.monotonic()
     if wait > 0:
         await asyncio.sleep(wait)
@@ -303,7 +313,7 @@ def _run_query(
 
 def _shown_again(
     state: ServiceState, who: Principal, ds: Dataset, standing: Standing, body: QueryRequest
-) -> Answer | None:
+) -> Shown | None:
     """The cached answer this worker showed for the same request, grant, catalog entry and
     data version, shown again (its hit recorded), or None: see :mod:`veil.service.hot`.
     Anything unexpected is None too: the full path then answers or refuses as it would."""
@@ -319,6 +329,34 @@ def _shown_again(
         return None
     state.metrics.query(ds.name, cached=True)
     return 200, payload
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A query request checked on the event loop: its caller, dataset and grant, and the
+    cached answer shown again (None: the full path must answer)."""
+
+    who: Principal
+    ds: Dataset
+    standing: Standing
+    again: Shown | None
+
+
+HOT_CHECKED = "veil_checked"  # the scope key under which HotQueries hands a Checked on
+
+
+def check_hot(state: ServiceState, request: Request, key: str, body: QueryRequest) -> Checked:
+    """For a request whose body this worker answered from the cache before (the ledger's
+    reads local): the key checked (401, 429 past the rate), the SQL's size, the grant (the
+    same not-found as the full path), and the kept answer shown again if there still is one.
+    Raises the same problems, in the same order, as the full path's checks."""
+    who = authenticated(request, key)
+    _check_sql(state, body)
+    ds, standing = state.standing(who, body.dataset)
+    # the data version of a file is a stat; of a PostgreSQL or Spark table, a round trip
+    local = ds.source.kind in ("file", "duckdb")
+    again = _shown_again(state, who, ds, standing, body) if local else None
+    return Checked(who, ds, standing, again)
 
 
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
@@ -361,10 +399,12 @@ def _accepted(request: Request, job_id: str) -> JSONResponse:
 
 def _finish_later(
     state: ServiceState, job_id: str, deadline: float
-) -> Callable[[Future[Answer]], None]:
-    def done(future: Future[Answer]) -> None:
+) -> Callable[[Future[Any]], None]:
+    def done(future: Future[Any]) -> None:  # an Answer, or a Shown
+        body: dict[str, Any]
         try:
-            status, body = future.result()
+            status, answer = future.result()
+            body = json.loads(answer) if isinstance(answer, bytes) else answer
         except Exception as exc:  # _run_query never raises; a cancelled pool might
             problem = from_error(exc)
             status, body = problem.type.status, problem.body()
@@ -416,7 +456,7 @@ async def query(
     body: QueryRequest,
     key: BearerKey,
     run_async: Annotated[bool, _ASYNC] = False,
-) -> JSONResponse:
+) -> Response:
     state = state_of(request)
     start = arrival(request)
     if run_async:
@@ -433,22 +473,23 @@ async def query(
     identified: list[Principal] = []
     granted: list[Dataset] = []
     checked: list[Standing] = []
-    if state.ledger_reads_are_local and state.hot.holds(body):
+    seen = request.scope.pop(HOT_CHECKED, None)
+    if isinstance(seen, Checked):  # checked by HotQueries, whose kept answer was gone
+        identified.append(seen.who)
+        granted.append(seen.ds)
+        checked.append(seen.standing)
+    elif state.ledger_reads_are_local and state.hot.holds(body):
         # a request this worker answered from the cache before: answered on the event loop
         # if it still is one (two local, lock-free reads), with no hand-over to a thread
-        identified.append(authenticated(request, key))
-        _check_sql(state, body)
-        ds, standing = state.standing(identified[0], body.dataset)
-        granted.append(ds)
-        checked.append(standing)
-        # the data version of a file is a stat; of a PostgreSQL or Spark table, a round trip
-        local = ds.source.kind in ("file", "duckdb")
-        again = _shown_again(state, identified[0], ds, standing, body) if local else None
-        if again is not None:
-            await _pad_until(start + ds.min_response_ms / 1000)
-            return _answer(*again)
+        hot = check_hot(state, request, key, body)
+        identified.append(hot.who)
+        granted.append(hot.ds)
+        checked.append(hot.standing)
+        if hot.again is not None:
+            await pad_until(start + hot.ds.min_response_ms / 1000)
+            return respond(hot.again)
 
-    def check_then_run() -> Answer:
+    def check_then_run() -> Answer | Shown:
         if checked:  # the key, the SQL and the grant were checked on the event loop
             return _run_query(state, identified[0], granted[0], body, checked[0])
         who = authenticated(request, key)
@@ -459,10 +500,10 @@ async def query(
         again = _shown_again(state, who, ds, standing, body)
         return again if again is not None else _run_query(state, who, ds, body, standing)
 
-    future = state.pool.submit(check_then_run)
+    pending: Future[Answer | Shown] = state.pool.submit(check_then_run)
     try:
-        status, payload = await asyncio.wait_for(
-            asyncio.shield(asyncio.wrap_future(future)), state.config.limits.query_timeout_s
+        answer = await asyncio.wait_for(
+            asyncio.shield(asyncio.wrap_future(pending)), state.config.limits.query_timeout_s
         )
     except TimeoutError:
         if not identified:  # still queued: the job checks the key (and its rate) when it starts
@@ -478,10 +519,10 @@ async def query(
         )
         deadline = start + ds.min_response_ms / 1000
         job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
-        future.add_done_callback(_finish_later(state, job_id, deadline))
+        pending.add_done_callback(_finish_later(state, job_id, deadline))
         return _accepted(request, job_id)
-    await _pad_until(start + granted[0].min_response_ms / 1000)
-    return _answer(status, payload)
+    await pad_until(start + granted[0].min_response_ms / 1000)
+    return respond(answer)
 
 
 @router.post("/explain", summary="What a query would cost and its expected error (reads no data)",
@@ -491,7 +532,7 @@ async def explain(request: Request, body: ExplainRequest, who: Caller) -> JSONRe
     _check_sql(state, body)
     ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
     status, payload = await state.run(lambda: _run_explain(state, who, ds, body))
-    return _answer(status, payload)
+    return json_answer(status, payload)
 
 
 def _run_bounds(state: ServiceState, who: Principal, ds: Dataset, body: BoundsRequest) -> Answer:
@@ -528,8 +569,8 @@ async def bounds(request: Request, body: BoundsRequest, who: Caller) -> JSONResp
                       f"at most {limit}")  # fmt: skip
     ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
     status, payload = await state.run(lambda: _run_bounds(state, who, ds, body))
-    await _pad_until(start + ds.min_response_ms / 1000)
-    return _answer(status, payload)
+    await pad_until(start + ds.min_response_ms / 1000)
+    return json_answer(status, payload)
 
 
 @router.get(

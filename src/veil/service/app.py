@@ -28,6 +28,7 @@ from veil.errors import InvalidArgumentError, VeilError
 from veil.service import admin, analyst, dashboard, mechanism_api
 from veil.service import responses as out
 from veil.service.config import CONFIG_ENV, ServiceConfig
+from veil.service.hotroute import HotQueries
 from veil.service.jobs import JobStore
 from veil.service.models import Problem as ProblemModel
 from veil.service.principals import Principals
@@ -250,6 +251,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.include_router(mechanism_api.router)
     app.include_router(admin.router)
     app.include_router(dashboard.router)
+    app.add_middleware(HotQueries, state=state)  # inside Guard: its limits and metrics
     app.add_middleware(Guard, state=state)
     return app
 

@@ -20,6 +20,7 @@ and anything unexpected falls back to the full path, which gives its own answer 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.service.models import QueryRequest
 
-__all__ = ["HOT_ANSWERS", "HOT_MAX_CELLS", "HotAnswers", "hot_key"]
+__all__ = ["HOT_ANSWERS", "HOT_MAX_CELLS", "HotAnswers", "hot_key", "render"]
 
 HOT_ANSWERS = 512  # answers a worker keeps
 HOT_MAX_CELLS = 20_000  # larger answers are not kept (the full path answers them, still free)
@@ -42,9 +43,16 @@ Key = tuple[str, str, str, str, str]
 
 @dataclass(frozen=True)
 class _Shown:
-    payload: dict[str, Any]  # the answer's body without "remaining" and "dataset"
+    payload: bytes  # the answer's body as JSON, without "remaining" and "dataset"
     fingerprint: str
     loss: Budget  # what its measurement was charged: the cache key's loss
+
+
+def render(body: dict[str, Any]) -> bytes:
+    """``body`` as JSON, as the service's responses encode it (Starlette's ``JSONResponse``)."""
+    return json.dumps(
+        body, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
 
 
 def hot_key(who: str, standing: Standing, body: QueryRequest, data_version: str) -> Key:
@@ -91,10 +99,11 @@ class HotAnswers:
         if len(rows) * max(1, len(payload.get("columns", []))) > HOT_MAX_CELLS:
             return
         kept = {k: v for k, v in payload.items() if k not in ("remaining", "dataset")}
+        encoded = render(kept)
         with self._lock:
             if key not in self._shown:
                 self._requests[key[3]] += 1
-            self._shown[key] = _Shown(kept, fingerprint, loss)
+            self._shown[key] = _Shown(encoded, fingerprint, loss)
             self._shown.move_to_end(key)
             while len(self._shown) > self._size:
                 self._forget(next(iter(self._shown)))
@@ -108,10 +117,12 @@ class HotAnswers:
 
     def answer(
         self, ledger: Ledger, key: Key, who: str, ds: Dataset, standing: Standing
-    ) -> dict[str, Any] | None:
-        """The body of the cached answer kept under ``key``, its hit recorded in the ledger,
-        with the remaining budget ``standing`` read; None if none is kept (or the ledger no
-        longer has it)."""
+    ) -> bytes | None:
+        """The body (JSON) of the cached answer kept under ``key``, its hit recorded in the
+        ledger, with the remaining budget ``standing`` read; None if none is kept (or the ledger
+        no longer has it). The bytes are those the full path's response would carry: the kept
+        part was encoded once as it encodes a body, and the two fresh members come last, as
+        they do there."""
         with self._lock:
             shown = self._shown.get(key)
             if shown is not None:
@@ -124,7 +135,5 @@ class HotAnswers:
             with self._lock:
                 self._forget(key)
             return None
-        body = dict(shown.payload)
-        body["remaining"] = budget_json(standing.remaining)
-        body["dataset"] = ds.name
-        return body
+        fresh = render({"remaining": budget_json(standing.remaining), "dataset": ds.name})
+        return shown.payload[:-1] + b"," + fresh[1:]

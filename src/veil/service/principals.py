@@ -21,7 +21,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
@@ -205,25 +205,37 @@ class Principals:
 
     def authenticate(self, key: str) -> Principal | None:
         """The live principal whose key is ``key``, or None (unknown, revoked, malformed)."""
-        if not key or len(key) > _MAX_KEY_CHARS or not key.isascii():
+        if not plausible_key(key):
             return None
         digest = hash_key(key)
         with self.engine.connect() as conn:
             conn.info[READ_ONLY] = True  # a lock-free snapshot read (no BEGIN IMMEDIATE)
             try:
-                r = conn.execute(_BY_KEY, {"digest": digest}).first()
+                r = conn.execute(BY_KEY, {"digest": digest}).first()
                 conn.rollback()
             finally:
                 conn.info.pop(READ_ONLY, None)
-        if r is None or not hmac.compare_digest(str(r.key_hash), digest):
-            return None
-        if r.revoked_at is not None:
-            return None
-        return _principal(r.name, r.role, r.created_at, r.revoked_at)
+        return live_principal(r, digest)
+
+
+def plausible_key(key: str) -> bool:
+    """Whether ``key`` could be a key at all (not empty, not over-long, ASCII): others are
+    refused without a read."""
+    return bool(key) and len(key) <= _MAX_KEY_CHARS and key.isascii()
+
+
+def live_principal(r: Any, digest: str) -> Principal | None:
+    """The principal of the row ``r`` that the lookup of ``digest`` found (None: none found),
+    if its key is live; the digests compared in constant time."""
+    if r is None or not hmac.compare_digest(str(r.key_hash), digest):
+        return None
+    if r.revoked_at is not None:
+        return None
+    return _principal(r.name, r.role, r.created_at, r.revoked_at)
 
 
 # built once: a statement made per request costs more than the database takes to run it
-_BY_KEY = select(principals).where(principals.c.key_hash == bindparam("digest")).limit(1)
+BY_KEY = select(principals).where(principals.c.key_hash == bindparam("digest")).limit(1)
 
 
 def _principal(name: str, role: str, created: str, revoked: str | None) -> Principal:

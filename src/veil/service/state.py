@@ -4,7 +4,6 @@ metrics, the rate limiter and the thread pool queries run in; and the request's 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +24,18 @@ from veil.service.metrics import Metrics
 from veil.service.principals import Principal, Principals
 from veil.service.problems import Problem
 from veil.service.ratelimit import RateLimiter
+from veil.service.reads import LocalReads
 
-__all__ = ["ServiceState", "admin", "authenticated", "bearer_key", "caller", "state_of"]
+__all__ = [
+    "ServiceState",
+    "admin",
+    "arrival",
+    "authenticated",
+    "bearer",
+    "bearer_key",
+    "caller",
+    "state_of",
+]
 
 T = TypeVar("T")
 
@@ -43,20 +52,19 @@ class EnginePool:
 
     def __init__(self, catalog: Catalog, idle: int = IDLE_ENGINES) -> None:
         self._catalog = catalog
-        self._idle: dict[str, list[tuple[str, Engine]]] = {}
+        self._idle: dict[str, list[tuple[Dataset, Engine]]] = {}
         self._keep = idle
         self._lock = threading.Lock()
 
     @contextmanager
     def borrow(self, ds: Dataset) -> Iterator[Engine]:
         """An engine on ``ds`` for the caller alone until the block ends."""
-        spec = json.dumps(ds.to_json(), sort_keys=True)
         engine: Engine | None = None
         with self._lock:
             idle = self._idle.get(ds.name, [])
             while idle and engine is None:
-                kept_spec, kept = idle.pop()
-                if kept_spec == spec:
+                kept_ds, kept = idle.pop()
+                if kept_ds is ds or kept_ds == ds:  # the same catalog entry (parsed once)
                     engine = kept
                 else:
                     kept.close()
@@ -70,7 +78,7 @@ class EnginePool:
             with self._lock:
                 idle = self._idle.setdefault(ds.name, [])
                 if healthy and len(idle) < self._keep:
-                    idle.append((spec, engine))
+                    idle.append((ds, engine))
                     engine = None
             if engine is not None:
                 engine.close()
@@ -96,9 +104,13 @@ class ServiceState:
     )
     engines: EnginePool = field(init=False)
     hot: HotAnswers = field(default_factory=HotAnswers)
+    reads: LocalReads | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.engines = EnginePool(self.catalog)
+        # the same database holds the principals and the ledger (the service's config.ledger)
+        engine = self.principals.engine
+        self.reads = LocalReads(engine) if LocalReads.usable(engine) else None
 
     @property
     def ledger_reads_are_local(self) -> bool:
@@ -113,8 +125,14 @@ class ServiceState:
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.engines.close()
+        if self.reads is not None:
+            self.reads.close()
         self.principals.close()
         self.catalog.ledger.close()
+
+    def authenticate(self, key: str) -> Principal | None:
+        """The live principal whose key is ``key``, or None (unknown, revoked, malformed)."""
+        return (self.reads or self.principals).authenticate(key)
 
     def granted_dataset(self, who: Principal, name: str) -> Dataset:
         """The catalog dataset ``name`` if ``who`` holds a grant on it; otherwise the same
@@ -124,7 +142,8 @@ class ServiceState:
     def standing(self, who: Principal, name: str) -> tuple[Dataset, Standing]:
         """The catalog dataset ``name`` and ``who``'s grant on it, in one read; the same
         ``not-found`` problem without a grant or without such a dataset (no enumeration)."""
-        standing = self.ledger.standing(who.name, name)
+        reads = self.reads
+        standing = (reads or self.ledger).standing(who.name, name)
         if standing is None or standing.spec is None:
             raise Problem("not-found", "no such dataset")
         return parse_entry(standing.spec), standing
@@ -145,7 +164,7 @@ def arrival(request: Request) -> float:
     return float(value) if isinstance(value, float) else time.monotonic()
 
 
-def _bearer(request: Request) -> str | None:
+def bearer(request: Request) -> str | None:
     header = request.headers.get("authorization")
     if header is None:
         return None
@@ -174,7 +193,7 @@ async def bearer_key(request: Request) -> str:
 
 
 def _key(request: Request) -> str:
-    key = _bearer(request)
+    key = bearer(request)
     if key is None:
         raise Problem("unauthorized", _UNAUTHORIZED)
     return key
@@ -184,7 +203,7 @@ def authenticated(request: Request, key: str) -> Principal:
     """The live principal whose key is ``key`` (401 otherwise), within its rate limit (429
     past it); a database read."""
     state = state_of(request)
-    who = state.principals.authenticate(key)
+    who = state.authenticate(key)
     if who is None:
         raise Problem("unauthorized", _UNAUTHORIZED)
     wait = state.limiter.take(who.name)
