@@ -44,6 +44,14 @@ Sections:
   connection. Then the same query with ``--public-keys`` declared public keys (100 k by
   default; every one of them is released, empty ones included), against plain DuckDB's GROUP
   BY of the rows with those keys. Target: ≤ 1.5× plain DuckDB for each.
+- ``quantiles``: ``MEDIAN(income)`` per state (50 public keys) on the shared benchmark table
+  (``_data.py``; ``--rows``, default 10 M rows, about 1.8 M users), each user bounded to one
+  row (veil's defaults), end to end through ``Session.local(...).sql`` with a fresh dataset
+  per run (never the cache); baseline: plain DuckDB on the same Parquet file and connection,
+  the same per-user bounding (``ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY hash(…))
+  <= 1``), income clamped to its bounds, then ``median``. Then the same with ``COUNT(*)`` and
+  ``SUM(income)`` beside the MEDIAN (baseline: the three in one plain statement). Target
+  ≤ 1.3× (issues 15, 17).
 """
 
 from __future__ import annotations
@@ -419,11 +427,66 @@ def groups(repeat: int, rows: int = 10_000_000, public: int = 100_000) -> None:
         )
 
 
+def quantiles(repeat: int, rows: int = 10_000_000) -> None:
+    import duckdb
+
+    import _data
+    import veil
+
+    path = _data.ensure_table(rows)
+    print(f"== quantiles: per state on {rows:,} rows, one row per user (median of {repeat} runs)")
+    con = duckdb.connect()
+    lo, hi = _data.INCOME_BOUNDS
+    runs = [0]
+
+    def session() -> veil.Session:
+        runs[0] += 1  # a fresh dataset each run: fresh noise, never the cache
+        return veil.Session.local(
+            tables={"people": str(path)}, connection=con, dataset=f"people{runs[0]}",
+            privacy_unit="user_id", budget=veil.Budget(epsilon=10), self_grant=True,
+            bounds={"income": _data.INCOME_BOUNDS}, domains={"state": list(_data.STATES)},
+        )  # fmt: skip
+
+    def plain(aggregates: str) -> str:
+        return (
+            f"SELECT state, {aggregates} FROM (SELECT state, least(greatest(income, {lo}), {hi})"
+            " AS income, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY hash(7, user_id, "
+            f"state, income)) AS rn FROM read_parquet('{path}')) WHERE rn <= 1 GROUP BY state"
+        )
+
+    cases = (
+        ("MEDIAN per state", "MEDIAN(income) AS m", "median(income)"),
+        (
+            "COUNT, SUM, MEDIAN per state",
+            "COUNT(*) AS n, SUM(income) AS s, MEDIAN(income) AS m",
+            "count(*), sum(income), median(income)",
+        ),
+    )
+    for name, mine, theirs in cases:
+        query = f"SELECT state, {mine} FROM people GROUP BY state"
+        baseline_sql = plain(theirs)
+
+        def job(q: str = query) -> object:
+            return session().sql(q, epsilon=1).rows
+
+        def baseline(q: str = baseline_sql) -> object:
+            return con.execute(q).fetchall()
+
+        secs, base = interleaved(job, baseline, 1, repeat)
+        ratio = secs / base
+        print(
+            f"{name:<34} {secs * 1e3:>10.1f} ms        plain DuckDB {base * 1e3:>8.1f} ms  "
+            f"ratio {ratio:>6.2f}×   target ≤ 1.3×: {'met' if ratio <= 1.3 else 'MISSED'}"
+        )
+    con.close()
+
+
 SECTIONS: dict[str, Callable[..., None]] = {
     "scalar": scalar,
     "aggregates": aggregates,
     "small": small,
     "groups": groups,
+    "quantiles": quantiles,
 }
 
 
@@ -433,9 +496,15 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(SECTIONS), action="append")
     parser.add_argument("--group-rows", type=int, default=10_000_000)
     parser.add_argument("--public-keys", type=int, default=100_000)
+    parser.add_argument(
+        "--rows", type=lambda s: int(s.replace("_", "")), default=10_000_000,
+        help="rows of the quantiles section's table",
+    )  # fmt: skip
     args = parser.parse_args()
     for name in args.only or list(SECTIONS):
-        if name == "groups":
+        if name == "quantiles":
+            quantiles(args.repeat, args.rows)
+        elif name == "groups":
             groups(args.repeat, args.group_rows, args.public_keys)
         else:
             SECTIONS[name](args.repeat)

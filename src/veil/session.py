@@ -84,6 +84,7 @@ from veil.release.explain import (
     describe_usage,
     expected_errors,
 )
+from veil.release.quantiles import split_together
 from veil.release.result import Result
 
 if TYPE_CHECKING:  # SQLAlchemy loads only when a database ledger is opened
@@ -792,7 +793,8 @@ class Session:
         preparing = self.engine if isinstance(self.engine, Preparing) else None
         if preparing is None and checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)
-            for tree in (probe.main, *(t for _, t in probe.quantiles)):
+            together = () if probe.together is None else (probe.together,)
+            for tree in (probe.main, *together, *(t for _, t in probe.quantiles)):
                 self.engine.check(tree)
             _remember(_CHECKED, checked, True)
         version = self.engine.data_version(_table(agg))
@@ -829,14 +831,19 @@ class Session:
         # said (not even as __cause__).
         failure: Exception | None = None
         try:
+            # one statement for the statistics and every quantile's cells (one scan of the
+            # bounded rows), then one per mode (``_trees``)
             tables = _execute_all(statements, progress)
-            main = tables[0]
+            main, buckets = tables[0], dict[str, pa.Table]()
+            if lowered.together is not None:
+                main, buckets = split_together(lowered, main)
             if sql_dialect.sum_wraps and may_wrap(agg, main):
                 # a group too large to certify 64-bit sums: the same statement (same salt,
                 # same rows) with exact wide sums — the same values, only slower
                 wide = lower(agg, sql_dialect, salt=salt, exact_sums=True)
                 main = self.engine.execute(wide.main)
-            buckets = {name: t for (name, _), t in zip(lowered.quantiles, tables[1:], strict=True)}
+            separate = lowered.separate
+            buckets |= {name: t for (name, _), t in zip(separate, tables[1:], strict=True)}
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
             measured: Measured | None = self._measure(compiled, agg, exact, counts, src, chosen)
@@ -1014,8 +1021,11 @@ class Session:
             remaining=remaining,
             covered=covered,
             plan=compiled,
-            sql=to_sql(lowered.main, self.engine.dialect),
-            quantile_sql=tuple(to_sql(t, self.engine.dialect) for _, t in lowered.quantiles),
+            sql=to_sql(
+                lowered.main if lowered.together is None else lowered.together,
+                self.engine.dialect,
+            ),
+            quantile_sql=tuple(to_sql(t, self.engine.dialect) for _, t in lowered.separate),
             cost=agg.budget,
             usage=describe_usage(agg),
             errors=expected_errors(agg),
@@ -1025,8 +1035,10 @@ class Session:
 
 
 def _trees(lowered: Lowered) -> tuple[exp.Expression, ...]:
-    """The statements of a lowered aggregation, in the order they run: main, then quantiles."""
-    return (lowered.main, *(tree for _, tree in lowered.quantiles))
+    """The statements of a lowered aggregation, in the order they run: ``together`` (the
+    statistics and every quantile's cells in one scan) or ``main``, then the modes'."""
+    first = lowered.main if lowered.together is None else lowered.together
+    return (first, *(tree for _, tree in lowered.separate))
 
 
 class _Unprepared:

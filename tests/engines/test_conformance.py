@@ -341,6 +341,63 @@ def test_the_pre_noise_aggregates_are_the_same_as_duckdbs(
     assert _stats(got) == _stats(reference)
 
 
+MODE_OPTIONS = {"bounds": {"x": (-6, 6), "k": (1, 2)}, "domains": {"g": ["a", "b", None]}}
+TOGETHER = [
+    pytest.param(
+        "SELECT MEDIAN(x), QUANTILE(x, 0.9), MIN(x), COUNT(*), SUM(x) FROM t",
+        {"bounds": {"x": (-6, 6)}},
+        id="global",
+    ),
+    pytest.param(
+        "SELECT g, MEDIAN(x), MAX(k), COUNT(*), AVG(x) FROM t GROUP BY g",
+        {"bounds": {"x": (-6, 6), "k": (0, 3)}, "delta": 1e-6},
+        id="unknown-keys-with-a-null-group",
+    ),
+    pytest.param(
+        "SELECT g, d, MEDIAN(x), MODE(k) FROM t GROUP BY g, d",
+        {**MODE_OPTIONS, "delta": 1e-6},
+        id="two-keys-and-a-mode",
+    ),
+    pytest.param(
+        "SELECT MEDIAN(x) FROM t WHERE x > 100",
+        {"bounds": {"x": (-6, 6)}},
+        id="no-rows",
+    ),
+]
+
+
+@pytest.mark.parametrize("build", ENGINES)
+@pytest.mark.parametrize(("sql", "options"), TOGETHER)
+def test_the_one_statement_gives_the_statistics_and_cells_of_the_separate_ones(
+    build: Build, sql: str, options: dict[str, Any], tmp_path: Path
+) -> None:
+    """``Lowered.together`` (the statement the Session runs: one scan, GROUPING SETS) split
+    into its parts equals ``main`` and the quantile statements run one by one on the same
+    engine with the same salt — every group, statistic, cell and count, NULL groups included;
+    and with rows dropped by bounding too (the same salt keeps the same rows)."""
+    engine = build(_people(), tmp_path).engine
+    try:
+        agg = _compile(_people(), sql, epsilon=1, **options)
+        apart = exact(engine, agg)
+        together = exact(engine, agg, together=True)
+        assert _stats(together) == _stats(apart)
+        if "x > 100" not in sql:  # the no-rows case has no cell to compare
+            assert any(together.buckets.values()), "no cell: the case tests nothing"
+    finally:
+        engine.close()
+    bounded = build(_bounded(), tmp_path).engine
+    try:
+        agg = _compile(_bounded(), "SELECT g, MEDIAN(x), COUNT(*) FROM t GROUP BY g", epsilon=1,
+                       bounds={"x": (0, 5)}, domains={"g": ["a", "b", "c"]}, max_groups=2,
+                       max_rows_per_group=3)  # fmt: skip
+        for salt in (1, 2**62 + 12345):
+            apart = exact(bounded, agg, salt=salt)
+            assert _stats(exact(bounded, agg, salt=salt, together=True)) == _stats(apart)
+            assert sum(s["__n"] for s in apart.stats.values()) == 40 * 2 * 3
+    finally:
+        bounded.close()
+
+
 @pytest.mark.parametrize("build", ENGINES)
 def test_bounding_keeps_the_same_number_of_rows_and_groups_per_unit(
     build: Build, tmp_path: Path

@@ -224,12 +224,14 @@ QUANTILE = "SELECT COUNT(*) AS n, MEDIAN(x) AS m FROM t"
 
 
 def test_session_passes_progress_through_every_engine_query_of_the_plan() -> None:
+    # the counts and the median are one statement; the mode's candidates are a second one
     reports: list[float | None] = []
     with small_session(5) as session:
-        session.sql(QUANTILE, epsilon=1, bounds={"x": (0, 1000)}, progress=reports.append)
+        query = "SELECT COUNT(*) AS n, MEDIAN(x) AS m, MODE(x) AS o FROM t"
+        session.sql(query, epsilon=1, bounds={"x": (0, 1000)}, progress=reports.append)
     fractions = [f for f in reports if f is not None]
     assert all(a < b for a, b in itertools.pairwise(fractions)), reports
-    assert 0.5 in fractions  # the main query is done, the quantile buckets follow
+    assert 0.5 in fractions  # the main query is done, the mode's counts follow
     assert fractions[-1] == 1.0
 
 

@@ -7,6 +7,7 @@ import dataclasses
 from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import sqlglot
@@ -138,6 +139,44 @@ def test_bucket_counts_are_grouped_by_key_then_bucket() -> None:
         (0,): {0: 4, 3: 2},
         (1,): {1: 9},
     }
+
+
+@pytest.mark.parametrize(
+    ("top", "most"),
+    [(2**32, 20), (2**32, 2**40), (7, 3), (1, 1), (2**40, 2**20)],
+    ids=["fine-grid", "huge-count-unpacked", "small", "one-cell", "too-wide-to-pack"],
+)
+def test_bucket_counts_equal_a_dictionary_of_every_cell(top: int, most: int) -> None:
+    """Packed sorting (group, cell, count in one integer) and the argsort fallback (a count or
+    cell too wide to pack) both give every group's cells ascending with their own counts,
+    over NULL and string keys and a chunked table, in any row order."""
+    rng = np.random.default_rng(5)  # test data, not noise
+    keys = [None, "CA", "NY", "TX", "z" * 30]
+    pairs = {(keys[int(rng.integers(0, 5))], int(rng.integers(0, top))) for _ in range(3000)}
+    want: dict[object, dict[int, int]] = {}
+    rows = []
+    for key, cell in sorted(pairs, key=lambda p: (str(p[0]), p[1])):
+        count = int(rng.integers(1, most + 1))
+        want.setdefault(key, {})[cell] = count
+        rows.append((key, cell, count))
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    k, b, c = zip(*rows, strict=True)
+    half = len(rows) // 2
+    table = pa.Table.from_batches(
+        [
+            pa.record_batch({"__k0": pa.array(k[:half], pa.string()), "__b": b[:half],
+                             "__c": c[:half]}),
+            pa.record_batch({"__k0": pa.array(k[half:], pa.string()), "__b": b[half:],
+                             "__c": c[half:]}),
+        ]
+    )  # fmt: skip
+    unknown = compiled(keys=(GroupKey("state"),))
+    got = bucket_counts(unknown, table, ["__k0"])
+    assert {
+        key: dict(zip(b.tolist(), c.tolist(), strict=True)) for (key,), (b, c) in got.items()
+    } == want
+    for cells, _ in got.values():
+        assert bool(np.all(cells[1:] > cells[:-1]))
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────

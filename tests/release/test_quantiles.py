@@ -221,6 +221,29 @@ def test_counts_beyond_64_bit_ranks_are_scored_exactly() -> None:
     assert choose_quantile(m, [1, 6], [big, big // 2], source=SeededSource(3)) == 1
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["int64", "python-integers"])
+def test_the_shared_class_thresholds_give_each_run_its_exact_class(wide: bool) -> None:
+    """f = min(⌊s·γ·c⌋, cap) for distances on both sides of every threshold, by the thresholds
+    computed once per (γ, cap) and shared by every group, against Fractions written out."""
+    from veil.release.quantiles import _LOG2E_LOW, Runs, _classes
+
+    gamma, cap = Fraction(1, 6 * 7), 40
+    inv = 1 / (gamma * _LOG2E_LOW)
+    edges = [math.ceil(k * inv) for k in range(1, cap + 3)]
+    distances = sorted({0, 1, *(e + d for e in edges for d in (-1, 0, 1)), 10**6})
+    dtype: object = object if wide else np.int64
+    runs = Runs(
+        start=np.arange(len(distances), dtype=np.int64),
+        length=np.ones(len(distances), dtype=np.int64),
+        distance=np.array(distances, dtype=dtype),
+        factor=6,
+    )
+    for _ in range(2):  # the second call reads the cached thresholds
+        got = _classes(runs, gamma, cap).tolist()
+        want = [min(math.floor(s * gamma * _LOG2E_LOW), cap) for s in distances]
+        assert got == want
+
+
 def test_cells_a_correct_lowering_cannot_return_are_a_bug() -> None:
     m = measurement(Fraction(1, 2), Fraction(1), 8)
     with pytest.raises(InternalError, match="distinct, inside the grid"):

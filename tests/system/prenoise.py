@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+import pyarrow as pa
+
 from veil import Budget, Session
 from veil.compile import Context, compile_plan, dialect, lower
 from veil.engines.base import Engine
@@ -21,6 +23,7 @@ from veil.engines.duckdb import DuckDBEngine
 from veil.plan.nodes import Aggregate, ColumnBounds, Contribution, KeyValue, Measurement
 from veil.plan.tree import aggregate_of
 from veil.release.keys import group_keys, released_key
+from veil.release.quantiles import split_together
 from veil.sql import parse
 
 Key = tuple[Any, ...]
@@ -77,12 +80,22 @@ def session_aggregate(session: Session, sql: str, **options: Any) -> Aggregate:
     return aggregate_of(session.explain(sql, **options).plan)
 
 
-def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345) -> Exact:
+def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345, together: bool = False) -> Exact:
     """Run ``agg``'s lowered SQL (bounding order keyed by ``salt``) on ``engine``; groups are
-    keyed by their released key values (``veil.release.keys.released_key``)."""
+    keyed by their released key values (``veil.release.keys.released_key``).
+
+    ``together``: run the one statement the Session runs for the statistics and the quantile
+    cells (``Lowered.together``, split by ``split_together``) instead of ``main`` and one
+    statement per quantile; the modes' statements run apart either way."""
     lowered = lower(agg, dialect(engine.dialect), salt=salt)
     stats: dict[Key, dict[str, int]] = {}
-    main = engine.execute(lowered.main)
+    cells: dict[str, pa.Table] = {}
+    if together:
+        if lowered.together is None:
+            raise ValueError("the aggregation has no quantile: nothing is run together")
+        main, cells = split_together(lowered, engine.execute(lowered.together))
+    else:
+        main = engine.execute(lowered.main)
     for raw, row in zip(group_keys(agg, main, lowered.keys), main.to_pylist(), strict=True):
         key = released_key(agg, raw)
         values = {"__n": int(row["__n"])}
@@ -91,7 +104,7 @@ def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345) -> Exact:
     buckets: dict[str, dict[Key, dict[int, int]]] = {}
     for name, tree in lowered.quantiles:
         per: dict[Key, dict[int, int]] = {}
-        table = engine.execute(tree)
+        table = cells[name] if name in cells else engine.execute(tree)
         for raw, row in zip(group_keys(agg, table, lowered.keys), table.to_pylist(), strict=True):
             per.setdefault(released_key(agg, raw), {})[int(row["__b"])] = int(row["__c"])
         buckets[name] = per

@@ -38,7 +38,11 @@ between rows that contribute identically. The group rank breaks hash ties by the
 distinct groups never share a rank (a ROW_NUMBER over the distinct pairs is the DENSE_RANK of
 their rows: one sort of the pairs instead of a second sort of every row). Quantile
 measurements add one statement each: row counts per (group, bucket) over the same bounded rows
-(same salt, same order, hence the same rows).
+(same salt, same order, hence the same rows). What the Session runs is ``together``: the main
+statement and every quantile's (group, bucket) counts in one statement, one scan of the
+bounded rows grouped by ``GROUPING SETS ((keys), (keys, __q0), …)`` — the same rows and
+counts as the separate statements (a conformance test compares them on every engine), without
+a second bounding window. Modes keep their own statements.
 """
 
 from __future__ import annotations
@@ -93,12 +97,27 @@ class Lowered:
     """The SQL of one query: ``main`` (one row per group: keys, ``__n``, ``__u``, and one
     column per non-quantile measurement) and one statement per quantile measurement (rows:
     keys, ``__b`` bucket, ``__c`` count). ``keys`` names the key columns in order;
-    ``columns`` maps a measurement name to its column in ``main``."""
+    ``columns`` maps a measurement name to its column in ``main``.
+
+    ``together`` (when the query has quantiles) is ``main`` and every quantile's cell counts
+    in one statement over one scan of the bounded rows: ``GROUP BY GROUPING SETS ((keys),
+    (keys, __q0), …)``. Its rows whose ``cells`` columns are all NULL are ``main``'s rows;
+    the rows whose column ``__qi`` is not NULL are quantile i's cells, with the cell's row
+    count in ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out)."""
 
     main: exp.Expression
     quantiles: tuple[tuple[str, exp.Expression], ...]
     keys: tuple[str, ...]
     columns: tuple[tuple[str, str], ...]
+    together: exp.Expression | None = None
+    cells: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def separate(self) -> tuple[tuple[str, exp.Expression], ...]:
+        """The statements to run beside ``together`` (or ``main``): the cell counts of the
+        measurements ``together`` does not carry (modes), or all of ``quantiles``."""
+        inside = {name for name, _ in self.cells}
+        return tuple((name, t) for name, t in self.quantiles if name not in inside)
 
 
 def to_sql(tree: exp.Expression, dialect: str) -> str:
@@ -845,6 +864,30 @@ class _Lowering:
             *(_col(k) for k in self.keys), exp.Literal.number(len(self.keys) + 1), copy=False
         )
 
+    def together(self, quantiles: Sequence[Measurement]) -> tuple[exp.Select, tuple[str, ...]]:
+        """``main`` and the cell counts of ``quantiles`` in one statement (see
+        :class:`Lowered`): the bounded rows are scanned once and grouped by every grouping set
+        at once; the other statistics are computed at the cell level too (and ignored)."""
+        main, _ = self.main()
+        names = tuple(f"__q{i}" for i in range(len(quantiles)))
+        # rows: the bounded rows with each quantile's cell (computed once per row, below the
+        # grouping, so every engine groups a column, not an expression)
+        source = "__rows" if self.agg.privacy_unit is None else "__bounded"
+        celled = exp.select(
+            exp.Star(),
+            *(_as(bucket_sql(m, self), n) for m, n in zip(quantiles, names, strict=True)),
+            copy=False,
+        ).from_(exp.Table(this=exp.to_identifier(source)), copy=False)
+        main.set("group", None)
+        main = main.with_("__celled", as_=celled, copy=False)
+        main.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("__celled"))))
+        keys = [_col(k) for k in self.keys]
+        sets = [exp.Tuple(expressions=[k.copy() for k in keys])]
+        sets += [exp.Tuple(expressions=[*(k.copy() for k in keys), _col(n)]) for n in names]
+        main.set("group", exp.Group(grouping_sets=[exp.GroupingSets(expressions=sets)]))
+        main.select(*(_col(n) for n in names), copy=False)
+        return main, names
+
     def mode(self, m: Measurement) -> exp.Select:
         """Row counts per (group, candidate) of mode measurement ``m`` over the bounded rows;
         rows outside the candidates are left out (rows: keys, ``__b``, ``__c``)."""
@@ -886,7 +929,12 @@ def lower(
     quantiles = tuple(
         (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
     ) + tuple((m.name, low.mode(m)) for m in agg.measurements if m.statistic == "mode")
-    return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
+    inside = [m for m in agg.measurements if m.statistic == "quantile"]
+    if not inside:
+        return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
+    together, names = low.together(inside)
+    cells = tuple((m.name, n) for m, n in zip(inside, names, strict=True))
+    return Lowered(main, quantiles, low.keys, columns, together=together, cells=cells)
 
 
 KeyTransport = Literal["native", "bytes", "text"]

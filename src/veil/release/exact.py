@@ -394,13 +394,37 @@ def bucket_counts(
             radix = int(group.max()) + 1
         group = group * size + codes
         radix *= size
+    packed_groups = group  # each row's group code, in the table's order
     top = int(cells.max()) + 1
-    # one integer key when it fits (distinct keys: any sort is the same), else two
-    order = np.argsort(group * top + cells) if radix * top < 1 << 62 else np.lexsort((cells, group))
-    group, cells, counts = group[order], cells[order], counts[order]
+    width = int(counts.max()).bit_length()
+    sane = int(cells.min()) >= 0 and int(counts.min()) >= 1  # else quantile_runs refuses
+    shift = (top - 1).bit_length() + width  # bits of (cell, count)
+    if sane and shift < 62 and radix < 1 << (62 - shift):
+        # (group, cell, count) packed in one integer (the pairs are distinct: the counts
+        # never decide the order) and sorted as values: no permutation to apply after
+        packed = np.sort((((group << (shift - width)) | cells) << width) | counts)
+        counts = packed & ((1 << width) - 1)
+        cells = (packed >> width) & ((1 << (shift - width)) - 1)
+        group = packed >> shift
+        order = None
+    else:
+        # one integer key when it fits (distinct keys: any sort is the same), else two
+        fits = radix * top < 1 << 62
+        order = np.argsort(group * top + cells) if fits else np.lexsort((cells, group))
+        group, cells, counts = group[order], cells[order], counts[order]
     bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
     firsts = np.concatenate(([0], bounds))
-    identities = group_keys(agg, table.take(pa.array(order[firsts])), keys)
+    if order is None:  # a row of each group: any row with the group's code will do
+        if radix <= 4 * table.num_rows + 1024:  # codes are dense enough for a lookup table
+            where = np.zeros(radix, dtype=np.int64)
+            where[packed_groups] = np.arange(table.num_rows, dtype=np.int64)
+            rows = where[group[firsts]]
+        else:
+            unique, at = np.unique(packed_groups, return_index=True)
+            rows = at[np.searchsorted(unique, group[firsts])]
+    else:
+        rows = order[firsts]
+    identities = group_keys(agg, table.take(pa.array(rows)), keys)
     out: dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
     for key, b, c in zip(
         identities, np.split(cells, bounds), np.split(counts, bounds), strict=True

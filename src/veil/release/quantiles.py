@@ -48,6 +48,7 @@ the true order statistics of ranks τ − r and τ + r. The bound depends on the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,8 +56,11 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, Lowered
 from veil.errors import InternalError
 from veil.noise._exact import LazyUniform, draw_u32, exp_neg_bounds, resolve_source
 from veil.noise.ranks import EXTREME_MISS, extreme_rank, rank_halfwidth
@@ -72,6 +76,7 @@ __all__ = [
     "quantile_scores",
     "rank_halfwidth",
     "score_change",
+    "split_together",
 ]
 
 _LOG2E_LOW = Fraction(14426950408889634, 10**16)  # < log2(e) = 1.44269504088896340735…
@@ -156,13 +161,23 @@ def _below(bound: int, source: RandomSource) -> int:
             return x
 
 
+@functools.lru_cache(maxsize=256)
+def _thresholds(gamma: Fraction, cap: int) -> tuple[NDArray[Any], NDArray[np.int64]]:
+    """The exact integer thresholds t_k = ⌈k/(γ·c)⌉, k = 1 … cap, as Python integers and
+    clipped to int64 — computed once per (γ, cap), i.e. once per measurement and grid, not
+    once per group (the arrays are never written to)."""
+    inv = 1 / (gamma * _LOG2E_LOW)
+    exact = [math.ceil(k * inv) for k in range(1, cap + 1)]
+    clipped = np.array([min(t, (1 << 63) - 1) for t in exact], dtype=np.int64)
+    clipped.flags.writeable = False
+    return np.array(exact, dtype=object), clipped
+
+
 def _classes(runs: Runs, gamma: Fraction, cap: int) -> NDArray[np.int64]:
     """f = min(⌊s·γ·c⌋, cap) per run, by exact integer thresholds t_k = ⌈k/(γ·c)⌉."""
-    inv = 1 / (gamma * _LOG2E_LOW)
-    thresholds = [math.ceil(k * inv) for k in range(1, cap + 1)]
+    exact, clipped = _thresholds(gamma, cap)
     if runs.distance.dtype == object:
-        return np.searchsorted(np.array(thresholds, dtype=object), runs.distance, side="right")
-    clipped = np.array([min(t, (1 << 63) - 1) for t in thresholds], dtype=np.int64)
+        return np.searchsorted(exact, runs.distance, side="right")
     return np.searchsorted(clipped, runs.distance, side="right").astype(np.int64)
 
 
@@ -259,3 +274,24 @@ def cells_of(counts: Sequence[int]) -> tuple[list[int], list[int]]:
     """The occupied cells and counts of a dense count vector (tests, small grids)."""
     cells = [i for i, c in enumerate(counts) if c]
     return cells, [counts[i] for i in cells]
+
+
+def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[str, pa.Table]]:
+    """``lowered.together``'s output as ``main``'s table and each quantile's cell table
+    (keys, ``__b``, ``__c``), as the separate statements return them (see
+    :class:`veil.compile.lower.Lowered`). Vectorised (Arrow filters); total: every row the
+    statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
+    set (never: a quantile's cell is a clamped integer), in none."""
+    names = [column for _, column in lowered.cells]
+    if not names:
+        raise InternalError("splitting a statement that carries no quantile cells")
+    valid = {n: pc.is_valid(table.column(n)) for n in names}
+    none = pc.invert(valid[names[0]])
+    for n in names[1:]:
+        none = pc.and_(none, pc.invert(valid[n]))
+    main = table.filter(none).drop_columns(names)
+    cells: dict[str, pa.Table] = {}
+    for name, column in lowered.cells:
+        part = table.filter(valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
+        cells[name] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
+    return main, cells
