@@ -197,6 +197,19 @@ def test_bulk_duplicate_groups_are_an_internal_error() -> None:
         exact_stats(public, table, columns_of(public), ["__k0"])
 
 
+def test_a_query_without_group_by_reads_as_one_group_with_the_empty_key() -> None:
+    """The mapping view of a scalar query's statistics holds its one row under ``()`` (Arrow's
+    ``take`` on a table without columns returns no rows: the view was once empty, so the
+    audit saw no change between neighbours), and both paths release the same."""
+    agg = compiled(())
+    table = engine_table(agg, {}, [1000], np.random.default_rng(3))
+    bulk, mapping, stats = both_paths(agg, table, "scalar")
+    assert list(stats) == [()]
+    assert stats[()]["count"] == 1000
+    assert stats.keys_at(np.array([0], dtype=np.int64)) == [()]
+    assert bulk == mapping
+
+
 def test_bulk_sums_beyond_64_bits_stay_exact() -> None:
     agg = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
     sums = next(m for m in agg.measurements if m.statistic == "sum")

@@ -97,6 +97,8 @@ class ExactStats(Mapping[Key, Mapping[str, int]]):
     def keys_at(self, rows: NDArray[np.int64]) -> list[Key]:
         """The identities of the groups at engine rows ``rows`` (the same conversion as for
         every row)."""
+        if not self.agg.keys:  # Arrow's take on a table without columns returns no rows
+            return [() for _ in range(len(rows))]
         taken = self._keys.take(pa.array(rows, type=pa.int64()))
         return group_keys(self.agg, taken, self.names)
 
