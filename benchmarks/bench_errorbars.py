@@ -9,10 +9,11 @@ with x in [0, 1000], the 500 keys public (``--keys public``, pure ε) or unknown
 unknown``: partition selection, δ = 1e-6), discrete Laplace (ε = 1) or Gaussian (``--rho``).
 Each round runs, in a rotating order: the query (a fresh session and in-memory ledger, so no
 cached answer), then on that result ``Result.error_bars()`` as wired today (``bars``) and the
-batch functions of ``veil.noise.errorbars`` called once per column as the per-aggregate code
-will call them (``batch``). The caches of the error-bar code are emptied before each timed
-call, so every timing is cold. Printed: the medians over ``--rounds`` rounds with their minimum
-and maximum, and the ratios to the query's median with the range of the per-round ratios.
+batch functions of ``veil.noise.errorbars`` and ``veil.noise.aggregate_bars`` called once per
+column as the per-aggregate code will call them (``batch``). The caches of the error-bar code
+are emptied before each timed call, so every timing is cold. Printed: the medians over
+``--rounds`` rounds with their minimum and maximum, and the ratios to the query's median with
+the range of the per-round ratios.
 
     python benchmarks/bench_errorbars.py [--rows 1_000_000] [--rounds 7] [--keys public]
         [--rho 0]
@@ -54,9 +55,9 @@ def ensure_table(rows: int) -> Path:
 
 
 def clear_caches() -> None:
-    from veil.noise import errorbars
+    from veil.noise import aggregate_bars, errorbars
 
-    errorbars._AVG_TABLES.clear()
+    aggregate_bars._AVG_TABLES.clear()
     errorbars._BATCHES.clear()
     errorbars._cached_halfwidth.cache_clear()
     errorbars._combination.cache_clear()
@@ -65,6 +66,7 @@ def clear_caches() -> None:
 def batch_bars(result: Any, level: float = 0.95) -> dict[str, np.ndarray]:
     """Every column's bars by the batch functions, one call per column (the wiring the
     per-aggregate code is to adopt; the VARIANCE coefficients as ``aggregates/variance.py``)."""
+    from veil.noise import aggregate_bars as ab
     from veil.noise import errorbars as eb
 
     stats = result.stats
@@ -82,7 +84,7 @@ def batch_bars(result: Any, level: float = 0.95) -> dict[str, np.ndarray]:
             terms = [sm.term(step), cm.term(float(sm.centre))]
             out[alias] = np.full(len(stats), eb.combination_halfwidth(terms, level))
         elif f == "avg":
-            out[alias] = eb.avg_halfwidths(
+            out[alias] = ab.avg_halfwidths(
                 sm,
                 cm,
                 step=step,
@@ -105,7 +107,7 @@ def batch_bars(result: Any, level: float = 0.95) -> dict[str, np.ndarray]:
             )
             top = (float(col.upper) - float(col.lower)) ** 2 / 4 * n / d
             v = np.clip((q - s * s / n) / d, 0.0, top)
-            hv = eb.variance_halfwidths(
+            hv = ab.variance_halfwidths(
                 qm,
                 sm,
                 cm,
@@ -115,7 +117,7 @@ def batch_bars(result: Any, level: float = 0.95) -> dict[str, np.ndarray]:
                 second=step * step / (n * d),
                 level=level,
             )
-            out[alias] = hv if f == "variance" else eb.stddev_halfwidths(v, hv)
+            out[alias] = hv if f == "variance" else ab.stddev_halfwidths(v, hv)
     return out
 
 

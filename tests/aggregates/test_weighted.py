@@ -12,7 +12,7 @@ import pytest
 from support import SeededSource
 from veil.aggregates import kind
 from veil.aggregates.base import Group, NoiseModel
-from veil.noise.errorbars import avg_halfwidths
+from veil.noise.aggregate_bars import avg_halfwidths
 from veil.noise.families import family
 from veil.release.estimators import ColumnModel, estimate, halfwidth
 

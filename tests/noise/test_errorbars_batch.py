@@ -9,13 +9,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from veil.noise import aggregate_bars as ab
 from veil.noise import errorbars as eb
-from veil.noise.errorbars import (
-    avg_halfwidths,
-    combination_halfwidth,
-    combination_halfwidths,
-    stddev_halfwidths,
-)
+from veil.noise.aggregate_bars import avg_halfwidths, stddev_halfwidths
+from veil.noise.errorbars import combination_halfwidth, combination_halfwidths
 
 K = 1 << 30
 LAPLACE_SUM = ("discrete_laplace", Fraction(K) * 2)
@@ -384,7 +381,7 @@ def _prefix_avg_bars(
     reach, lv = max(centre, 1000.0 - centre), 0.95
     grid = np.linspace(0.0, reach, 1001)
     half = 1 - (1 - lv) / 2
-    union = step * eb._single(sm.mechanism, sm.scale, half) + reach * eb._single(
+    union = step * eb.single_halfwidth(sm.mechanism, sm.scale, half) + reach * eb.single_halfwidth(
         cm.mechanism, cm.scale, half
     )
     terms = [(step, sm.mechanism, sm.scale), (grid, cm.mechanism, cm.scale)]
@@ -420,7 +417,7 @@ def test_avg_bars_from_the_cells_they_reach_match_the_full_prefix_table(
     sm, cm = _Noise(*noises[0]), _Noise(*noises[1])
     step = 500 / K
     n, sums = _groups(11, 60)
-    eb._AVG_TABLES.clear()
+    ab._AVG_TABLES.clear()
     got = avg_halfwidths(
         sm, cm, step=step, centre=500.0, lower=0.0, upper=1000.0, counts=n, sums=sums
     )
@@ -433,10 +430,10 @@ def test_avg_bars_of_all_groups_at_once_equal_those_of_each_group_alone() -> Non
     sm, cm = _Noise(*LAPLACE_SUM), _Noise(*LAPLACE_COUNT)
     common = {"step": 500 / K, "centre": 500.0, "lower": 0.0, "upper": 1000.0}
     n, sums = _groups(12, 40)
-    eb._AVG_TABLES.clear()
+    ab._AVG_TABLES.clear()
     together = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
     for g in range(len(n)):
-        eb._AVG_TABLES.clear()  # each group's cells computed afresh, in a batch of its own
+        ab._AVG_TABLES.clear()  # each group's cells computed afresh, in a batch of its own
         alone = avg_halfwidths(sm, cm, counts=n[g : g + 1], sums=sums[g : g + 1], **common)
         assert alone[0] == pytest.approx(together[g], rel=1e-9)
 
@@ -448,20 +445,20 @@ def test_an_avg_table_is_computed_once_per_law_and_only_in_the_cells_reached() -
     # prefix table needed ~660 cells, these bars a few cells each
     n = np.array([30_000.0, 20_000.0, 10_000.0, 5_000.0])
     sums = np.round(np.array([655.0, 661.0, 667.0, 670.0]) * n / common["step"])
-    eb._AVG_TABLES.clear()
+    ab._AVG_TABLES.clear()
     first = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
-    ((_key, table),) = eb._AVG_TABLES.items()
+    ((_key, table),) = ab._AVG_TABLES.items()
     computed = np.flatnonzero(~np.isnan(table))
     assert 0 < len(computed) < 40
     assert computed.min() > 600
     again = avg_halfwidths(sm, cm, counts=n, sums=sums, **common)
     # the same law: every cell it needs is in the table, which is not computed again
-    assert next(iter(eb._AVG_TABLES.values())) is table
+    assert next(iter(ab._AVG_TABLES.values())) is table
     assert again.tolist() == first.tolist()
     # a group further out needs a few more cells: only those are added
     more = avg_halfwidths(sm, cm, counts=[8_000.0], sums=[round(800 * 8_000 / common["step"])],
                           **common)  # fmt: skip
-    grown = next(iter(eb._AVG_TABLES.values()))
+    grown = next(iter(ab._AVG_TABLES.values()))
     assert grown[computed].tolist() == table[computed].tolist()
     assert len(computed) < np.count_nonzero(~np.isnan(grown)) < len(computed) + 40
     want = _prefix_avg_bars(sm, cm, common["step"], 0.0, n, sums)

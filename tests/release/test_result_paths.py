@@ -189,21 +189,21 @@ def test_wider_confidence_gives_wider_bars(seeded: Result) -> None:
 
 
 def test_error_bars_are_computed_once_per_level_and_handed_out_as_copies() -> None:
-    from veil.noise import errorbars
+    from veil.noise import aggregate_bars
 
     result = session(seeded=True).sql(Q, epsilon=1, bounds=BOUNDS)
     assert result._bars == {}  # released without its bars: they are computed when asked for
     first = result.error_bars(0.9)
     assert list(result._bars) == [0.9]
-    errorbars._AVG_TABLES.clear()  # the AVG column's cells: the second call must not need them
+    aggregate_bars._AVG_TABLES.clear()  # the AVG column's cells: the second call must not need them
     first[0][1] = -1.0
     again = result.error_bars(0.9)
-    assert errorbars._AVG_TABLES == {}
+    assert aggregate_bars._AVG_TABLES == {}
     assert again[0][1] != -1.0
     # the same bars as computed afresh by a copy of the answer (no kept bars)
     fresh = Result.from_json(json.loads(json.dumps(result.to_json())))
     assert fresh.error_bars(0.9) == again
-    assert errorbars._AVG_TABLES  # (computing them afresh does fill the AVG's cells)
+    assert aggregate_bars._AVG_TABLES  # (computing them afresh does fill the AVG's cells)
     assert str(fresh) == str(result)
     assert sorted(result._bars) == [0.9, 0.95]
     assert result.error_bars(0.99) != again

@@ -1,7 +1,7 @@
 """AVG(x) = clamp(c + step·Ŝ / max(n̂, 1), lower, upper): the centred noisy sum over the noisy
 count.
 
-Error bar (:func:`veil.noise.errorbars.avg_halfwidths`, every group at once): before clamping,
+Error bar (:func:`veil.noise.aggregate_bars.avg_halfwidths`, every group at once): before clamping,
 released − true = (step·Z_S − m·Z_N)/n̂ *exactly*, with n̂ the released noisy count and m =
 true mean − c. With T_j a bound on |step·Z_S − μ·Z_N| at ``level`` valid for every |μ| up to
 the top of the j-th thousandth of the bounds' reach (made nondecreasing in j), the bar is the
@@ -29,7 +29,8 @@ from veil.aggregates.base import (
     Statistic,
     clamp,
 )
-from veil.noise.errorbars import avg_halfwidths, combination_halfwidth
+from veil.noise.aggregate_bars import avg_halfwidths
+from veil.noise.errorbars import combination_halfwidth
 
 
 @register

@@ -33,7 +33,7 @@ from veil.aggregates.base import (
     Read,
     Statistic,
 )
-from veil.noise.errorbars import stddev_halfwidths, variance_halfwidths
+from veil.noise.aggregate_bars import stddev_halfwidths, variance_halfwidths
 
 
 class Spread(AggregateKind):

@@ -9,7 +9,7 @@ one sign), P̂ = s_P·V̂_P and Ŵ = s_W·V̂_W (grid steps s, noisy grid sums V
 noises Z_P, Z_W, and the unclamped error is *exactly* (s_P·Z_P − m·s_W·Z_W)/Ŵ =
 ((s_P/s_W)·Z_P − m·Z_W)/V̂_W, m the true weighted mean, |m| ≤ max(|lower|, |upper|): AVG's
 error with step s_P/s_W, centre 0, and the weights' grid sum V̂_W as the count — so the bar is
-:func:`veil.noise.errorbars.avg_halfwidths`'s, with its exact coverage (see
+:func:`veil.noise.aggregate_bars.avg_halfwidths`'s, with its exact coverage (see
 :mod:`veil.aggregates.avg`; the whole range when V̂_W is below 4 × its own bar).
 
 Otherwise (a sum centred away from 0 reads the count too: P̂ = s_P·V̂_P + c_P·n̂, Ŵ =
@@ -44,11 +44,8 @@ from veil.aggregates.base import (
     Statistic,
     clamp,
 )
-from veil.noise.errorbars import (
-    avg_halfwidths,
-    combination_halfwidth,
-    combination_halfwidths,
-)
+from veil.noise.aggregate_bars import avg_halfwidths
+from veil.noise.errorbars import combination_halfwidth, combination_halfwidths
 
 _CELLS = 1000  # the centred bar's cells of the bounds (a thousandth each)
 
