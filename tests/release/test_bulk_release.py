@@ -336,3 +336,53 @@ def test_integer_and_boolean_keys_are_ordered_as_their_repr_without_strings(seed
         rows = list(zip(*(a.to_pylist() for a in arrays), strict=True))
         assert [repr(rows[i]) for i in order] == sorted(map(repr, rows))
         assert duplicate == (len(set(rows)) != n)
+
+
+# ── released values in bulk (post-processing; equal to the per-group estimates) ────────────
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
+    """COUNT, SUM and AVG in bulk (``AggregateKind.estimates``) against ``estimate`` per
+    group, value for value, on noisy integers that include negatives, zeros, the int64
+    extremes and values past 2^53 (where rounding to a float first could differ if the
+    step were not a power of two)."""
+    from veil.aggregates import kind
+    from veil.release.estimators import column_models, estimate, noise_models
+
+    plan = Aggregate(
+        TABLE,
+        keys=(GroupKey("a", domain=tuple(range(8))),),
+        aggregates=(
+            AggregateCall("n", "count"),
+            AggregateCall("s", "sum", "x"),
+            AggregateCall("m", "avg", "x"),
+        ),
+        bounds=(ColumnBounds("x", -3 if centred else 0, 10),),
+    )
+    ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
+    agg = aggregate_of(apply_rules(plan, ctx))
+    models, noise = column_models(agg), noise_models(agg)
+    rng = np.random.default_rng(5)
+    edge = [0, -1, 1, (1 << 53) + 1, -(1 << 53) - 3, (1 << 62) + 12345, -(1 << 63), (1 << 63) - 1]
+    names = [m.name for m in agg.measurements]
+    columns = {n: np.array(edge + rng.integers(-1000, 1000, 200).tolist(), np.int64) for n in names}
+    columns = {n: rng.permutation(c) for n, c in columns.items()}
+    groups = [{n: int(columns[n][i]) for n in names} for i in range(len(edge) + 200)]
+    for c in models:
+        bulk = kind(c.function).estimates(c, columns, noise)
+        assert bulk is not None, c.function
+        want = [estimate(c, g, noise) for g in groups]
+        assert bulk == want, c.function
+        assert [type(v) for v in bulk] == [type(v) for v in want]
+
+
+def test_no_bulk_estimate_where_the_step_is_not_a_power_of_two() -> None:
+    from veil.aggregates.base import scaled
+
+    values = np.array([3, (1 << 60) + 1], np.int64)
+    assert scaled(Fraction(3, 4), values) is None
+    assert scaled(Fraction(-1, 4), values) is None
+    got = scaled(Fraction(1, 1 << 20), values)
+    assert got is not None
+    assert got.tolist() == [float(Fraction(v, 1 << 20)) for v in values.tolist()]

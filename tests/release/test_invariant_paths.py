@@ -4,6 +4,7 @@ data in its message); and the small decisions of keys, post-processing, quantile
 from __future__ import annotations
 
 import dataclasses
+import json
 from decimal import Decimal
 from fractions import Fraction
 
@@ -319,8 +320,28 @@ def test_a_zero_sensitivity_quantile_releases_the_first_candidate_without_drawin
 def test_a_cached_measurement_of_another_format_is_not_served() -> None:
     assert Measured.from_json({"groups": []}) is None
     assert Measured.from_json({"veil_measured": 0, "groups": []}) is None
+    by_group = {"veil_measured": 1, "groups": [[[0], {"count": 3}]], "private": True}
+    assert Measured.from_json(by_group) is None  # the by-group form of earlier releases
     m = Measured((((0,), {"count": 3}),), private=False)
     assert Measured.from_json(m.to_json()) == m
+
+
+def test_a_measurement_round_trips_through_json_by_column() -> None:
+    """Keys of every kind, a statistic beyond 64 bits, a group without a statistic (a
+    stratum's index only in some), no group at all, and a query without GROUP BY."""
+    big = 1 << 80
+    m = Measured(
+        (
+            ((0, "a", None), {"count": 3, "sum": -big}),
+            ((2, "é", True), {"count": -1, "sum": 5, "__stratum": 1}),
+        )
+    )
+    back = Measured.from_json(json.loads(json.dumps(m.to_json())))
+    assert back == m
+    for empty in (Measured(()), Measured((((), {"count": 7}),))):
+        assert Measured.from_json(json.loads(json.dumps(empty.to_json()))) == empty
+    broken = m.to_json() | {"rows": 3}
+    assert Measured.from_json(broken) is None
 
 
 def test_partition_selection_without_a_noisy_count_is_an_internal_error() -> None:

@@ -14,20 +14,25 @@ upper − lower.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlglot import exp
 
 from veil.aggregates import register
 from veil.aggregates.base import (
     AggregateKind,
     Call,
+    ColumnModel,
     Expected,
     Group,
     Moments,
+    NoiseModel,
     Read,
     Statistic,
     clamp,
+    scaled,
 )
 from veil.noise.aggregate_bars import avg_halfwidths
 from veil.noise.errorbars import combination_halfwidth
@@ -52,6 +57,26 @@ class Avg(AggregateKind):
         s = float(sm.step * g.value("sum"))
         n = float(g.value("count"))
         return clamp(float(sm.centre) + s / max(n, 1.0), g.lower, g.upper)
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[float] | None:
+        """:meth:`estimate` for every group (the same float operations, elementwise)."""
+        name, count = model.reads("sum"), model.reads("count")
+        if name is None or count is None or noise[name].strata:
+            return None
+        sm = noise[name]
+        s = scaled(sm.step, columns[name])
+        if s is None:
+            return None
+        n = columns[count].astype(np.float64)
+        x = float(sm.centre) + s / np.maximum(n, 1.0)
+        lo, hi = float(model.lower or 0), float(model.upper or 0)
+        values: list[float] = np.minimum(np.maximum(x, lo), hi).tolist()
+        return values
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         """The bar of the module docstring (a batch of one)."""

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Literal, get_args
 
+import numpy as np
+from numpy.typing import NDArray
+
 from veil.errors import InternalError
 from veil.noise.errorbars import Term, combination_halfwidth
 from veil.noise.families import Mechanism, family, mechanism_of
@@ -306,6 +309,20 @@ def clamp(x: float, lo: float, hi: float) -> float:
     return min(max(x, lo), hi)
 
 
+def scaled(step: Fraction, values: NDArray[np.int64]) -> NDArray[np.float64] | None:
+    """``float(step * v)`` for every ``v`` at once, or None unless that is exact in bulk:
+    ``step`` a power of two (the fixed-point grid's, ``veil.compile.constants.fixed_point``),
+    so that rounding ``v`` to a float then scaling by ``step`` (exact, no overflow or
+    subnormal for these magnitudes) is the correctly rounded product, as Fraction's."""
+    num, den = step.numerator, step.denominator
+    if num <= 0 or (num & (num - 1)) or (den & (den - 1)):
+        return None
+    s = float(step)
+    if not 2.0**-960 < s < 2.0**900:
+        return None
+    return values.astype(np.float64) * s
+
+
 class AggregateKind(ABC):
     """One released aggregate kind. Subclasses live one per file in ``veil.aggregates`` and
     are registered by :func:`veil.aggregates.register`, which checks that they are complete.
@@ -360,6 +377,20 @@ class AggregateKind(ABC):
     @abstractmethod
     def estimate(self, g: Group) -> int | float:
         """The released value of one group."""
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[int] | list[float] | None:
+        """The released values of every group at once, from the noisy statistics as int64
+        columns by measurement name, or None when this kind (or this column) has no bulk
+        estimate (each group's :meth:`estimate` is then used).
+
+        Contract: equal, group for group, to :meth:`estimate` (post-processing of the same
+        noisy integers, the same IEEE operations in the same order)."""
+        return None
 
     @abstractmethod
     def halfwidth(self, g: Group, value: float, level: float) -> float | None:

@@ -6,10 +6,24 @@ COUNT(col) counts the rows where ``col`` is not NULL (the NULL rule leaves the o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
+import numpy as np
+from numpy.typing import NDArray
+
 from veil.aggregates import register
-from veil.aggregates.base import AggregateKind, Call, Expected, Group, Moments, Read, Statistic
+from veil.aggregates.base import (
+    AggregateKind,
+    Call,
+    ColumnModel,
+    Expected,
+    Group,
+    Moments,
+    NoiseModel,
+    Read,
+    Statistic,
+)
 
 
 @register
@@ -34,6 +48,18 @@ class Count(AggregateKind):
 
     def estimate(self, g: Group) -> int:
         return max(0, g.value("count"))
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[int] | None:
+        name = model.reads("count")
+        if name is None:
+            return None
+        out: list[int] = np.maximum(columns[name], 0).tolist()
+        return out
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         return g.noise("count").halfwidth(level)

@@ -9,20 +9,26 @@ coverage of the noise; the final clamp is post-processing the bar does not model
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlglot import exp
 
 from veil.aggregates import register
 from veil.aggregates.base import (
     AggregateKind,
     Call,
+    ColumnModel,
     Expected,
     Group,
     Moments,
+    NoiseModel,
     Read,
     Statistic,
     clamp,
+    scaled,
 )
 from veil.noise.errorbars import Term, combination_halfwidth
 
@@ -55,6 +61,36 @@ class Sum(AggregateKind):
         n = float(g.value("count"))
         n_pos = max(n, 0.0)
         return clamp(total + c * n, min(0.0, lo) * n_pos, max(0.0, hi) * n_pos)
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[float] | None:
+        """:meth:`estimate` for every group (the same float operations, elementwise)."""
+        name = model.reads("sum")
+        if name is None or noise[name].strata:
+            return None  # a stratified sum: each group's own bin (group by group)
+        sm = noise[name]
+        total = scaled(sm.step, columns[name])
+        if total is None:
+            return None
+        lo, hi = float(model.lower or 0), float(model.upper or 0)
+        count = model.reads("count")
+        if count is None:
+            out = (
+                total
+                if lo < 0 < hi
+                else (np.maximum(total, 0.0) if lo >= 0 else np.minimum(total, 0.0))
+            )
+        else:
+            n = columns[count].astype(np.float64)
+            n_pos = np.maximum(n, 0.0)
+            x = total + float(sm.centre) * n
+            out = np.minimum(np.maximum(x, min(0.0, lo) * n_pos), max(0.0, hi) * n_pos)
+        values: list[float] = out.tolist()
+        return values
 
     def _terms(self, e: Expected) -> list[Term]:
         sm = e.noise("sum")

@@ -35,7 +35,7 @@ from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.exact import ExactStats
 from veil.release.explain import describe_usage
-from veil.release.keys import released_key
+from veil.release.keys import decode_key, released_key
 from veil.release.modes import choose_mode, choose_top
 from veil.release.post import Rows, post_process
 from veil.release.quantiles import choose_quantile
@@ -48,7 +48,7 @@ Cells = tuple[Any, Any]
 _NO_CELLS: Cells = ((), ())
 
 Key = tuple[KeyValue, ...]
-FORMAT = 1  # of Measured's JSON
+FORMAT = 2  # of Measured's JSON (2: by column; 1, by group, is no longer served)
 
 
 @dataclass(frozen=True)
@@ -64,23 +64,36 @@ class Measured:
     private: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        """The measurement by column (the form the ledger caches): ``keys``, one list per
+        group key; ``stats``, one list per statistic (null where a group lacks it); ``rows``,
+        the number of groups."""
+        groups = self.groups
+        width = len(groups[0][0]) if groups else 0
+        names = dict.fromkeys(itertools.chain.from_iterable(s for _, s in groups))
         return {
             "veil_measured": FORMAT,
-            "groups": [[list(k), dict(stats)] for k, stats in self.groups],
+            "rows": len(groups),
+            "keys": [[k[j] for k, _ in groups] for j in range(width)],
+            "stats": {name: [s.get(name) for _, s in groups] for name in names},
             "private": self.private,
         }
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Measured | None:
-        """The measurement cached as ``d``, or None for any other form (an older release's
-        cached answer: not served)."""
+        """The measurement cached as ``d`` (:meth:`to_json`'s form), or None for any other
+        form (an older release's cached answer: not served)."""
         if d.get("veil_measured") != FORMAT:
             return None
-        groups = tuple(
-            (tuple(key), {str(name): int(v) for name, v in stats.items()})
-            for key, stats in d["groups"]
-        )
-        return Measured(groups, bool(d.get("private", True)))
+        rows = int(d["rows"])
+        keys = list(zip(*d["keys"], strict=True)) if d["keys"] else [()] * rows
+        if len(keys) != rows:
+            return None
+        stats: list[dict[str, int]] = [{} for _ in range(rows)]
+        for name, values in d["stats"].items():
+            for one, v in zip(stats, values, strict=True):
+                if v is not None:
+                    one[str(name)] = int(v)
+        return Measured(tuple(zip(keys, stats, strict=True)), bool(d.get("private", True)))
 
 
 def _public_keys(agg: Aggregate) -> list[Key]:
@@ -283,18 +296,14 @@ def finish(
     models = column_models(agg)
     noise_by_name = noise_models(agg)
     groups = measured.groups
-    table = [[estimate(c, stats, noise_by_name) for c in models] for _, stats in groups]
+    table = _value_columns(models, groups, noise_by_name)
     if consistent:
         for j, c in enumerate(models):
             role = kind(c.function).consistent
             name = c.reads(role) if role is not None else None
             if name is not None:
-                raw = [stats[name] for _, stats in groups]
-                for row, value in zip(table, consistent_counts(raw), strict=True):
-                    row[j] = value
-    released: Rows = [
-        (i, (*released_key(agg, key), *table[i])) for i, (key, _) in enumerate(groups)
-    ]
+                table[j] = list(consistent_counts([stats[name] for _, stats in groups]))
+    released: Rows = list(enumerate(zip(*_key_columns(agg, groups), *table, strict=True)))
     columns, rows = post_process(plan, [f.name for f in agg.schema()], released)
     types = {f.name: f.type for f in plan.schema()}
     return Result(
@@ -314,6 +323,55 @@ def finish(
         charged=agg.budget,
         notes=_selection_notes(models, noise_by_name),
     )
+
+
+def _value_columns(
+    models: tuple[ColumnModel, ...],
+    groups: tuple[tuple[Key, Mapping[str, int]], ...],
+    noise: Mapping[str, NoiseModel],
+) -> list[list[Any]]:
+    """Each column's released values, in group order: by its kind's bulk estimate where it
+    has one (equal to the per-group estimate, ``AggregateKind.estimates``), else group by
+    group. Post-processing of the noisy integers only."""
+    arrays: dict[str, NDArray[np.int64]] = {}
+    if groups:
+        try:
+            for name in groups[0][1]:
+                arrays[name] = np.fromiter(
+                    (stats[name] for _, stats in groups), dtype=np.int64, count=len(groups)
+                )
+        except (OverflowError, KeyError, TypeError):
+            arrays = {}  # a statistic beyond 64 bits (or a group without it): group by group
+    out: list[list[Any]] = []
+    for c in models:
+        bulk = kind(c.function).estimates(c, arrays, noise) if arrays else None
+        if bulk is None:
+            bulk = [estimate(c, stats, noise) for _, stats in groups]
+        out.append(bulk)
+    return out
+
+
+def _key_columns(
+    agg: Aggregate, groups: tuple[tuple[Key, Mapping[str, int]], ...]
+) -> list[list[KeyValue]]:
+    """Each group key's released values, in group order (:func:`released_key`, a column at
+    a time: a public key's index looked up in its labels, every other key decoded)."""
+    out: list[list[KeyValue]] = []
+    for j, k in enumerate(agg.keys):
+        values = [key[j] for key, _ in groups]
+        if not k.is_public:
+            kind_of = agg.child.field(k.column).type
+            out.append([decode_key(kind_of, v) for v in values])
+            continue
+        labels = k.labels()
+        indices = [v for v in values if type(v) is int]
+        if len(indices) == len(values):
+            if indices and not 0 <= min(indices) <= max(indices) < len(labels):
+                raise InternalError("the index of a public key is outside its labels")
+            out.append([labels[v] for v in indices])
+        else:  # a NULL bin, or an index of the wrong type (refused there)
+            out.append([released_key(agg, key)[j] for key, _ in groups])
+    return out
 
 
 def _selection_notes(

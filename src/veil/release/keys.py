@@ -129,9 +129,10 @@ def released_key(agg: Aggregate, key: Sequence[KeyValue]) -> Key:
     out: list[KeyValue] = []
     for k, v in zip(agg.keys, key, strict=True):
         if k.is_public and v is not None:
-            if isinstance(v, bool) or not isinstance(v, int):
+            labels = k.labels()
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(labels):
                 raise InternalError(f"the index of a public key arrived as {v!r}")
-            out.append(k.labels()[v])
+            out.append(labels[v])
         else:
             out.append(decode_key(agg.child.field(k.column).type, v))
     return tuple(out)
