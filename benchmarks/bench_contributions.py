@@ -17,9 +17,10 @@ Then ``limits="auto"`` (``veil.autolimits``: 10 % of ε on a noisy histogram of 
 the rest on the query at the chosen ``max_rows``) against the fixed defaults (1, 1) and every
 fixed ``max_rows`` of the same grid — the best of which is the best fixed choice in hindsight
 — all at the same total ε = 1: the median relative error per state over ``--reps`` runs, the
-limits chosen, and the time against the defaults'. Last ``limits="auto_groups"`` (max_groups
-and max_rows_per_group chosen separately) against ``limits="auto"`` and fixed (G, R), with
-public keys and with unknown keys (δ = 1e-6, partition selection).
+limits chosen, and the time against the defaults'. Last ``limits="auto_groups"`` (max_groups,
+max_rows_per_group and max_rows chosen from one joint histogram; "chosen" prints (G, R, T))
+against ``limits="auto"`` and fixed (G, R), with public keys and with unknown keys (δ = 1e-6,
+partition selection).
 
     python benchmarks/bench_contributions.py [--users 200_000] [--reps 3]
 """
@@ -145,7 +146,8 @@ def groups_against_fixed(
 ) -> None:
     """limits='auto_groups' against limits='auto' and fixed (G, R), total ε = 1 each, with
     public keys and with unknown keys (δ = 1e-6: partition selection, where G·R no longer
-    fixes the noise and a state missing counts as 100 % error)."""
+    fixes the noise and a state missing counts as 100 % error). The reps are interleaved and
+    s/query is the median of the reps (× auto: against limits='auto''s median)."""
     fixed = [(g, r) for g in (1, 2, 4, 8, 12) for r in (1, 2, 4, 8, 16)]
     for public in publics:
         print(f"\nlimits='auto_groups', {'public' if public else 'unknown'} keys, total ε = 1 "
@@ -156,25 +158,27 @@ def groups_against_fixed(
             ("limits='auto_groups'", {"limits": "auto_groups"}),
         ]
         runs += [(f"({g}, {r})", {"max_groups": g, "max_rows_per_group": r}) for g, r in fixed]
-        best_fixed: list[tuple[float, str]] = []
-        baseline: float | None = None
-        for name, options in runs:
-            errors: list[float] = []
-            times: list[float] = []
-            chosen: list[str] = []
-            for _ in range(reps):
+        errors: dict[str, list[float]] = {name: [] for name, _ in runs}
+        times: dict[str, list[float]] = {name: [] for name, _ in runs}
+        chosen: dict[str, list[str]] = {name: [] for name, _ in runs}
+        for _ in range(reps):  # interleaved: each rep runs every configuration once
+            for name, options in runs:
                 errs, (elapsed, auto) = _run(table, truth, public, **options)
-                errors += errs
-                times.append(elapsed)
+                errors[name] += errs
+                times[name].append(elapsed)
                 if auto is not None:
-                    chosen.append(f"({auto.max_groups}, {auto.max_rows_per_group})")
-            error = statistics.median(errors)
-            best = min(times)
-            baseline = baseline or best
+                    chosen[name].append(
+                        f"({auto.max_groups}, {auto.max_rows_per_group}, {auto.max_rows})"
+                    )
+        best_fixed: list[tuple[float, str]] = []
+        baseline = statistics.median(times[runs[0][0]])
+        for name, options in runs:
+            error = statistics.median(errors[name])
+            took = statistics.median(times[name])
             if "max_groups" in options:
                 best_fixed.append((error, name))
-            print(f"{name:<20} {error:>12.2%} {best:>8.3f} {best / baseline:>8.2f}  "
-                  f"{' '.join(chosen)}")  # fmt: skip
+            print(f"{name:<20} {error:>12.2%} {took:>8.3f} {took / baseline:>8.2f}  "
+                  f"{' '.join(chosen[name])}")  # fmt: skip
         error, name = min(best_fixed)
         print(f"best fixed (G, R) in hindsight: {name} at {error:.2%}")
 

@@ -1,8 +1,8 @@
-"""``limits="auto_groups"`` (veil.autolimits): max_groups and max_rows_per_group chosen
-separately from two noisy per-unit histograms (distinct groups per unit, mean rows per group)
-— their exact counts and sensitivity, the choice, the whole flow through a session (cost,
-explain, refusals before any charge, neighbouring datasets), the builder, the CLI and
-PostgreSQL (issue 17).
+"""``limits="auto_groups"`` (veil.autolimits): max_groups, max_rows_per_group and max_rows
+chosen from one noisy joint histogram per unit (distinct groups × rows) — its exact counts and
+sensitivity, the candidates, the choice, the whole flow through a session (cost, explain,
+refusals before any charge, neighbouring datasets), the builder, the CLI, PostgreSQL and
+Spark (issue 17).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import veil
 from cli_support import invoke
 from support import SeededSource
 from system.prenoise import exact
-from veil.autolimits import _prepare_groups, candidates, choose_groups
+from veil.autolimits import _prepare, candidates, choose_joint, choose_limit
+from veil.autolimits_choice import joint_candidates, powers
 from veil.errors import InvalidArgumentError
 from veil.plan.nodes import GroupKey
 from veil.plan.tree import aggregate_of
@@ -52,20 +53,34 @@ def _prepared(s: veil.Session, text: str = SQL, **options: object):  # type: ign
         epsilon=1, delta=None, bounds=None, limits="auto_groups", share=None, domains=None,
         given=(None, None, None), quantile_buckets=None,
     )  # fmt: skip
-    return _prepare_groups(s, text, **{**base, **options})  # type: ignore[arg-type]
+    return _prepare(s, text, **{**base, **options})  # type: ignore[arg-type]
 
 
-def _exact(s: veil.Session, name: str, text: str = SQL) -> list[int]:
+def _exact(s: veil.Session, text: str = SQL) -> list[int]:
+    """The joint histogram's exact counts, one per cell, groups outer."""
     p = _prepared(s, text)
-    _name, hist, _grid, _scale, each = next(h for h in p.hists if h[0] == name)
-    compiled = aggregate_of(s._compile(hist, each, None, None, 1, 1, None))
+    compiled = aggregate_of(s._compile(p.hist, p.step_epsilon, None, None, 1, 1, None))
     got = exact(s.engine, compiled)
-    labels = compiled.keys[0].labels()
-    return [got.stats.get((label,), {}).get("count", 0) for label in labels]
+    g_labels, t_labels = (k.labels() for k in compiled.keys)
+    return [got.stats.get((g, t), {}).get("count", 0) for g in g_labels for t in t_labels]
+
+
+def _grids(s: veil.Session) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    p = _prepared(s)
+    g_key, t_key = p.hist.keys
+    return (
+        tuple(int(e) for e in g_key.edges[:-1]),
+        tuple(int(e) for e in t_key.edges[:-1]),
+    )
 
 
 def _bin(grid: tuple[int, ...], value: int) -> int:
     return max(i for i, c in enumerate(grid) if c <= value)
+
+
+def _cell(s: veil.Session, groups: int, rows: int) -> int:
+    g_grid, t_grid = _grids(s)
+    return _bin(g_grid, groups) * len(t_grid) + _bin(t_grid, rows)
 
 
 # 1–5 groups per unit, 1–8 rows in each, 600 units (deterministic)
@@ -73,22 +88,21 @@ RNG = np.random.default_rng(17)
 MANY = [[int(RNG.integers(1, 9))] * int(RNG.integers(1, 6)) for _ in range(600)]
 
 
-# -- the histograms' exact counts and sensitivity --------------------------------------------
-def test_the_histograms_count_each_unit_once_by_its_groups_and_its_rows_per_group() -> None:
-    units = [[1], [2, 2], [3, 1, 5], [7, 7, 7, 7], [1] * 12, [40, 1], [300]]
-    s = _session(_table(units))
+# -- the joint histogram's exact counts and sensitivity ---------------------------------------
+UNITS = [[1], [2, 2], [3, 1, 5], [7, 7, 7, 7], [1] * 12, [40, 1], [300]]
+
+
+def test_the_joint_histogram_counts_each_unit_once_in_the_cell_of_its_groups_and_rows() -> None:
+    s = _session(_table(UNITS))
     p = _prepared(s)
-    assert [h[0] for h in p.hists] == ["groups", "rows"]
-    g_grid, r_grid = p.g_grid, p.r_grid
+    g_grid, t_grid = _grids(s)
     assert g_grid == candidates(12)  # at most the 12 public states
-    want_g = [0] * len(g_grid)
-    want_r = [0] * len(r_grid)
-    for per_group in units:
-        want_g[_bin(g_grid, len(per_group))] += 1
-        want_r[_bin(r_grid, sum(per_group) // len(per_group))] += 1
-    assert _exact(s, "groups") == want_g
-    assert _exact(s, "rows") == want_r
-    assert p.step_loss == veil.Budget(epsilon=Fraction(1, 10))
+    assert t_grid == candidates(1024)
+    want = [0] * (len(g_grid) * len(t_grid))
+    for per_group in UNITS:
+        want[_cell(s, len(per_group), sum(per_group))] += 1
+    assert _exact(s) == want
+    assert p.step_loss == veil.Budget(epsilon=Fraction(1, 10))  # one step, charged once
 
 
 def test_a_null_group_is_a_group_and_the_where_clause_applies() -> None:
@@ -97,23 +111,21 @@ def test_a_null_group_is_a_group_and_the_where_clause_applies() -> None:
         "state": pa.array(["s0", None, None, "s1", "s2", "s2"], pa.string()),
     })  # fmt: skip
     s = _session(table)
-    grid = _prepared(s).g_grid
-    groups = _exact(s, "groups")
-    assert groups[_bin(grid, 3)] == 1
-    assert groups[_bin(grid, 1)] == 1
-    where = _exact(s, "groups", "SELECT state, COUNT(*) AS n FROM t WHERE state <> 's1' "
-                                "GROUP BY state")  # fmt: skip
-    assert where[_bin(grid, 1)] == 2  # unit 0 keeps s0 alone (NULL <> 's1' is not true)
+    counts = _exact(s)
+    assert counts[_cell(s, 3, 4)] == 1  # s0, NULL, s1: three groups of four rows
+    assert counts[_cell(s, 1, 2)] == 1
+    assert sum(counts) == 2
+    where = _exact(s, "SELECT state, COUNT(*) AS n FROM t WHERE state <> 's1' GROUP BY state")
+    assert where[_cell(s, 1, 1)] == 1  # unit 0 keeps s0 alone (NULL <> 's1' is not true)
+    assert where[_cell(s, 1, 2)] == 1
 
 
-@pytest.mark.parametrize("unit", [0, 3, 6])
-def test_removing_a_unit_moves_each_histogram_by_one(unit: int) -> None:
-    units = [[1], [2, 2], [3, 1, 5], [7, 7, 7, 7], [1] * 12, [40, 1], [300]]
-    table = _table(units)
+@pytest.mark.parametrize("unit", [0, 3, 4, 6])
+def test_removing_a_unit_moves_the_joint_histogram_by_one(unit: int) -> None:
+    table = _table(UNITS)
     fewer = table.filter(pc.not_equal(table["uid"], unit))
-    for name in ("groups", "rows"):
-        a, b = _exact(_session(table), name), _exact(_session(fewer), name)
-        assert sum(abs(x - y) for x, y in zip(a, b, strict=True)) == 1
+    a, b = _exact(_session(table)), _exact(_session(fewer))
+    assert sum(abs(x - y) for x, y in zip(a, b, strict=True)) == 1
 
 
 def test_within_and_distinct_only_qualify_a_per_unit_key() -> None:
@@ -123,29 +135,63 @@ def test_within_and_distinct_only_qualify_a_per_unit_key() -> None:
         GroupKey("uid", edges=(1, 2), per_unit=True, distinct=True)
 
 
-# -- the choice (post-processing) -----------------------------------------------------------
+# -- the candidates and the choice (post-processing) ------------------------------------------
+def test_the_candidates_are_normal_and_hold_autos() -> None:
+    triples = joint_candidates(12, 1024, 1024)
+    assert len(set(triples)) == len(triples)
+    for t, g, r in triples:
+        assert g <= min(t, 12)
+        assert r <= t <= g * r
+        assert g in (*powers(12), t)
+        assert r in (*powers(1024), t)
+    for t in candidates(1024):
+        assert (t, min(t, 12), t) in triples  # limits='auto''s candidate, G at the 12 groups
+    assert max(t for t, _g, _r in joint_candidates(3, 4, 12)) == 12
+    assert all(g <= 3 and r <= 4 for _t, g, r in joint_candidates(3, 4, 12))
+
+
+def test_where_g_and_r_do_not_bind_the_choice_is_autos() -> None:
+    g_grid, t_grid = candidates(12), candidates(64)
+    rng = np.random.default_rng(3)
+    counts = [int(c) for c in rng.integers(0, 400, len(g_grid) * len(t_grid))]
+    marginal = [sum(counts[i * len(t_grid) + j] for i in range(len(g_grid)))
+                for j in range(len(t_grid))]  # fmt: skip
+    triples = [(t, min(t, 12), t) for t in t_grid]
+    noise = [t * 30.0 for t in t_grid]
+    joint = choose_joint(g_grid, t_grid, counts, Fraction(1, 2), triples, noise)
+    alone = choose_limit(t_grid, marginal, noise, Fraction(1, 2))
+    assert joint.max_rows == alone.limit
+    assert abs(joint.dropped - alone.dropped) < 1e-9
+    assert abs(joint.rows - alone.rows) < 1e-6
+
+
 def test_the_choice_trades_rows_dropped_against_noise() -> None:
-    g_grid, r_grid = candidates(4), candidates(8)
-    groups = [0, 0, 0, 1000]  # every unit has 4 groups (the last bin: 4 or more, taken as 4)
-    rows = [0, 0, 0, 0, 1000, 0]  # of 6–7 rows in each
-    flat = {(g, r): 0.0 for g in g_grid for r in r_grid}
-    free = choose_groups(g_grid, groups, Fraction(10), r_grid, rows, Fraction(10), flat)
-    assert (free.max_groups, free.max_rows_per_group) == (4, 8)  # no noise: keep every row
-    assert free.dropped == 0
-    assert abs(free.rows - 4 * 6.5 * 1000) < 1
-    costly = {(g, r): 10.0**6 * g * r for g, r in flat}
-    tight = choose_groups(g_grid, groups, Fraction(10), r_grid, rows, Fraction(10), costly)
-    assert (tight.max_groups, tight.max_rows_per_group) == (1, 1)
-    assert tight.dropped > 0.9
+    g_grid, t_grid = candidates(4), candidates(32)
+    counts = [0] * (len(g_grid) * len(t_grid))
+    counts[3 * len(t_grid) + t_grid.index(24)] = 1000  # every unit: 4 or more groups, 24–31 rows
+    triples = list(joint_candidates(4, 32, 32))
+    free = choose_joint(g_grid, t_grid, counts, Fraction(10), triples, [0.0] * len(triples))
+    assert free.max_rows >= 27.5
+    assert free.max_groups == 4
+    assert free.max_rows_per_group >= 7
+    assert free.dropped == 0  # no noise: keep every row
+    assert abs(free.rows - 27.5 * 1000) < 1
+    # noise growing with R alone (Gaussian-like: many groups of few rows are cheap)
+    by_r = [10.0**6 * r for _t, _g, r in triples]
+    tight = choose_joint(g_grid, t_grid, counts, Fraction(10), triples, by_r)
+    assert tight.max_rows_per_group == 1
+    assert tight.max_groups == 4
+    assert abs(tight.dropped - (1 - 4 / 27.5)) < 1e-9
     assert 0 <= tight.bar <= 1
 
 
 def test_any_counts_give_a_candidate() -> None:
-    g_grid, r_grid = candidates(4), candidates(4)
-    noise = {(g, r): float(g * r) for g in g_grid for r in r_grid}
-    for counts in ([0, 0, 0, 0], [-5, 3, -100, 10**9], [7, 7, 7, 7]):
-        c = choose_groups(g_grid, counts, Fraction(2), r_grid, counts[::-1], Fraction(2), noise)
-        assert (c.max_groups, c.max_rows_per_group) in noise
+    g_grid, t_grid = candidates(4), candidates(4)
+    triples = list(joint_candidates(4, 4, 4))
+    noise = [float(g * r) for _t, g, r in triples]
+    for counts in ([0] * 16, [-5, 3, -100, 10**9] * 4, [7] * 16):
+        c = choose_joint(g_grid, t_grid, counts, Fraction(2), triples, noise)
+        assert (c.max_rows, c.max_groups, c.max_rows_per_group) in triples
         assert 0 <= c.dropped <= 1
         assert 0 <= c.bar <= 1
 
@@ -161,26 +207,29 @@ def test_auto_groups_charge_the_whole_epsilon_and_say_the_choice() -> None:
     assert chosen.loss == veil.Budget(epsilon=Fraction(1, 2))
     assert result.notes[0].startswith(
         f"auto limits: max_groups={chosen.max_groups}, "
-        f"max_rows_per_group={chosen.max_rows_per_group} (auto_groups;"
+        f"max_rows_per_group={chosen.max_rows_per_group}, max_rows={chosen.max_rows} "
+        "(auto_groups;"
     )
     assert "expected dropped" in result.notes[0]
     assert 1 <= chosen.max_groups <= 12
-    assert chosen.max_rows == chosen.max_groups * chosen.max_rows_per_group
+    assert chosen.max_rows <= chosen.max_groups * chosen.max_rows_per_group
+    assert chosen.max_groups <= chosen.max_rows
+    assert chosen.max_rows_per_group <= chosen.max_rows
     truth = sum(sum(u) for u in MANY)
     assert abs(chosen.rows - truth) < 0.1 * truth  # the noisy total the bias is a share of
     assert 0 <= chosen.dropped <= 1
     assert 0 <= chosen.dropped_bar <= 1
 
 
-def test_explain_shows_both_histograms_their_cost_and_reads_nothing() -> None:
+def test_explain_shows_the_joint_histogram_its_cost_and_reads_nothing() -> None:
     s = _session(_table(MANY), epsilon=1)
     explained = s.explain(SQL, epsilon=Fraction(6, 5), limits="auto_groups", limits_share=0.25)
     assert explained.cost == veil.Budget(epsilon=Fraction(6, 5))
     assert explained.covered is False
     note = next(n for n in explained.notes if n.startswith("auto limits (auto_groups)"))
-    assert "distinct groups per unit" in note
-    assert "rows per (unit, group)" in note
+    assert "distinct groups × rows per unit over 7 × 20 cells" in note
     assert "max_groups candidates 1, 2, 3, 4, 6, 8, 12;" in note
+    assert "max_rows candidates 1, 2, 3, 4, 6, 8, 12, 16, 24, 32," in note
     assert "ε=0.3" in note
     assert "rows dropped (the bias)" in note
     assert s.remaining() == veil.Budget(epsilon=1)
@@ -230,25 +279,39 @@ def test_declared_limits_cap_the_candidates() -> None:
         domains={"state": STATES}, max_groups=3, max_rows_per_group=4,
     )  # fmt: skip
     p = _prepared(s)
-    assert p.g_grid == (1, 2, 3)
-    assert p.r_grid == (1, 2, 3, 4)
+    assert _grids(s) == ((1, 2, 3), candidates(12))
+    assert {g for _t, g, _r in p.limits} == {1, 2, 3}
+    assert {r for _t, _g, r in p.limits} == {1, 2, 3, 4}
+    assert p.grid == candidates(12)
     result = s.sql(SQL, epsilon=1, limits="auto_groups", source=SeededSource("cap"))
     assert result.auto_limits.max_groups <= 3
     assert result.auto_limits.max_rows_per_group <= 4
+    assert result.auto_limits.max_rows <= 12
 
 
-def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None:
+@pytest.mark.parametrize("public", [True, False])
+def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer(public: bool) -> None:
     outcomes = set()
     base = [[1], [3, 3], [8, 1, 1], [20] * 5, [2000], [5, 5]] * 8
     for unit in (None, 0, 4, 47):
         table = _table(base)
         if unit is not None:
             table = table.filter(pc.not_equal(table["uid"], unit))
-        s = _session(table)
-        result = s.sql(SQL, epsilon=1, limits="auto_groups", source=SeededSource(f"n{unit}"))
+        if public:
+            s = _session(table)
+            keys: dict[str, object] = {}
+        else:  # unknown keys: partition selection, the Gaussian mechanism at some triples
+            s = veil.Session.local(
+                {"t": table}, privacy_unit="uid", budget=veil.Budget(epsilon=10, delta=1e-3)
+            )
+            keys = {"delta": 1e-6}
+        result = s.sql(
+            SQL, epsilon=1, limits="auto_groups", source=SeededSource(f"n{unit}"), **keys
+        )  # type: ignore[arg-type]
         line = result.notes[0]
-        shape = (line.split("=")[0], len(result.notes), str(result.cost), len(result.rows))
-        outcomes.add((shape, str(s.remaining())))
+        shape = (line.split("=")[0], len(result.notes), str(result.cost))
+        released = len(result.rows) if public else None  # partition selection's is DP output
+        outcomes.add((shape, released, str(s.remaining())))
     assert len(outcomes) == 1, outcomes
 
 
@@ -280,7 +343,7 @@ def test_the_cli_takes_auto_groups(tmp_path: Path) -> None:
         "--delta", "1e-6", "--limits", "auto_groups",
     )  # fmt: skip
     assert code == 0, err
-    assert "distinct groups per unit" in out
+    assert "distinct groups" in out
     code, out, err = invoke(
         "query", "SELECT COUNT(*) AS n FROM t", "--table", f"t={path}", "--privacy-unit", "uid",
         "--epsilon", "1", "--limits", "auto_groups",
@@ -289,26 +352,43 @@ def test_the_cli_takes_auto_groups(tmp_path: Path) -> None:
     assert "--limits auto_groups needs a GROUP BY" in out + err
 
 
+def _with_null() -> pa.Table:
+    null = pa.table({"uid": pa.array([0, 0], pa.int64()), "state": pa.array([None, None])})
+    return pa.concat_tables([_table(UNITS), null.cast(_table(UNITS).schema)])
+
+
 @pytest.mark.slow
-def test_auto_groups_histograms_on_postgresql_as_on_duckdb() -> None:
+def test_the_joint_histogram_on_postgresql_as_on_duckdb() -> None:
     pytest.importorskip("psycopg")
     import postgres_support
 
-    units = [[1], [2, 2], [3, 1, 5], [7, 7, 7, 7], [1] * 12, [40, 1], [300]]
-    table = _table(units)
-    with_null = pa.concat_tables(
-        [
-            table,
-            pa.table(
-                {"uid": pa.array([0, 0], pa.int64()), "state": pa.array([None, None], pa.string())}
-            ),
-        ]
-    )
-    qualified = postgres_support.load(with_null)
+    table = _with_null()
+    qualified = postgres_support.load(table)
     with veil.Session.postgres(
         postgres_support.PG_URL, {"t": qualified}, privacy_unit="uid",
         budget=veil.Budget(epsilon=10), domains={"state": STATES},
     ) as s:  # fmt: skip
-        pg = {name: _exact(s, name) for name in ("groups", "rows")}
-    local = _session(with_null)
-    assert pg == {name: _exact(local, name) for name in ("groups", "rows")}
+        pg = _exact(s)
+    assert pg == _exact(_session(table))
+    assert sum(pg) == len(UNITS)
+
+
+@pytest.mark.spark
+def test_the_joint_histogram_on_spark_as_on_duckdb(tmp_path: Path) -> None:
+    from spark_support import spark_session
+
+    table = _with_null()
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    with veil.Session.spark(
+        spark_session(), {"t": str(path)}, privacy_unit="uid", budget=veil.Budget(epsilon=10),
+        domains={"state": STATES},
+    ) as s:  # fmt: skip
+        spark = _exact(s)
+        where = _exact(s, "SELECT state, COUNT(*) AS n FROM t WHERE state <> 's1' GROUP BY state")
+    local = _session(table)
+    assert spark == _exact(local)
+    assert where == _exact(
+        local, "SELECT state, COUNT(*) AS n FROM t WHERE state <> 's1' GROUP BY state"
+    )
+    assert sum(spark) == len(UNITS)

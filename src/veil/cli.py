@@ -190,8 +190,8 @@ LimitsOpt = Annotated[
         "--limits",
         help="auto: choose max_rows under DP from a noisy histogram of rows per unit, within "
         "any --max-rows / --max-groups × --max-rows-per-group given; auto_groups: choose "
-        "max_groups and max_rows_per_group from noisy histograms of groups per unit and rows "
-        "per group (see veil.autolimits).",
+        "max_groups, max_rows_per_group and max_rows from one noisy joint histogram of "
+        "distinct groups × rows per unit (see veil.autolimits).",
     ),
 ]
 LimitsShareOpt = Annotated[

@@ -112,7 +112,7 @@ def test_auto_groups_over_http_choose_both_limits_within_the_owners(service: Ser
     code, explained = _post(service, "bob", "/v1/explain", body)
     assert code == 200, explained
     assert explained["cost"]["exact"]["epsilon"] == "1"
-    assert any("distinct groups per unit" in n for n in explained["notes"])
+    assert any("distinct groups × rows per unit" in n for n in explained["notes"])
     code, answer = _post(service, "bob", "/v1/query", body)
     assert code == 200, answer
     chosen = answer["auto_limits"]

@@ -170,8 +170,8 @@ class ExplainRequest(_Body):
         default=None,
         description="'auto': max_rows chosen under DP from a share of epsilon (a noisy "
         "histogram of rows per unit on a public grid, never above the owner's limits); "
-        "'auto_groups': max_groups and max_rows_per_group chosen so (noisy histograms of "
-        "groups per unit and of mean rows per group; needs a GROUP BY); not with max_groups, "
+        "'auto_groups': max_groups, max_rows_per_group and max_rows chosen so (one noisy joint "
+        "histogram of distinct groups × rows per unit; needs a GROUP BY); not with max_groups, "
         "max_rows_per_group or max_rows",
     )
     limits_share: Num | None = Field(
