@@ -33,6 +33,7 @@ def grouped(column: str, domain: tuple[object, ...]) -> Aggregate:
     ("column", "domain"),
     [
         ("age", (18, 19.0, None)),
+        ("age", (-(2**63), 0, 2**64 - 1)),
         ("state", ("CA", "NY")),
         ("hours", (1, 2.5)),
         ("member", (True, False)),
@@ -55,6 +56,9 @@ def test_keys_of_the_columns_type_pass_unchanged(column: str, domain: tuple[obje
         ),
         ("age", (1, 2.5), r"'age' holds 2.5 \(float\).*integer column"),
         ("age", (True,), r"'age' holds True \(bool\).*integer column"),
+        # plain ints are checked in bulk: one beyond either end of 64 bits is still named
+        ("age", (1, 2, 2**64), r"'age' holds 18446744073709551616 \(int\).*integer column"),
+        ("age", (-(2**63) - 1, 0), r"'age' holds -9223372036854775809 \(int\)"),
         (
             "state",
             (1,),

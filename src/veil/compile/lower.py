@@ -192,10 +192,12 @@ def _runs(ints: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
     (first, last) — found by numpy when every value fits in 64 bits (a million-key range in
     milliseconds), else in Python; the same runs either way."""
     try:
-        arr = np.unique(np.asarray(ints, dtype=np.int64))
+        arr = np.sort(np.asarray(ints, dtype=np.int64))
     except OverflowError:
         arr = None
     if arr is not None:
+        if arr.size > 1:  # distinct: a sort and a comparison (np.unique hashes: slower here)
+            arr = arr[np.concatenate(([True], arr[1:] != arr[:-1]))]
         # a break where the next value is not one more: a difference that wraps past 2^63
         # is b − a − 2^64 ≠ 1, so wrapping never joins two values that are not consecutive
         cuts = np.flatnonzero(np.diff(arr) != 1) + 1 if arr.size > 1 else np.array([], np.int64)

@@ -105,6 +105,15 @@ def _fits(value: KeyValue, kind: ColumnType) -> bool:
     return isinstance(value, str)
 
 
+def _all_int64(values: tuple[KeyValue, ...]) -> bool:
+    """True when every value is a plain int (not a bool) in ``_INTEGER_KEYS``' range: what
+    :func:`_fits` accepts one by one for an integer column, decided in two C-speed passes."""
+    if not all(type(v) is int for v in values):
+        return False
+    ints = [v for v in values if type(v) is int]  # the same values, typed for the bounds check
+    return not ints or (_INTEGER_KEYS[0] <= min(ints) and max(ints) < _INTEGER_KEYS[1])
+
+
 def check_domains(plan: Plan, ctx: Context) -> Plan:
     """Every public key must have its column's type: a ``SchemaError`` naming the column, the
     value and the fix otherwise. The schema is public, so this reads no data and is decided
@@ -114,6 +123,8 @@ def check_domains(plan: Plan, ctx: Context) -> Plan:
         if key.domain is None:
             continue
         kind = agg.child.field(key.column).type
+        if kind == "integer" and _all_int64(key.domain):
+            continue  # every key an int within 64 bits: each one fits (checked in bulk)
         for value in key.domain:
             if not _fits(value, kind):
                 article = _ARTICLE.get(kind, "a")

@@ -66,7 +66,8 @@ def _key(k: GroupKey) -> Json:
     out: Json = {
         "column": k.column,
         "alias": k.alias,
-        "domain": None if k.domain is None else [_value(v) for v in k.domain],
+        # _value inlined: a domain may hold a million keys
+        "domain": None if k.domain is None else [[type(v).__name__, v] for v in k.domain],
         "edges": None if k.edges is None else [_frac(e) for e in k.edges],
     }
     if k.per_unit:  # only when set: every other plan keeps its fingerprint

@@ -294,7 +294,8 @@ class GroupKey:
             )
         if self.domain is not None:
             domain = tuple(self.domain)
-            for value in domain:
+            plain = all(type(v) is int for v in domain) or all(type(v) is str for v in domain)
+            for value in () if plain else domain:  # plain ints or strings: all allowed
                 if not isinstance(value, str | int | float | bool) and value is not None:
                     raise InvalidArgumentError(
                         f"public domain of {self.column!r} must hold str/int/float/bool/None "
