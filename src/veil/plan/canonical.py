@@ -7,7 +7,6 @@ canonical form ask the same question; ``fingerprint(plan)`` is the SHA-256 of it
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from fractions import Fraction
@@ -62,10 +61,10 @@ def _expr(e: exp.Expression) -> str:
     return e.sql(dialect="duckdb", identify=True)
 
 
-def _key(k: GroupKey) -> Json:
+def _key(k: GroupKey, alias: str) -> Json:
     out: Json = {
         "column": k.column,
-        "alias": k.alias,
+        "alias": alias,
         # _value inlined: a domain may hold a million keys
         "domain": None if k.domain is None else [[type(v).__name__, v] for v in k.domain],
         "edges": None if k.edges is None else [_frac(e) for e in k.edges],
@@ -83,9 +82,9 @@ def _value(v: object) -> object:
     return [type(v).__name__, v]
 
 
-def _call(a: AggregateCall) -> Json:
+def _call(a: AggregateCall, alias: str) -> Json:
     out: Json = {
-        "alias": a.alias,
+        "alias": alias,
         "function": a.function,
         "column": a.column,
         "quantile": _frac(a.quantile),
@@ -164,6 +163,8 @@ def _selection(s: Selection | None) -> Json | None:
 
 
 class _Canonical(PlanVisitor[Json]):
+    positional = False  # measurement_fingerprint's form: see there
+
     def visit_scan(self, node: Scan) -> Json:
         return {
             "node": "scan",
@@ -181,13 +182,27 @@ class _Canonical(PlanVisitor[Json]):
     def visit_aggregate(self, node: Aggregate) -> Json:
         return {
             "node": "aggregate",
-            "keys": [_key(k) for k in node.keys],
-            "aggregates": [_call(a) for a in node.aggregates],
+            "keys": [
+                _key(k, f"k{i}" if self.positional else k.alias) for i, k in enumerate(node.keys)
+            ],
+            "aggregates": [
+                _call(a, f"a{i}" if self.positional else a.alias)
+                for i, a in enumerate(
+                    sorted(node.aggregates, key=call_order) if self.positional else node.aggregates
+                )
+            ],
             "privacy_unit": node.privacy_unit,
             "contribution": _contribution(node.contribution),
             "bounds": [_bounds(b) for b in node.bounds],
             "budget": _budget(node.budget),
-            "measurements": [_measurement(m) for m in node.measurements],
+            "measurements": [
+                _measurement(m)
+                for m in (
+                    sorted(node.measurements, key=lambda m: m.name)
+                    if self.positional
+                    else node.measurements
+                )
+            ],
             "selection": _selection(node.selection),
             "child": self.visit(node.child),
         }
@@ -251,15 +266,10 @@ def measurement_fingerprint(agg: Aggregate) -> str:
     each gets its own columns. Group keys keep their order: a group's identity is the tuple
     of its key values in that order.
     """
-    positional = dataclasses.replace(
-        agg,
-        keys=tuple(dataclasses.replace(k, alias=f"k{i}") for i, k in enumerate(agg.keys)),
-        aggregates=tuple(
-            dataclasses.replace(a, alias=f"a{i}")
-            for i, a in enumerate(sorted(agg.aggregates, key=call_order))
-        ),
-        measurements=tuple(sorted(agg.measurements, key=lambda m: m.name)),
-    )
-    form = {"veil_measurement": FORMAT_VERSION, "root": _Canonical().visit(positional)}
+    # written by the visitor (positional), not by replacing the nodes: the same form, without
+    # validating a million-key domain again
+    canonical = _Canonical()
+    canonical.positional = True
+    form = {"veil_measurement": FORMAT_VERSION, "root": canonical.visit(agg)}
     text = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -164,7 +164,7 @@ def measure(
         if bulk is not None:
             released, stats = bulk
             _choose(agg, released, stats, counts, source)
-            return Measured(tuple((k, stats[k]) for k in released), private)
+            return Measured(tuple(zip(released, stats, strict=True)), private)
     keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
     names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
@@ -183,18 +183,20 @@ def measure(
         if chosen is None:
             raise InternalError("partition selection without a noisy count")
         keys = [k for k in keys if noisy[k][chosen.name] >= agg.selection.threshold]
-    _choose(agg, keys, noisy, counts, source)
-    return Measured(tuple((k, noisy[k]) for k in keys), private)
+    rows = [noisy[k] for k in keys]
+    _choose(agg, keys, rows, counts, source)
+    return Measured(tuple(zip(keys, rows, strict=True)), private)
 
 
 def _choose(
     agg: Aggregate,
     keys: list[Key],
-    noisy: dict[Key, dict[str, int]],
+    rows: list[dict[str, int]],
     counts: Mapping[str, Mapping[Key, Cells]],
     source: RandomSource,
 ) -> None:
-    """The quantile and mode choices of the released groups ``keys``, in order, in place."""
+    """The quantile and mode choices of the released groups ``keys`` (whose statistics are
+    ``rows``, in the same order), in order, in place."""
     for m in agg.measurements:
         if m.statistic not in ("quantile", "mode"):
             continue
@@ -202,9 +204,9 @@ def _choose(
         if m.picks > 1:
             choose = choose_top
         per_key = counts.get(m.name, {})
-        for k in keys:
+        for k, stats in zip(keys, rows, strict=True):
             cells, cell_counts = per_key.get(k, _NO_CELLS)
-            noisy[k][m.name] = choose(m, cells, cell_counts, source=source)
+            stats[m.name] = choose(m, cells, cell_counts, source=source)
 
 
 _INT64_LIMIT = 1 << 63
@@ -224,7 +226,7 @@ def _add(values: NDArray[Any], noise: NDArray[np.int64]) -> NDArray[Any]:
 
 def _bulk(
     agg: Aggregate, exact: ExactStats, source: RandomSource
-) -> tuple[list[Key], dict[Key, dict[str, int]]] | None:
+) -> tuple[list[Key], list[dict[str, int]]] | None:
     """:func:`measure`'s noise and selection over the engine's columns, visiting the groups
     in the same order as the mapping path (product order of public keys, else ``repr`` order
     of the keys) and drawing the same noise; None when ``exact`` has no bulk order (the
@@ -273,9 +275,11 @@ def _bulk(
         keys = every if kept.size == size else [every[i] for i in kept.tolist()]
     else:
         keys = exact.keys_at(order[kept])
-    lists = {name: columns[name][kept].tolist() for name in names}
-    noisy = {k: {name: int(lists[name][i]) for name in names} for i, k in enumerate(keys)}
-    return keys, noisy
+    # tolist gives Python ints (int64 and object columns alike): one dict per released group
+    if not names:  # only choices (a quantile alone): they are added by _choose
+        return keys, [{} for _ in keys]
+    lists = [columns[name][kept].tolist() for name in names]
+    return keys, [dict(zip(names, row, strict=True)) for row in zip(*lists, strict=True)]
 
 
 def finish(
