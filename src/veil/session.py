@@ -41,6 +41,7 @@ from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buck
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import Lowered, lower, to_sql
 from veil.compile.rules import Context, apply_rules
+from veil.compile.templates import template
 from veil.compile.verify import check_loss
 from veil.compile.weights import weigh
 from veil.engines.base import (
@@ -811,8 +812,10 @@ class Session:
         statements: list[Prepared] = []
         if preparing is not None:  # a refusal here is the check's: nothing is reserved yet
             salt = self._salt(src)
-            lowered = lower(agg, sql_dialect, salt=salt)
-            statements = [preparing.prepare(tree) for tree in _trees(lowered)]
+            # the statements do not depend on ε or δ: lowered once per question, the fresh
+            # secret salt bound as their parameter (veil.compile.templates)
+            lowered = template(agg, sql_dialect)
+            statements = [preparing.prepare(tree, salt=salt) for tree in _trees(lowered)]
         reservation = self.ledger.reserve(
             self.analyst, self.dataset, loss, fingerprint=fp, data_version=version, query=text
         )

@@ -15,7 +15,7 @@ import sqlglot
 from veil import Budget, Session
 from veil.engines.base import Preparing
 from veil.engines.duckdb import DuckDBEngine
-from veil.errors import SchemaError
+from veil.errors import InternalError, SchemaError
 
 TABLE = pa.table({"u": [1, 2, 3, 3], "g": ["a", "b", "a", "a"], "x": [1.0, 2.0, 3.0, 4.0]})
 
@@ -51,9 +51,9 @@ def test_a_query_binds_each_statement_once_and_a_refusal_reserves_nothing(
     bind = DuckDBEngine._bind
     check = DuckDBEngine.check
 
-    def counted_bind(self: DuckDBEngine, query: Any) -> Any:
+    def counted_bind(self: DuckDBEngine, query: Any, *rest: Any) -> Any:
         binds.append(query.sql())
-        return bind(self, query)
+        return bind(self, query, *rest)
 
     def counted_check(self: DuckDBEngine, query: Any) -> None:
         checks.append(query.sql())
@@ -73,3 +73,20 @@ def test_a_query_binds_each_statement_once_and_a_refusal_reserves_nothing(
         binds.clear()
         s.sql("SELECT MEDIAN(x) AS m FROM t", epsilon=1, bounds={"x": (0, 10)})
         assert len(binds) == len(set(binds)) >= 1
+
+
+def test_a_salt_placeholder_is_bound_as_its_literal_would_be() -> None:
+    # DuckDB types a parameter from its value as it types the literal (INTEGER below 2^31,
+    # BIGINT above), so the bounding hash, and hence the rows kept, are the literal's
+    text = 'SELECT "u", "g", HASH(SALT, HASH(SALT, "u", "g", "x")) AS h FROM t ORDER BY "u", "x"'
+    engine = DuckDBEngine({"t": TABLE})
+    try:
+        template = _tree(text.replace("SALT", "$salt"))
+        for salt in (0, 5, 2**31 + 7, 2**63 - 1):
+            literal = _tree(text.replace("SALT", str(salt)))
+            assert engine.prepare(template, salt=salt).run(None).equals(engine.execute(literal))
+        assert template.sql("duckdb") == text.replace("SALT", "$salt")  # never changed
+        with pytest.raises(InternalError, match="without a salt"):
+            engine.prepare(template)
+    finally:
+        engine.close()

@@ -144,8 +144,21 @@ def _moments(agg: Aggregate, column: str, centres: dict[str, Fraction]) -> Momen
     return Moments(float(b.midpoint / scale), float(b.radius / scale), float(c / scale))
 
 
-def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> dict[str, _Need]:
-    """Moment measurements with their objective weights A_m·D_m (D_m per unit budget)."""
+def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) -> list[_Need]:
+    """Moment measurements with their objective weights A_m·D_m (D_m per unit budget).
+
+    A pure function of the aggregation (before its budget is split), the centres and the
+    noise family — never of ε or δ — so it is remembered: a question asked again at a new ε
+    weighs its measurements once (the weights are per unit budget; the split applies ε)."""
+    return list(_moment_needs_of(agg, tuple(sorted(centres.items())), gaussian))
+
+
+@functools.lru_cache(maxsize=128)
+def _moment_needs_of(
+    agg: Aggregate, centres_items: tuple[tuple[str, Fraction], ...], gaussian: bool
+) -> tuple[_Need, ...]:
+    """:func:`_moment_needs` (frozen needs, in the order they are found)."""
+    centres = dict(centres_items)
     rows = reach(agg)
     # L1 and L2² of a unit's rows (b = 1), and of the groups it touches (count_units)
     l1, l2 = float(rows.total), float(rows.squares)
@@ -215,7 +228,7 @@ def _moment_needs(agg: Aggregate, centres: dict[str, Fraction], gaussian: bool) 
     # a column summed only with c = 0 and no count asked: no count needed
     if "count" in needs and needs["count"].weight == 0 and agg.public_keys:
         del needs["count"]
-    return needs
+    return tuple(needs.values())
 
 
 def _stratify_needs(agg: Aggregate, needs: dict[str, _Need]) -> None:
@@ -481,7 +494,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
         choices = [_centres(_bounds(agg, c)) for c in moment_columns]
         for combo in itertools.islice(itertools.product(*choices), 64):
             centres = dict(zip(moment_columns, combo, strict=True))
-            needs = list(_moment_needs(agg, centres, gaussian).values())
+            needs = _moment_needs(agg, centres, gaussian)
             score = _objective(needs, gaussian) if needs else 0.0
             if gaussian and budget.kind == "approx":
                 eps = budget.eps
@@ -493,7 +506,7 @@ def build(agg: Aggregate, budget: Budget, *, buckets: int = DEFAULT_QUANTILE_BUC
                 score /= float(budget.rho or 1)
             options.append((score, gaussian, centres))
     _, gaussian, centres = min(options, key=lambda o: (o[0], o[1]))
-    needs = list(_moment_needs(agg, centres, gaussian).values())
+    needs = _moment_needs(agg, centres, gaussian)
     return _calibrate(agg, budget, needs, quantiles, gaussian, selecting)
 
 

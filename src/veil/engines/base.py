@@ -129,12 +129,15 @@ class Preparing(Protocol):
     salt, before anything is charged — the check and the preparation are one parse and one
     bind, not two.
 
-    ``prepare(query)`` reads no data row and raises exactly what ``check(query)`` raises (a
-    ``SchemaError`` decided by the schema alone); the returned statement's ``run`` is the only
-    step that reads private values.
+    ``prepare(query, salt=…)`` reads no data row and raises exactly what ``check(query)``
+    raises (a ``SchemaError`` decided by the schema alone); the returned statement's ``run``
+    is the only step that reads private values. ``query`` may hold the bounding salt as the
+    placeholder ``salt`` (:func:`veil.compile.templates.template`): the engine binds ``salt``
+    there as a parameter, so the statement is the one ``lower(…, salt=salt)`` writes. The
+    engine never changes ``query`` (a template's trees are shared by queries).
     """
 
-    def prepare(self, query: exp.Expression) -> Prepared:
+    def prepare(self, query: exp.Expression, *, salt: int | None = None) -> Prepared:
         """Bind ``query`` (see the class docstring)."""
         ...
 

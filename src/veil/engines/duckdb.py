@@ -81,6 +81,7 @@ TableSource = Any
 Arrow table or a DuckDB relation, or the name of a table in the engine's connection."""
 
 _PARQUET = (".parquet", ".pq")
+_TEXTS = 64  # statement texts remembered (DuckDBEngine._text)
 _REGISTRATIONS = itertools.count()
 _LINE = "line"
 
@@ -182,6 +183,7 @@ class DuckDBEngine:
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
         self._footers: dict[str, tuple[str, frozenset[str]]] = {}
+        self._texts: dict[int, tuple[exp.Expression, Any, bool]] = {}  # see _text
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
         # the schemas of file tables, with the file version they were read at
         self._file_schemas: dict[str, tuple[str, pa.Schema]] = {}
@@ -516,23 +518,64 @@ class DuckDBEngine:
     def check(self, query: exp.Expression) -> None:
         """Bind ``query`` without running it (no private value is read): a type or name error
         is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
-        self._bind(query)
+        self._bind(query, to_sql(query, self.dialect), None)
 
-    def prepare(self, query: exp.Expression) -> _Bound:
+    def prepare(self, query: exp.Expression, *, salt: int | None = None) -> _Bound:
         """:meth:`check`, keeping the bound statement to run (``veil.engines.base.Preparing``):
-        DuckDB parses and binds the SQL once, here, and only executes it in ``run``."""
-        return _Bound(self, self._bind(query))
+        DuckDB parses and binds the SQL once, here, and only executes it in ``run``.
 
-    def _bind(self, query: exp.Expression) -> duckdb.DuckDBPyRelation:
-        named = {t.name.lower() for t in query.find_all(exp.Table)}
-        refuse_millisecond_reads(
-            query,
-            {t.lower(): self.unreadable_columns(t) for t in self._files if t.lower() in named},
-            "DuckDB",
-            whole_table=True,
-        )
+        ``salt`` is bound as the statement's parameter ``$salt`` where ``query`` holds the
+        placeholder ``salt`` (:func:`veil.compile.templates.template`); DuckDB types a
+        parameter from its value as it types the literal, so the statement hashes as the one
+        with the literal would. ``query`` is not changed: its text is generated and parsed
+        once and remembered with the tree, which a template shares between queries."""
+        statement, salted = self._text(query)
+        params: dict[str, int] | None = None
+        if salted:
+            if salt is None:
+                raise InternalError(
+                    "a statement with a salt placeholder was prepared without a salt"
+                )
+            params = {"salt": salt}
+        return _Bound(self, self._bind(query, statement, params))
+
+    def _text(self, query: exp.Expression) -> tuple[Any, bool]:
+        """``query`` as DuckDB parsed its text (the text itself if it did not parse as one
+        statement: binding it then raises the parser's error) and whether it holds the
+        placeholder ``salt``, remembered by the tree itself (held here, so its id names no
+        other tree)."""
+        held = self._texts.get(id(query))
+        if held is not None and held[0] is query:
+            return held[1], held[2]
+        text = to_sql(query, self.dialect)
+        parsed: Any = text
         try:
-            return self._con.sql(to_sql(query, self.dialect))
+            (parsed,) = self._con.extract_statements(text)
+        except (duckdb.Error, ValueError):
+            parsed = text
+        salted = any(p.name == "salt" for p in query.find_all(exp.Placeholder))
+        self._texts[id(query)] = (query, parsed, salted)
+        while len(self._texts) > _TEXTS:
+            self._texts.pop(next(iter(self._texts)))
+        return parsed, salted
+
+    def _bind(
+        self, query: exp.Expression, statement: Any, params: dict[str, int] | None
+    ) -> duckdb.DuckDBPyRelation:
+        """Bind ``statement`` (``query``'s text, or DuckDB's parse of it) with ``params``."""
+        # the footers are read only for files whose footers name a millisecond column (each
+        # file's set is remembered per version): a session without any walks no tree here
+        unreadable = {t: found for t in self._files if (found := self.unreadable_columns(t))}
+        if unreadable:
+            named = {t.name.lower() for t in query.find_all(exp.Table)}
+            refuse_millisecond_reads(
+                query,
+                {t.lower(): found for t, found in unreadable.items() if t.lower() in named},
+                "DuckDB",
+                whole_table=True,
+            )
+        try:
+            return self._con.sql(statement, params=params)
         except duckdb.BinderException as exc:  # binding reads no rows: nothing here is data
             # its first line: the rest lists candidate functions or points into veil's own SQL
             first = str(exc).split("\n", 1)[0].rstrip(".")
