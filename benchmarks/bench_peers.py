@@ -251,8 +251,22 @@ def quantiles(frame: pd.DataFrame, reps: int) -> None:
 # ── variance, unknown keys, many rows per user ───────────────────────────────────────────────
 
 
+_BROKEN: dict[str, str] = {}  # a peer that is installed but does not import: its error
+
+
 def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module.split(".")[0]) is not None
+    """True when ``module`` is installed and imports; one that fails to import (a dependency
+    of the wrong version, say) counts as missing, its error printed once."""
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        return False
+    if module not in _BROKEN:
+        try:
+            importlib.import_module(module)
+            _BROKEN[module] = ""
+        except Exception as error:  # a peer failing must not stop the comparison
+            _BROKEN[module] = f"{type(error).__name__}: {str(error)[:120]}"
+            print(f"  {module}: installed but does not import ({_BROKEN[module]})")
+    return not _BROKEN[module]
 
 
 def _attempt(label: str, fn: Callable[[], Any]) -> Any:
