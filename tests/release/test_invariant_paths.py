@@ -180,6 +180,30 @@ def test_bucket_counts_equal_a_dictionary_of_every_cell(top: int, most: int) -> 
         assert bool(np.all(cells[1:] > cells[:-1]))
 
 
+@pytest.mark.parametrize("top", [2**32, 2**61], ids=["packed", "too-wide-to-pack"])
+def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int) -> None:
+    """DuckDB's one statement ships a fine grid's cells as one row per bounded row
+    (``cells_as_rows``): each (group, cell) is returned once with the sum of its rows'
+    counts, on the packed path and on the fallback."""
+    rng = np.random.default_rng(3)  # test data, not noise
+    keys = ["CA", "NY", None]
+    want: dict[object, dict[int, int]] = {}
+    rows = []
+    for _ in range(2000):
+        key, cell = keys[int(rng.integers(0, 3))], int(rng.integers(0, 40)) * (top // 64)
+        count = int(rng.integers(1, 4))
+        want.setdefault(key, {})[cell] = want.get(key, {}).get(cell, 0) + count
+        rows.append((key, cell, count))
+    k, b, c = zip(*rows, strict=True)
+    table = pa.table({"__k0": pa.array(k, pa.string()), "__b": b, "__c": c})
+    got = bucket_counts(compiled(keys=(GroupKey("state"),)), table, ["__k0"])
+    read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for (key,), (b, c) in got.items()}
+    assert read == want
+    assert sum(len(v) for v in want.values()) < len(rows)  # cells did repeat
+    for cells, _ in got.values():
+        assert bool(np.all(cells[1:] > cells[:-1]))
+
+
 @pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
 def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
     """Two key columns (one with NULLs), plain or dictionary-encoded as ``split_together``

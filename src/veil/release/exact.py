@@ -369,10 +369,30 @@ def exact_stats(
     return out
 
 
+def _merged(
+    group: NDArray[np.int64], cells: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Rows sorted by (group, cell) with each (group, cell) once and its counts added: the
+    engine may return a cell in several rows (one per bounded row, ``cells_as_rows``)."""
+    if group.size < 2:
+        return group, cells, counts
+    first = np.empty(group.size, dtype=bool)
+    first[0] = True
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    first[1:] |= cells[1:] != cells[:-1]
+    if bool(first.all()):
+        return group, cells, counts
+    if group.size * int(counts.max()) >= 1 << 63:  # each partial sum stays below 2^63
+        raise InternalError("quantile cell counts too large to add in 64 bits; this is a bug")
+    starts = np.flatnonzero(first)
+    return group[starts], cells[starts], np.add.reduceat(counts, starts)
+
+
 def bucket_counts(
     agg: Aggregate, table: pa.Table, keys: Sequence[str]
 ) -> dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]]:
-    """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays).
+    """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays);
+    a cell the table holds in several rows gets the sum of their counts.
 
     Vectorised: rows are grouped by dictionary codes of the key columns (equal keys, equal
     codes) and sorted once by (group, cell), so only one row per group is decoded by
@@ -410,8 +430,8 @@ def bucket_counts(
     sane = int(cells.min()) >= 0 and int(counts.min()) >= 1  # else quantile_runs refuses
     shift = (top - 1).bit_length() + width  # bits of (cell, count)
     if sane and shift < 62 and radix < 1 << (62 - shift) and dictionaries is not None:
-        # (group, cell, count) packed in one integer (the pairs are distinct: the counts
-        # never decide the order) and sorted as values, in place
+        # (group, cell, count) packed in one integer and sorted as values, in place (rows of
+        # one (group, cell) end up side by side whatever their counts)
         packed = group
         packed <<= shift - width
         packed |= cells
@@ -422,7 +442,7 @@ def bucket_counts(
         cells = packed >> width
         cells &= (1 << (shift - width)) - 1
         packed >>= shift
-        group = packed
+        group, cells, counts = _merged(packed, cells, counts)
         bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
         # one row per group, its keys read from the dictionaries (the group code is the
         # mixed-radix number of its key codes)
@@ -440,6 +460,8 @@ def bucket_counts(
         group, cells, counts = group[order], cells[order], counts[order]
         bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
         representatives = table.take(pa.array(order[np.concatenate(([0], bounds))]))
+        group, cells, counts = _merged(group, cells, counts)
+        bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
     identities = (
         group_keys(agg, representatives, keys) if keys else [()] * (bounds.size + 1)
     )  # (a table without columns has no rows: a query without GROUP BY is one group)
