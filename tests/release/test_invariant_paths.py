@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import sqlglot
 
@@ -178,6 +179,57 @@ def test_bucket_counts_equal_a_dictionary_of_every_cell(top: int, most: int) -> 
     } == want
     for cells, _ in got.values():
         assert bool(np.all(cells[1:] > cells[:-1]))
+
+
+@pytest.mark.parametrize("top", [2**32, 2**61], ids=["packed", "too-wide-to-pack"])
+def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int) -> None:
+    """DuckDB's one statement ships a fine grid's cells as one row per bounded row
+    (``cells_as_rows``): each (group, cell) is returned once with the sum of its rows'
+    counts, on the packed path and on the fallback."""
+    rng = np.random.default_rng(3)  # test data, not noise
+    keys = ["CA", "NY", None]
+    want: dict[object, dict[int, int]] = {}
+    rows = []
+    for _ in range(2000):
+        key, cell = keys[int(rng.integers(0, 3))], int(rng.integers(0, 40)) * (top // 64)
+        count = int(rng.integers(1, 4))
+        want.setdefault(key, {})[cell] = want.get(key, {}).get(cell, 0) + count
+        rows.append((key, cell, count))
+    k, b, c = zip(*rows, strict=True)
+    table = pa.table({"__k0": pa.array(k, pa.string()), "__b": b, "__c": c})
+    got = bucket_counts(compiled(keys=(GroupKey("state"),)), table, ["__k0"])
+    read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for (key,), (b, c) in got.items()}
+    assert read == want
+    assert sum(len(v) for v in want.values()) < len(rows)  # cells did repeat
+    for cells, _ in got.values():
+        assert bool(np.all(cells[1:] > cells[:-1]))
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
+def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
+    """Two key columns (one with NULLs), plain or dictionary-encoded as ``split_together``
+    hands them over: each group's keys are read back from its code (a mixed-radix number of
+    the two columns' codes), never mixed up between groups."""
+    rng = np.random.default_rng(11)  # test data, not noise
+    first, second = [None, "CA", "NY"], ["a", "b", None, "c"]
+    want: dict[tuple[object, object], dict[int, int]] = {}
+    rows = []
+    for _ in range(500):
+        key = (first[int(rng.integers(0, 3))], second[int(rng.integers(0, 4))])
+        cell = int(rng.integers(0, 1000))
+        if cell in want.setdefault(key, {}):
+            continue
+        want[key][cell] = int(rng.integers(1, 50))
+        rows.append((*key, cell, want[key][cell]))
+    k0, k1, b, c = zip(*rows, strict=True)
+    columns = [pa.array(k0, pa.string()), pa.array(k1, pa.string())]
+    if encoded:
+        columns = [pc.dictionary_encode(a, null_encoding="encode") for a in columns]
+    table = pa.table({"__k0": columns[0], "__k1": columns[1], "__b": b, "__c": c})
+    two = compiled(keys=(GroupKey("state"), GroupKey("born")))
+    got = bucket_counts(two, table, ["__k0", "__k1"])
+    read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for key, (b, c) in got.items()}
+    assert read == want
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────

@@ -106,7 +106,8 @@ def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345, together: bool =
         per: dict[Key, dict[int, int]] = {}
         table = cells[name] if name in cells else engine.execute(tree)
         for raw, row in zip(group_keys(agg, table, lowered.keys), table.to_pylist(), strict=True):
-            per.setdefault(released_key(agg, raw), {})[int(row["__b"])] = int(row["__c"])
+            cell = per.setdefault(released_key(agg, raw), {})  # a cell may come in several rows
+            cell[int(row["__b"])] = cell.get(int(row["__b"]), 0) + int(row["__c"])
         buckets[name] = per
     return Exact(agg, stats, buckets)
 

@@ -50,7 +50,11 @@ class Dialect:
     the lowering then maps NaN and magnitudes beyond the double range to NaN and ±inf before
     the cast; ``float_underflow_raises`` whether a double product that rounds to zero raises
     (PostgreSQL's "value out of range: underflow"): the lowering then writes every per-row
-    fixed-point scaling so that no product can underflow.
+    fixed-point scaling so that no product can underflow. ``cells_as_rows``: the one
+    statement of the statistics and the quantile cells returns each bounded row's cell as a
+    row of its own (``UNION ALL`` with the per-group statistics, over one scan of the bounded
+    rows) instead of counting the cells in the engine (``GROUPING SETS``): for DuckDB, whose
+    hash aggregation over a million cells costs more than Python's sort of them.
     """
 
     name: str
@@ -67,6 +71,7 @@ class Dialect:
     nan_function: str | None = "ISNAN"
     real_cast_may_fail: bool = False
     float_underflow_raises: bool = False
+    cells_as_rows: bool = False
 
     @property
     def try_wrapper(self) -> bool:
@@ -76,7 +81,9 @@ class Dialect:
 
 DIALECTS: dict[str, Dialect] = {
     # DuckDB: SUM(BIGINT) returns HUGEINT (128-bit) and raises on overflow.
-    "duckdb": Dialect(name="duckdb", hash_function="HASH", wide_integer=None, conditions="try"),
+    "duckdb": Dialect(
+        name="duckdb", hash_function="HASH", wide_integer=None, conditions="try", cells_as_rows=True
+    ),
     # Spark: SUM(BIGINT) is BIGINT and wraps (queries run with ANSI mode off). A DECIMAL(38, 0)
     # sum would be exact but is several times slower in Spark; BIGINT is exact whenever
     # rows·limit < 2^63 — every term is within ±limit, so no partial sum can wrap — which the

@@ -369,10 +369,30 @@ def exact_stats(
     return out
 
 
+def _merged(
+    group: NDArray[np.int64], cells: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Rows sorted by (group, cell) with each (group, cell) once and its counts added: the
+    engine may return a cell in several rows (one per bounded row, ``cells_as_rows``)."""
+    if group.size < 2:
+        return group, cells, counts
+    first = np.empty(group.size, dtype=bool)
+    first[0] = True
+    np.not_equal(group[1:], group[:-1], out=first[1:])
+    first[1:] |= cells[1:] != cells[:-1]
+    if bool(first.all()):
+        return group, cells, counts
+    if group.size * int(counts.max()) >= 1 << 63:  # each partial sum stays below 2^63
+        raise InternalError("quantile cell counts too large to add in 64 bits; this is a bug")
+    starts = np.flatnonzero(first)
+    return group[starts], cells[starts], np.add.reduceat(counts, starts)
+
+
 def bucket_counts(
     agg: Aggregate, table: pa.Table, keys: Sequence[str]
 ) -> dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]]:
-    """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays).
+    """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays);
+    a cell the table holds in several rows gets the sum of their counts.
 
     Vectorised: rows are grouped by dictionary codes of the key columns (equal keys, equal
     codes) and sorted once by (group, cell), so only one row per group is decoded by
@@ -382,51 +402,69 @@ def bucket_counts(
     counts = np.asarray(table.column(BUCKET_COUNT_COLUMN).to_numpy(), dtype=np.int64)
     if not table.num_rows:
         return {}
+    # every full-length array below is made once and then changed in place: a fresh array of
+    # a million cells costs more in page faults than the arithmetic on it
     group = np.zeros(table.num_rows, dtype=np.int64)
     radix = 1
+    dictionaries: list[tuple[pa.Array, int]] | None = []  # per key: its values, its radix
     for k in keys:
         column = table.column(k).combine_chunks()
-        if pa.types.is_dictionary(column.type):  # its indices may be null: encode the values
-            column = column.dictionary_decode()
-        encoded = pc.dictionary_encode(column, null_encoding="encode")  # no null index
-        codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        size = len(encoded.dictionary) + 1
+        if not pa.types.is_dictionary(column.type) or column.indices.null_count:
+            if pa.types.is_dictionary(column.type):  # null indices: encode the values
+                column = column.dictionary_decode()
+            column = pc.dictionary_encode(column, null_encoding="encode")  # no null index
+        # (a dictionary without null indices, as split_together's, is used as it is)
+        codes = column.indices.to_numpy(zero_copy_only=False)
+        size = len(column.dictionary) + 1
         if radix * size >= 1 << 62:  # too many key combinations for one integer: renumber
             group = np.unique(group, return_inverse=True)[1].reshape(-1).astype(np.int64)
             radix = int(group.max()) + 1
-        group = group * size + codes
+            dictionaries = None
+        group *= size
+        group += codes
         radix *= size
-    packed_groups = group  # each row's group code, in the table's order
+        if dictionaries is not None:
+            dictionaries.append((column.dictionary, size))
     top = int(cells.max()) + 1
     width = int(counts.max()).bit_length()
     sane = int(cells.min()) >= 0 and int(counts.min()) >= 1  # else quantile_runs refuses
     shift = (top - 1).bit_length() + width  # bits of (cell, count)
-    if sane and shift < 62 and radix < 1 << (62 - shift):
-        # (group, cell, count) packed in one integer (the pairs are distinct: the counts
-        # never decide the order) and sorted as values: no permutation to apply after
-        packed = np.sort((((group << (shift - width)) | cells) << width) | counts)
+    if sane and shift < 62 and radix < 1 << (62 - shift) and dictionaries is not None:
+        # (group, cell, count) packed in one integer and sorted as values, in place (rows of
+        # one (group, cell) end up side by side whatever their counts)
+        packed = group
+        packed <<= shift - width
+        packed |= cells
+        packed <<= width
+        packed |= counts
+        packed.sort()
         counts = packed & ((1 << width) - 1)
-        cells = (packed >> width) & ((1 << (shift - width)) - 1)
-        group = packed >> shift
-        order = None
+        cells = packed >> width
+        cells &= (1 << (shift - width)) - 1
+        packed >>= shift
+        group, cells, counts = _merged(packed, cells, counts)
+        bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
+        # one row per group, its keys read from the dictionaries (the group code is the
+        # mixed-radix number of its key codes)
+        code = group[np.concatenate(([0], bounds))]
+        columns: list[pa.Array] = []
+        for dictionary, size in reversed(dictionaries):
+            index = pa.array(code % size, type=pa.int64())
+            columns.append(pa.DictionaryArray.from_arrays(index, dictionary))
+            code = code // size
+        representatives = pa.table(list(reversed(columns)), names=list(keys))
     else:
         # one integer key when it fits (distinct keys: any sort is the same), else two
         fits = radix * top < 1 << 62
         order = np.argsort(group * top + cells) if fits else np.lexsort((cells, group))
         group, cells, counts = group[order], cells[order], counts[order]
-    bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
-    firsts = np.concatenate(([0], bounds))
-    if order is None:  # a row of each group: any row with the group's code will do
-        if radix <= 4 * table.num_rows + 1024:  # codes are dense enough for a lookup table
-            where = np.zeros(radix, dtype=np.int64)
-            where[packed_groups] = np.arange(table.num_rows, dtype=np.int64)
-            rows = where[group[firsts]]
-        else:
-            unique, at = np.unique(packed_groups, return_index=True)
-            rows = at[np.searchsorted(unique, group[firsts])]
-    else:
-        rows = order[firsts]
-    identities = group_keys(agg, table.take(pa.array(rows)), keys)
+        bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
+        representatives = table.take(pa.array(order[np.concatenate(([0], bounds))]))
+        group, cells, counts = _merged(group, cells, counts)
+        bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
+    identities = (
+        group_keys(agg, representatives, keys) if keys else [()] * (bounds.size + 1)
+    )  # (a table without columns has no rows: a query without GROUP BY is one group)
     out: dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
     for key, b, c in zip(
         identities, np.split(cells, bounds), np.split(counts, bounds), strict=True

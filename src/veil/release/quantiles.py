@@ -80,6 +80,7 @@ __all__ = [
 ]
 
 _LOG2E_LOW = Fraction(14426950408889634, 10**16)  # < log2(e) = 1.44269504088896340735…
+_BAD_CELLS = "quantile cells must be distinct, inside the grid, with counts ≥ 1"
 _WIDE = 1 << 62  # scaled ranks at or above this are kept as Python integers (no overflow)
 
 
@@ -124,30 +125,44 @@ def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
     c = np.asarray(counts, dtype=np.int64).reshape(-1)
     if b.shape != c.shape:
         raise InternalError("one count per occupied quantile cell")
-    if b.size > 1 and not bool(np.all(b[1:] > b[:-1])):
+    cells = b.size
+    if cells > 1 and not bool(np.all(b[1:] > b[:-1])):  # ascending and distinct: one pass
         order = np.argsort(b, kind="stable")
         b, c = b[order], c[order]
-    if b.size and (b[0] < 0 or b[-1] >= m.limit or np.any(b[1:] <= b[:-1]) or np.any(c <= 0)):
-        raise InternalError("quantile cells must be distinct, inside the grid, with counts ≥ 1")
-    n = sum(c.tolist()) if b.size else 0  # exact (Python integers): a row count, < 2^63 each
+        if bool(np.any(b[1:] == b[:-1])):
+            raise InternalError(_BAD_CELLS)
+    top = int(c.max()) if cells else 0
+    if cells and (b[0] < 0 or b[-1] >= m.limit or int(c.min()) <= 0):
+        raise InternalError(_BAD_CELLS)
+    # exact: in int64 when no partial sum can reach 2^63, else as Python integers
+    n = int(c.sum()) if cells * top < _WIDE else sum(c.tolist())
     factor, target = _factor(q), _target(m, n)
     wide = factor * (n + 1) >= _WIDE or target >= _WIDE
     dtype: Any = object if wide else np.int64
-    cum = np.cumsum(c.astype(dtype))
-    cells = b.size
+    # ranks before and after each cell: 0, c0, c0 + c1, …, n (scaled by the factor)
+    ranks = np.zeros(cells + 1, dtype=dtype)
+    np.cumsum(c.astype(dtype) if wide else c, out=ranks[1:])
+    ranks *= factor
     # runs in grid order: gap 0, cell 0, gap 1, …, cell M−1, gap M (a gap may be empty:
     # length 0, never drawn); a gap's candidates all cover the one rank below it
     start = np.empty(2 * cells + 1, dtype=np.int64)
     start[0] = 0
-    start[2::2] = b + 1
     start[1::2] = b
+    start[2::2] = b
+    start[2::2] += 1
     length = np.ones(2 * cells + 1, dtype=np.int64)
-    length[0::2] = np.append(b, m.limit) - start[0::2]
-    ranks = np.append(0, cum).astype(dtype) * factor
+    length[0:-1:2] = b  # a gap ends where the next cell (or the grid) begins
+    length[-1] = m.limit
+    length[0::2] -= start[0::2]
     distance = np.empty(2 * cells + 1, dtype=dtype)
-    distance[0::2] = np.abs(ranks - target)
+    gaps = ranks
+    gaps -= target  # (rank − target, in place)
+    np.abs(gaps, out=distance[0::2])
     # a cell covers [rank before it, rank after it]: 0 if the target is inside
-    distance[1::2] = np.maximum(np.maximum(ranks[:-1] - target, target - ranks[1:]), 0)
+    inside = distance[1::2]
+    np.negative(gaps[1:], out=inside)
+    np.maximum(inside, gaps[:-1], out=inside)
+    np.maximum(inside, 0, out=inside)
     return Runs(start, length, distance, factor)
 
 
@@ -178,7 +193,7 @@ def _classes(runs: Runs, gamma: Fraction, cap: int) -> NDArray[np.int64]:
     exact, clipped = _thresholds(gamma, cap)
     if runs.distance.dtype == object:
         return np.searchsorted(exact, runs.distance, side="right")
-    return np.searchsorted(clipped, runs.distance, side="right").astype(np.int64)
+    return np.searchsorted(clipped, runs.distance, side="right").astype(np.int64, copy=False)
 
 
 def _acceptance(gamma: Fraction, shift: int) -> Callable[[int], tuple[int, int]]:
@@ -276,10 +291,22 @@ def cells_of(counts: Sequence[int]) -> tuple[list[int], list[int]]:
     return cells, [counts[i] for i in cells]
 
 
+def _rows(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """The rows of ``table`` where ``mask`` is true, in order: a zero-copy slice when they are
+    consecutive (DuckDB returns each grouping set's rows together), else a filtered copy."""
+    count = pc.sum(mask).as_py() or 0
+    if not count:
+        return table.slice(0, 0)
+    first = pc.index(mask, True).as_py()
+    if pc.all(mask.slice(first, count)).as_py():
+        return table.slice(first, count)
+    return table.filter(mask)
+
+
 def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[str, pa.Table]]:
     """``lowered.together``'s output as ``main``'s table and each quantile's cell table
     (keys, ``__b``, ``__c``), as the separate statements return them (see
-    :class:`veil.compile.lower.Lowered`). Vectorised (Arrow filters); total: every row the
+    :class:`veil.compile.lower.Lowered`). Vectorised (Arrow slices or filters); total: every row the
     statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
     set (never: a quantile's cell is a clamped integer), in none."""
     names = [column for _, column in lowered.cells]
@@ -289,9 +316,17 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
     none = pc.invert(valid[names[0]])
     for n in names[1:]:
         none = pc.and_(none, pc.invert(valid[n]))
-    main = table.filter(none).drop_columns(names)
+    main = _rows(table, none).drop_columns(names)
+    # the cells' keys as dictionary codes (equal keys, equal codes: what bucket_counts groups
+    # by), encoded once rather than a copy of every cell's key per quantile
+    coded = table.select([*lowered.keys, *names, COUNT_COLUMN])
+    for i, key in enumerate(lowered.keys):
+        column = coded.column(i)
+        if not pa.types.is_dictionary(column.type):
+            encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
+            coded = coded.set_column(i, key, encoded)
     cells: dict[str, pa.Table] = {}
     for name, column in lowered.cells:
-        part = table.filter(valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
+        part = _rows(coded, valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
         cells[name] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
     return main, cells
