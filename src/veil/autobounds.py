@@ -727,6 +727,36 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def step_note(s: _Step, tau: str | None = None) -> str:
+    """What explain says of bounds step ``s``; ``tau`` the threshold as shown (its own by
+    default)."""
+    ranged = (
+        f"within the declared [{float(s.outer[0]):g}, {float(s.outer[1]):g}]"
+        if s.outer is not None
+        else "on the public power-of-two grid"
+    )
+    groups = (
+        ""
+        if s.key is None
+        else f" for each of the {len(s.key.labels())} groups of {s.key.alias!r} (one "
+        "histogram query: the groups compose in parallel)"
+    )
+    return (
+        f"auto bounds for {s.column!r}: a noisy histogram of {len(s.edges) - 1} "
+        f"log-scale bins {ranged}{groups}, costing {s.loss}; bins with a noisy count ≥ "
+        f"{s.tau if tau is None else tau} set the bounds"
+        f"{' of each group' if s.key is not None else ''} (rows in sparser tails are clamped)"
+    )
+
+
+def placeholders(prepared: _Prepared) -> str:
+    """The placeholder bounds explain shows the error bars at, as text."""
+    return ", ".join(
+        f"{c}: [{float(lo):g}, {float(hi):g}]"
+        for c, (lo, hi) in sorted(prepared.placeholder.items())
+    )
+
+
 def auto_sql(
     session: Session,
     text: str,
@@ -826,28 +856,10 @@ def auto_explain(
         domains=domains,
         quantile_buckets=quantile_buckets,
     )
-    for s in prepared.steps:
-        ranged = (
-            f"within the declared [{float(s.outer[0]):g}, {float(s.outer[1]):g}]"
-            if s.outer is not None
-            else "on the public power-of-two grid"
-        )
-        groups = (
-            ""
-            if s.key is None
-            else f" for each of the {len(s.key.labels())} groups of {s.key.alias!r} (one "
-            "histogram query: the groups compose in parallel)"
-        )
-        notes.append(
-            f"auto bounds for {s.column!r}: a noisy histogram of {len(s.edges) - 1} "
-            f"log-scale bins {ranged}{groups}, costing {s.loss}; bins with a noisy count ≥ "
-            f"{s.tau} set the bounds{' of each group' if s.key is not None else ''} (rows in "
-            "sparser tails are clamped)"
-        )
+    notes.extend(step_note(s) for s in prepared.steps)
     notes.append(
         f"the query itself costs {explanation.cost}; its error bars are shown at placeholder "
-        f"bounds {', '.join(f'{c}: [{float(lo):g}, {float(hi):g}]' for c, (lo, hi) in sorted(prepared.placeholder.items()))}"  # noqa: E501
-        " and depend on the bounds chosen"
+        f"bounds {placeholders(prepared)} and depend on the bounds chosen"
     )
     remaining = explanation.remaining
     covered = explanation.covered

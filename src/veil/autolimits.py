@@ -376,9 +376,11 @@ def _prepare(
     domains: Mapping[str, Sequence[Any]] | None,
     given: tuple[int | None, int | None, int | None],
     quantile_buckets: int | None,
+    bounds_part: Fraction = Fraction(0),
 ) -> _Prepared:
     """Everything decidable without data, for either mode: the request, the grids, the
-    histogram step and the main query compiled at every candidate."""
+    histogram step and the main query compiled at every candidate. ``bounds_part``: the share
+    of ε the bounds steps take (``veil.autoboth``); the query gets ``1 − share − bounds_part``."""
     part, eps = _checked(session, limits, share, epsilon, given)
     unit = session.privacy_unit
     if unit is None:
@@ -393,7 +395,7 @@ def _prepare(
         )
     plan = query if isinstance(query, Plan) else session.plan(query, bounds=bounds, domains=domains)
     agg = aggregate_of(plan)
-    step_eps, main_eps = eps * part, eps * (1 - part)
+    step_eps, main_eps = eps * part, eps * (1 - part - bounds_part)
     t_grid = candidates(cap)
     rows_key = GroupKey(unit, edges=histogram_edges(t_grid), alias="rows", per_unit=True)
     if mode == AUTO:
@@ -454,6 +456,27 @@ def _prepare(
         mode, plan, hist, what, step_loss, scale, step_eps, main_eps, triples, noise,
         step_loss + budget, joint, grids,
     )  # fmt: skip
+
+
+def step_note(p: _Prepared) -> str:
+    """What explain says of the limits step of ``p``."""
+    label = "auto limits" if p.mode == AUTO else "auto limits (auto_groups)"
+    chosen = "candidate" if p.mode == AUTO else "triple"
+    return (
+        f"{label}: a noisy histogram of {p.what} ({p.grids}), costing {p.step_loss}; the "
+        f"{chosen} with the fewest expected rows dropped plus noise is chosen, its expected "
+        "share of rows dropped (the bias) shown with the answer"
+    )
+
+
+def at_text(p: _Prepared, limits: tuple[int, int, int]) -> str:
+    """Candidate ``limits`` (T, G, R) of ``p``'s mode, as text."""
+    t, g, r = limits
+    return (
+        f"max_rows={t}"
+        if p.mode == AUTO
+        else f"max_groups={g}, max_rows_per_group={r}, max_rows={t}"
+    )
 
 
 def auto_limits_sql(
@@ -540,21 +563,10 @@ def auto_limits_explain(
         p.plan, epsilon=p.main_epsilon, delta=delta, bounds=bounds, max_groups=g,
         max_rows_per_group=r, max_rows=t, domains=domains, quantile_buckets=quantile_buckets,
     )  # fmt: skip
-    label = "auto limits" if p.mode == AUTO else "auto limits (auto_groups)"
-    chosen = "candidate" if p.mode == AUTO else "triple"
-    notes.append(
-        f"{label}: a noisy histogram of {p.what} ({p.grids}), costing {p.step_loss}; the "
-        f"{chosen} with the fewest expected rows dropped plus noise is chosen, its expected "
-        "share of rows dropped (the bias) shown with the answer"
-    )
-    at = (
-        f"max_rows={t}"
-        if p.mode == AUTO
-        else f"max_groups={g}, max_rows_per_group={r}, max_rows={t}"
-    )
+    notes.append(step_note(p))
     notes.append(
         f"the query itself costs {explanation.cost}; its error bars are shown at the noisiest "
-        f"candidate, {at}, and shrink with the limits chosen"
+        f"candidate, {at_text(p, p.limits[k])}, and shrink with the limits chosen"
     )
     covered = explanation.covered
     if explanation.remaining is not None:

@@ -35,6 +35,7 @@ from sqlglot import exp
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
+from veil.autoboth import auto_both_explain, auto_both_sql
 from veil.autobounds import auto_explain, auto_sql, is_auto
 from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
@@ -672,7 +673,17 @@ class Session:
         limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
         """
         if limits is not None:
-            _refuse_auto_limits_with(target, bounds)
+            _refuse_auto_limits_with(target)
+            if is_auto(bounds):
+                _refuse_auto_weights(self._weights(weights))
+                return auto_both_sql(
+                    self, text, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, limits=limits, limits_share=limits_share,
+                    domains=domains, given=(max_groups, max_rows_per_group, max_rows),
+                    consistent=consistent, source=source, progress=progress,
+                    quantile_buckets=quantile_buckets,
+                )  # fmt: skip
+            _refuse_stray_share(bounds_share)
             return auto_limits_sql(
                 self, self.plan(text, bounds=cast(BoundsArg, bounds), domains=domains,
                                 weights=weights),
@@ -750,7 +761,12 @@ class Session:
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
         if limits is not None:
-            _refuse_auto_limits_with(None, bounds)
+            if is_auto(bounds):
+                raise InvalidArgumentError(
+                    "bounds='auto' needs the query as SQL text (its bounds steps are SQL "
+                    "queries of the same rows); pass it to sql() with limits= and "
+                    "bounds='auto', or give the bounds as pairs"
+                )
             return auto_limits_sql(
                 self, plan, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
                 limits_share=limits_share, domains=None,
@@ -954,7 +970,16 @@ class Session:
         query together (see :meth:`sql`).
         """
         if limits is not None:
-            _refuse_auto_limits_with(target, bounds)
+            _refuse_auto_limits_with(target)
+            if is_auto(bounds):
+                _refuse_auto_weights(self._weights(weights))
+                return auto_both_explain(
+                    self, query, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, limits=limits, limits_share=limits_share,
+                    domains=domains, given=(max_groups, max_rows_per_group, max_rows),
+                    quantile_buckets=quantile_buckets,
+                )  # fmt: skip
+            _refuse_stray_share(bounds_share)
             return auto_limits_explain(
                 self,
                 self.plan(query, bounds=cast(BoundsArg, bounds), domains=domains, weights=weights)
@@ -1130,14 +1155,13 @@ def _refuse_auto_weights(weights: object) -> None:
         )
 
 
-def _refuse_auto_limits_with(target: Any, bounds: object) -> None:
-    """``limits="auto"`` does not combine (yet) with accuracy targets or auto bounds."""
-    for given, what in ((target is not None, "target="), (is_auto(bounds), "bounds='auto'")):
-        if given:
-            raise InvalidArgumentError(
-                f"{what} and limits='auto' cannot be combined yet; pass limits='auto' with "
-                "epsilon= and bounds as pairs, or give the limits (max_rows=…)"
-            )
+def _refuse_auto_limits_with(target: Any) -> None:
+    """``limits="auto"`` does not combine (yet) with accuracy targets."""
+    if target is not None:
+        raise InvalidArgumentError(
+            "target= and limits='auto' cannot be combined yet; pass limits='auto' with "
+            "epsilon=, or give the limits (max_rows=…) with target="
+        )
 
 
 def _refuse_stray_share(share: Number | None) -> None:
