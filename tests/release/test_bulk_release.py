@@ -11,6 +11,7 @@ seeds and documented thresholds.
 from __future__ import annotations
 
 import math
+from decimal import Decimal as _Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -24,8 +25,9 @@ from veil.compile import Context, apply_rules
 from veil.errors import InternalError
 from veil.noise.families import DISCRETE_GAUSSIAN, DISCRETE_LAPLACE
 from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, Scan, aggregate_of
-from veil.release.draw import measure
-from veil.release.exact import ExactStats, exact_stats
+from veil.plan.canonical import measurement_fingerprint
+from veil.release.draw import Measured, finish, measure
+from veil.release.exact import ExactStats, _integer, exact_stats
 
 TABLE = Scan(
     "t",
@@ -386,3 +388,68 @@ def test_no_bulk_estimate_where_the_step_is_not_a_power_of_two() -> None:
     got = scaled(Fraction(1, 1 << 20), values)
     assert got is not None
     assert got.tolist() == [float(Fraction(v, 1 << 20)) for v in values.tolist()]
+
+
+# ── fallbacks from the bulk paths: the general path's answer, or an internal error ─────────
+
+
+def test_exact_integers_arrive_as_ints_decimals_or_null() -> None:
+    assert _integer(None) == 0
+    assert _integer(_Decimal("12")) == 12
+    assert _integer(7) == 7
+    with pytest.raises(InternalError, match=r"came back as 2\.5"):
+        _integer(_Decimal("2.5"))
+    with pytest.raises(InternalError, match="came back as 'x'"):
+        _integer("x")
+
+
+def test_a_public_key_column_with_null_takes_the_mapping_path() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2, None)),), budget=Budget(epsilon=1))
+    table = engine_table(agg, {"__k0": pa.array([2, None, 1])}, [4, 5, 6], np.random.default_rng(1))
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0"])
+    assert stats.positions is None
+    assert {k: v["count"] for k, v in stats.items()} == {(1,): 4, (2,): 5, (0,): 6}
+    bulk, mapping, _ = both_paths(agg, table, "null")
+    assert bulk == mapping
+
+
+def test_unsigned_integer_keys_are_ordered_by_their_text() -> None:
+    agg = compiled((GroupKey("a"),))
+    keys = pa.array([3, 10, 2, 2**63 + 5], pa.uint64())
+    table = engine_table(agg, {"__k0": keys}, [50, 50, 50, 50], np.random.default_rng(2))
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0"])
+    assert [stats.keys_at(np.array([i]))[0] for i in stats.order.tolist()] == sorted(
+        [(3,), (10,), (2,), (2**63 + 5,)], key=repr
+    )
+    bulk, mapping, _ = both_paths(agg, table, "uint")
+    assert bulk == mapping
+
+
+def _finished(agg: object, groups: tuple) -> object:
+    return finish(agg, agg, Measured(groups, private=False), measurement_fingerprint(agg))  # type: ignore[arg-type]
+
+
+def test_a_statistic_beyond_64_bits_is_estimated_group_by_group() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
+    names = [m.name for m in agg.measurements]
+    big = {n: 1 << 70 for n in names}
+    small = dict.fromkeys(names, 3)
+    result = _finished(agg, (((0,), big), ((1,), small)))
+    assert result.values[0][1] == 1 << 70  # type: ignore[attr-defined]
+    assert result.values[1][1] == 3  # type: ignore[attr-defined]
+
+
+def test_a_public_key_index_outside_its_labels_or_of_another_type_is_an_internal_error() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
+    stats = dict.fromkeys((m.name for m in agg.measurements), 3)
+    for bad in ((2,), (-1,)):
+        with pytest.raises(InternalError, match="outside its labels"):
+            _finished(agg, ((bad, stats),))
+    for bad in (("1",), (True,)):
+        with pytest.raises(InternalError, match="index of a public key arrived as"):
+            _finished(agg, ((bad, stats),))
+
+
+def test_measured_of_a_partial_form_is_not_served() -> None:
+    m = Measured((((0,), {"count": 3}),))
+    assert Measured.from_json(m.to_json() | {"keys": [[0, 1]]}) is None
