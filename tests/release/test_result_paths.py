@@ -207,3 +207,16 @@ def test_error_bars_are_computed_once_per_level_and_handed_out_as_copies() -> No
     assert str(fresh) == str(result)
     assert sorted(result._bars) == [0.9, 0.95]
     assert result.error_bars(0.99) != again
+
+
+def test_a_result_has_its_rows_length_and_says_how_to_get_polars() -> None:
+
+    result = session(seeded=True).sql(Q, epsilon=1, bounds=BOUNDS)
+    assert len(result) == len(result.values) > 0
+    try:
+        import polars  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingDependencyError, match="pip install polars"):
+            result.to_polars()
+    else:
+        assert result.to_polars().height == len(result)
