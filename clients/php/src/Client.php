@@ -125,7 +125,7 @@ final class Client
      *     max_rows_per_group?: int,
      *     consistent?: bool,
      *     weights?: string|false,
-     *     limits?: 'auto',
+     *     limits?: 'auto'|'auto_groups',
      *     limits_share?: float|int|string,
      *     async?: bool,
      *     target?: string|list<string>,
@@ -141,7 +141,8 @@ final class Client
      *     that add up to their noisy total; `weights`: a survey-weights column weighting
      *     COUNT(*), SUM and AVG, or false for none (default: the dataset's own weights);
      *     `limits` `'auto'`: max_rows chosen under DP with `limits_share` of ε (default 0.1),
-     *     returned in {@see QueryResult::$autoLimits};
+     *     `'auto_groups'`: max_groups, max_rows_per_group and max_rows chosen together from one
+     *     noisy histogram; either returned in {@see QueryResult::$autoLimits};
      *     `async`: run it as a job and poll until it is done (for a query longer than a
      *     proxy's read timeout; the answer is the same)
      * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
