@@ -595,9 +595,10 @@ final class Client
         foreach ($options as $name => $value) {
             $out[$name] = match ($name) {
                 'epsilon', 'delta', 'bounds_share', 'limits_share' => self::number($value, $name),
-                'limits' => $value === 'auto' ? $value
+                'limits' => in_array($value, ['auto', 'auto_groups'], true) ? $value
                     : throw new InvalidRequestException(
-                        "limits must be 'auto' (max_rows chosen under DP); nothing was sent"
+                        "limits must be 'auto' (max_rows chosen under DP) or 'auto_groups' "
+                        . "(max_groups, max_rows_per_group and max_rows); nothing was sent"
                     ),
                 'bounds' => self::bounds($value),
                 'max_groups', 'max_rows_per_group' => is_int($value) ? $value

@@ -34,6 +34,23 @@ final class AutoLimitsTest extends TestCase
         self::assertEqualsWithDelta((float) $before->epsilon - 0.5, (float) $after->epsilon, 1e-9);
     }
 
+    public function testAutoGroupsIsSentToTheServiceWhichJudgesIt(): void
+    {
+        // the client no longer refuses 'auto_groups' itself: the service does, here because the
+        // query has no GROUP BY, before any charge
+        $veil = self::client();
+        $before = self::exactEpsilon($veil->remainingBudget(self::DATASET));
+        try {
+            $veil->query(self::DATASET, self::SQL, ['epsilon' => '1/2', 'limits' => 'auto_groups']);
+            self::fail('refused by the service');
+        } catch (InvalidRequestException $e) {
+            self::assertStringContainsString("limits='auto_groups'", $e->getMessage());
+            self::assertStringContainsString('no GROUP BY', $e->getMessage());
+            self::assertStringNotContainsString('nothing was sent', $e->getMessage());
+        }
+        self::assertSame($before, self::exactEpsilon($veil->remainingBudget(self::DATASET)));
+    }
+
     public function testBadLimitsAreRefusedAndCostNothing(): void
     {
         $veil = self::client();
