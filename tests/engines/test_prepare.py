@@ -90,3 +90,107 @@ def test_a_salt_placeholder_is_bound_as_its_literal_would_be() -> None:
             engine.prepare(template)
     finally:
         engine.close()
+
+
+def _counting_binds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    binds: list[str] = []
+    bind = DuckDBEngine._bind
+
+    def counted(self: DuckDBEngine, query: Any, *rest: Any) -> Any:
+        binds.append(query.sql())
+        return bind(self, query, *rest)
+
+    monkeypatch.setattr(DuckDBEngine, "_bind", counted)
+    return binds
+
+
+def test_a_statement_bound_before_on_the_same_file_runs_without_binding_again(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(TABLE, path)
+    binds = _counting_binds(monkeypatch)
+    text = 'SELECT "g", COUNT(*) AS n, MIN(HASH(SALT, "u")) AS h FROM t GROUP BY "g" ORDER BY "g"'
+    template = _tree(text.replace("SALT", "$salt"))
+    engine = DuckDBEngine({"t": str(path)})
+    try:
+        for salt in (2**40 + 1, 2**40 + 2, 2**62 + 3):  # one width: bound once
+            literal = _tree(text.replace("SALT", str(salt)))
+            assert engine.prepare(template, salt=salt).run(None).equals(engine.execute(literal))
+        assert len(binds) == 1
+        seen: list[float | None] = []
+        engine.prepare(template, salt=9 * 2**40).run(seen.append)
+        assert (len(binds), seen[-1]) == (1, 1.0)
+        engine.prepare(template, salt=5).run(None)  # INTEGER, not BIGINT: bound again
+        assert len(binds) == 2
+        engine.connection.execute("SET threads = 1")  # the catalog version moves: again
+        engine.prepare(template, salt=2**40).run(None)
+        assert len(binds) == 3
+        # the file changes (its version moves): bound again, and refused when it no longer fits
+        pq.write_table(TABLE.rename_columns(["v", "g", "x"]), path)
+        with pytest.raises(SchemaError, match="does not fit the table's columns"):
+            engine.prepare(template, salt=2**40)
+        assert len(binds) == 4
+    finally:
+        engine.close()
+
+
+def test_glob_and_object_tables_bind_every_time(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(TABLE, tmp_path / "t1.parquet")
+    binds = _counting_binds(monkeypatch)
+    query = _tree('SELECT COUNT(*) AS n FROM t WHERE HASH($salt, "u") <> 0')
+    for source in (str(tmp_path / "*.parquet"), TABLE):
+        binds.clear()
+        engine = DuckDBEngine({"t": source})
+        try:
+            for salt in (2**40 + 1, 2**40 + 2):
+                engine.prepare(query, salt=salt).run(None)
+            assert len(binds) == 2  # a glob may match a new file, a frame change in place
+        finally:
+            engine.close()
+
+
+def test_a_run_that_fails_after_a_remembered_bind_leaves_the_connection_usable(
+    tmp_path: Any,
+) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(TABLE, path)
+    engine = DuckDBEngine({"t": str(path)})
+    try:
+        failing = _tree('SELECT CAST("g" AS INTEGER) + HASH($salt) AS v FROM t')
+        for salt in (2**40 + 1, 2**40 + 2):  # the second runs without a bind of its own
+            with pytest.raises(SchemaError, match="the data does not fit the query"):
+                engine.prepare(failing, salt=salt).run(None)
+        good = _tree('SELECT COUNT(*) AS n FROM t WHERE HASH($salt, "u") <> 0')
+        assert engine.prepare(good, salt=2**40).run(None).column("n").to_pylist() == [4]
+    finally:
+        engine.close()
+
+
+def test_a_warm_session_binds_a_question_once_and_refuses_a_changed_file_free(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(TABLE, path)
+    binds = _counting_binds(monkeypatch)
+    query = "SELECT g, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY g"
+    options: dict[str, Any] = {"domains": {"g": ["a", "b"]}, "bounds": {"x": (0, 10)}}
+    with Session.local({"t": str(path)}, privacy_unit="u", budget=Budget(epsilon=100)) as s:
+        for eps in ("1", "1/2", "1/3"):  # new measurements, never the cache
+            assert len(s.sql(query, epsilon=eps, **options).rows) == 2
+        assert len(binds) == 1
+        pq.write_table(TABLE.set_column(2, "x", pa.array(["1", "2", "3", "4"])), path)
+        before = s.ledger.spent(s.analyst, s.dataset)
+        with pytest.raises(SchemaError):
+            s.sql(query, epsilon="1/4", **options)
+        assert s.ledger.spent(s.analyst, s.dataset) == before  # refused before reserving

@@ -39,8 +39,9 @@ import hashlib
 import itertools
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,9 @@ Arrow table or a DuckDB relation, or the name of a table in the engine's connect
 
 _PARQUET = (".parquet", ".pq")
 _TEXTS = 64  # statement texts remembered (DuckDBEngine._text)
+# DuckDB's note on reading a DB-API result as Arrow (one more copy of the few result rows)
+_WIDTHS = (31, 32, 63, 64, 127, 128)  # the bounds of DuckDB's integer types, in bits
+_COPY_NOTE = "Arrow output on a DB-API result makes an extra copy"
 _REGISTRATIONS = itertools.count()
 _LINE = "line"
 
@@ -182,8 +186,11 @@ class DuckDBEngine:
         self._con = connection if connection is not None else duckdb.connect()
         self._versions: dict[str, str] = {}
         self._files: dict[str, list[str]] = {}
+        # tables whose columns change only with their data version or the connection's
+        # catalog: files read from one exact path (not a glob), see ``_bind_key``
+        self._fixed: set[str] = set()
         self._footers: dict[str, tuple[str, frozenset[str]]] = {}
-        self._texts: dict[int, tuple[exp.Expression, Any, bool]] = {}  # see _text
+        self._texts: dict[int, _Text] = {}  # see _text
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
         # the schemas of file tables, with the file version they were read at
         self._file_schemas: dict[str, tuple[str, pa.Schema]] = {}
@@ -249,6 +256,8 @@ class DuckDBEngine:
                 self._typed_view(name, scan, declared, f"the Parquet file {source!r}")
             self._files[name] = files
             self._versions[name] = ""
+            if not _is_glob(source):
+                self._fixed.add(name)
             return
         if name != source or declared:
             self._typed_view(name, self._connection_table(name, source), declared, repr(source))
@@ -520,33 +529,61 @@ class DuckDBEngine:
         is a ``SchemaError`` decided by the schema alone, raised before anything is charged."""
         self._bind(query, to_sql(query, self.dialect), None)
 
-    def prepare(self, query: exp.Expression, *, salt: int | None = None) -> _Bound:
-        """:meth:`check`, keeping the bound statement to run (``veil.engines.base.Preparing``):
-        DuckDB parses and binds the SQL once, here, and only executes it in ``run``.
+    def prepare(self, query: exp.Expression, *, salt: int | None = None) -> _Bound | _Checked:
+        """:meth:`check`, keeping the statement to run (``veil.engines.base.Preparing``): DuckDB
+        parses and binds the SQL here, and the returned statement only runs it.
 
         ``salt`` is bound as the statement's parameter ``$salt`` where ``query`` holds the
         placeholder ``salt`` (:func:`veil.compile.templates.template`); DuckDB types a
         parameter from its value as it types the literal, so the statement hashes as the one
         with the literal would. ``query`` is not changed: its text is generated and parsed
-        once and remembered with the tree, which a template shares between queries."""
-        statement, salted = self._text(query)
+        once and remembered with the tree, which a template shares between queries.
+
+        A statement bound before is not bound again when nothing its bind reads has changed
+        since (:meth:`_bind_key`: the connection's catalog version, the data version of each
+        table it names, the type DuckDB gives the salt): the bind of the same text on the same
+        catalog and columns is decided the same way, so the check's outcome is the one
+        remembered, and the statement runs in one pass (parse, bind and execute), as a first
+        query's bound relation does."""
+        text = self._text(query)
         params: dict[str, int] | None = None
-        if salted:
+        if text.salted:
             if salt is None:
                 raise InternalError(
                     "a statement with a salt placeholder was prepared without a salt"
                 )
             params = {"salt": salt}
-        return _Bound(self, self._bind(query, statement, params))
+        key = self._bind_key(text, salt)
+        if key is not None and text.bound == key:
+            return _Checked(self, text.parsed, params)
+        bound = _Bound(self, self._bind(query, text.parsed, params))
+        text.bound = self._bind_key(text, salt)  # again: binding may register what it read
+        return bound
 
-    def _text(self, query: exp.Expression) -> tuple[Any, bool]:
+    def _bind_key(self, text: _Text, salt: int | None) -> tuple[object, ...] | None:
+        """What the bind of ``text`` with ``salt`` depends on besides its text, or None when
+        that cannot be told cheaply: the connection's catalog version (DuckDB counts every
+        statement that may change what a name binds to — DDL, SET, registrations — and its
+        relations re-bind by it), the data version of each table named (their files' paths,
+        sizes and modification times), and which integer types hold the salt (DuckDB types
+        an integer parameter by its value). Only tables read from one exact file qualify: a glob may
+        match a new file, and a DataFrame's columns can change in place."""
+        version = getattr(self._con, "_catalog_version", None)
+        if version is None or not text.tables or not text.tables <= self._fixed:
+            return None
+        # which of DuckDB's integer types (32 to 128 bits, signed or not) hold the salt
+        width = None if salt is None else tuple(-(2**b) <= salt < 2**b for b in _WIDTHS)
+        versions = tuple(self.data_version(t) for t in sorted(text.tables))
+        return (version(), versions, width)
+
+    def _text(self, query: exp.Expression) -> _Text:
         """``query`` as DuckDB parsed its text (the text itself if it did not parse as one
-        statement: binding it then raises the parser's error) and whether it holds the
-        placeholder ``salt``, remembered by the tree itself (held here, so its id names no
-        other tree)."""
+        statement: binding it then raises the parser's error), whether it holds the
+        placeholder ``salt`` and the registered tables it names, remembered by the tree itself
+        (held here, so its id names no other tree)."""
         held = self._texts.get(id(query))
-        if held is not None and held[0] is query:
-            return held[1], held[2]
+        if held is not None and held.query is query:
+            return held
         text = to_sql(query, self.dialect)
         parsed: Any = text
         try:
@@ -554,10 +591,16 @@ class DuckDBEngine:
         except (duckdb.Error, ValueError):
             parsed = text
         salted = any(p.name == "salt" for p in query.find_all(exp.Placeholder))
-        self._texts[id(query)] = (query, parsed, salted)
+        ctes = {c.alias_or_name for c in query.find_all(exp.CTE)}
+        named = {t.name for t in query.find_all(exp.Table) if t.name not in ctes or t.db}
+        tables = frozenset(t for t in self._versions if t in named)
+        if len(tables) != len(named):  # a name veil did not register: never remembered
+            tables = frozenset()
+        entry = _Text(query, parsed, salted, tables)
+        self._texts[id(query)] = entry
         while len(self._texts) > _TEXTS:
             self._texts.pop(next(iter(self._texts)))
-        return parsed, salted
+        return entry
 
     def _bind(
         self, query: exp.Expression, statement: Any, params: dict[str, int] | None
@@ -652,12 +695,28 @@ class DuckDBEngine:
                 pass
 
     def _run(self, sql: str) -> pa.Table:
-        return self._arrow(lambda: self._con.sql(sql))
+        return self._arrow(lambda: self._con.sql(sql).to_arrow_table())
 
-    def _arrow(self, relation: Callable[[], duckdb.DuckDBPyRelation]) -> pa.Table:
-        """The rows of ``relation()`` (made and run here), engine errors as veil errors."""
+    def _executed(self, statement: Any, params: dict[str, int] | None) -> pa.Table:
+        """``statement`` parsed, bound and run in one pass, its rows as Arrow; the
+        connection holds no open result after, whatever happened."""
         try:
-            table: pa.Table = relation().to_arrow_table()
+            self._con.execute(statement, params)
+            with warnings.catch_warnings():  # the copy is of the few aggregated rows
+                warnings.filterwarnings("ignore", message=_COPY_NOTE, category=UserWarning)
+                table: pa.Table = self._con.to_arrow_table()
+        except BaseException:
+            abort = getattr(self._con, "abort", None)
+            if abort is not None:
+                with suppress(duckdb.Error):  # nothing was open
+                    abort()
+            raise
+        return table
+
+    def _arrow(self, fetch: Callable[[], pa.Table]) -> pa.Table:
+        """``fetch()`` (which runs a statement), engine errors as veil errors."""
+        try:
+            table: pa.Table = fetch()
         except (duckdb.ConversionException, duckdb.InvalidInputException) as exc:
             raise SchemaError(
                 f"the data does not fit the query: {exc}; check that aggregated columns hold "
@@ -692,6 +751,40 @@ class _Bound:
     def run(self, progress: Progress | None) -> pa.Table:
         engine, relation = self._engine, self._relation
         if progress is None:
-            return engine._arrow(lambda: relation)
+            return engine._arrow(relation.to_arrow_table)
         with engine._progress_tracked(), watching(engine._query_progress, progress):
-            return engine._arrow(lambda: relation)
+            return engine._arrow(relation.to_arrow_table)
+
+
+class _Checked:
+    """A statement whose bind succeeded before on the same catalog and columns (see
+    :meth:`DuckDBEngine.prepare`): run in one pass."""
+
+    def __init__(self, engine: DuckDBEngine, statement: Any, params: dict[str, int] | None):
+        self._engine = engine
+        self._statement = statement
+        self._params = params
+
+    def run(self, progress: Progress | None) -> pa.Table:
+        engine = self._engine
+
+        def fetch() -> pa.Table:
+            return engine._executed(self._statement, self._params)
+
+        if progress is None:
+            return engine._arrow(fetch)
+        with engine._progress_tracked(), watching(engine._query_progress, progress):
+            return engine._arrow(fetch)
+
+
+class _Text:
+    """A tree's text as DuckDB parsed it (see :meth:`DuckDBEngine._text`), and the key of its
+    last successful bind (:meth:`DuckDBEngine._bind_key`), None before one."""
+
+    __slots__ = ("bound", "parsed", "query", "salted", "tables")
+
+    def __init__(
+        self, query: exp.Expression, parsed: Any, salted: bool, tables: frozenset[str]
+    ) -> None:
+        self.query, self.parsed, self.salted, self.tables = query, parsed, salted, tables
+        self.bound: tuple[object, ...] | None = None
