@@ -291,3 +291,17 @@ def test_a_plain_value_gets_the_gaussian_noise_of_its_numpy_form() -> None:
         for rho in (0.5, 1e-6):
             _both(mech.gaussian, value, general, sensitivity=1, rho=rho)
         _both(mech.gaussian, value, general, sensitivity=2**-30, epsilon=1, delta=1e-9)
+
+
+@pytest.mark.parametrize(
+    "x",
+    [Fraction(1, 17), Fraction(5, 3), Fraction(7, 3_000_003), Fraction(1, 2**40), Fraction(40)],
+)
+def test_the_32_bit_tables_round_the_wide_recurrence_entry_by_entry(x: Fraction) -> None:
+    # the tables a new scale builds, rounded as they are made: exactly the wide table rounded
+    shift = samplers._PREC - 32
+    for count in (1, 2, 257, 4097):
+        e_lo, e_hi = samplers._exp_table(x, count)
+        lo, hi = samplers._exp_table_32(x, count)
+        assert lo == [v >> shift for v in e_lo]
+        assert hi == [-((-v) >> shift) for v in e_hi]

@@ -182,6 +182,23 @@ def _exp_table(x: Fraction, count: int) -> tuple[list[int], list[int]]:
     return lo, hi
 
 
+def _exp_table_32(x: Fraction, count: int) -> tuple[list[int], list[int]]:
+    """:func:`_exp_table` rounded to 32 bits (lower brackets down, upper brackets up): the
+    same recurrence at ``_PREC`` bits, each entry rounded as it is made, so the values are
+    exactly ``[lo >> s for lo in e_lo]`` and ``[-((-hi) >> s) for hi in e_hi]`` with
+    ``s = _PREC - 32``, without a second pass over the wide entries."""
+    base_lo, base_hi = exp_neg_bounds(x, _PREC)
+    shift = _PREC - 32
+    lo, neg_hi = 1 << _PREC, -(1 << _PREC)  # the upper bracket kept negated: floors round it up
+    out_lo, out_hi = [lo >> shift], [-(neg_hi >> shift)]
+    for _ in range(count - 1):
+        lo = (lo * base_lo) >> _PREC
+        neg_hi = (neg_hi * base_hi) >> _PREC
+        out_lo.append(lo >> shift)
+        out_hi.append(-(neg_hi >> shift))
+    return out_lo, out_hi
+
+
 def _scaled(num_lo: int, num_hi: int, den_lo: int, den_hi: int, bits: int) -> tuple[int, int]:
     """Brackets of ``2^bits·N/D`` from brackets of N and D (all ≥ 0, D > 0)."""
     lo = (num_lo << bits) // den_hi
@@ -232,10 +249,7 @@ def _table_size(x: Fraction, n: int) -> int | None:
 def _geometric_direct(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``P(G = g) ∝ exp(-x·g)``: survival ``S(m) = exp(-x·m)``, one table plus its tail."""
     bits = 32
-    e_lo, e_hi = _exp_table(x, size + 1)
-    shift = _PREC - bits
-    lo = [a >> shift for a in e_lo]
-    hi = [-((-b) >> shift) for b in e_hi]
+    lo, hi = _exp_table_32(x, size + 1)
     inv_x = 1.0 / float(x) if x < 2**100 else 0.0  # G ≈ −ln(W)/x
 
     def sbounds(m: int, prec: int) -> tuple[int, int]:
@@ -259,10 +273,9 @@ def _low_part_table(x: Fraction, m: int, bits: int) -> tuple[NDArray[np.int64], 
     """
     nbins = 1 << min(m, bits)
     w = (1 << m) // nbins
-    e_lo, e_hi = _exp_table(x * w, nbins + 1)
-    shift = _PREC - 32
-    lo = np.array([v >> shift for v in e_lo[1:]], dtype=np.int64)
-    hi = np.array([-((-v) >> shift) for v in e_hi[:-1]], dtype=np.int64)
+    e_lo, e_hi = _exp_table_32(x * w, nbins + 1)
+    lo = np.array(e_lo[1:], dtype=np.int64)
+    hi = np.array(e_hi[:-1], dtype=np.int64)
     return lo, hi
 
 
