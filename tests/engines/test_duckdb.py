@@ -210,6 +210,24 @@ def test_parquet_and_csv_paths_are_views_and_versions_follow_the_files(tmp_path:
     assert v1 == engine.data_version("p")
     os.utime(tmp_path / "t.parquet", ns=(1, 1))
     assert engine.data_version("p") != v1
+    os.utime(tmp_path / "t.parquet", ns=(2, 2))  # each call reads the file's times afresh
+    assert engine.data_version("p") not in (v1, engine.data_version("c"))
+
+
+def test_a_relative_path_versions_with_the_directory_it_resolves_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        pq.write_table(pa.Table.from_pandas(frame(10)), tmp_path / d / "t.parquet")
+        os.utime(tmp_path / d / "t.parquet", ns=(1, 1))
+    monkeypatch.chdir(tmp_path / "a")
+    engine = DuckDBEngine({"t": "t.parquet"})
+    first = engine.data_version("t")
+    monkeypatch.chdir(tmp_path / "b")  # the same name, size and time: another file
+    assert engine.data_version("t") != first
+    monkeypatch.chdir(tmp_path / "a")
+    assert engine.data_version("t") == first
 
 
 def test_unknown_tables_and_missing_files_are_schema_errors(tmp_path: Path) -> None:

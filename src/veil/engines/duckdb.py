@@ -42,7 +42,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -190,6 +189,7 @@ class DuckDBEngine:
         # catalog: files read from one exact path (not a glob), see ``_bind_key``
         self._fixed: set[str] = set()
         self._footers: dict[str, tuple[str, frozenset[str]]] = {}
+        self._digests: dict[str, tuple[object, str]] = {}  # see data_version
         self._texts: dict[int, _Text] = {}  # see _text
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
         # the schemas of file tables, with the file version they were read at
@@ -502,11 +502,18 @@ class DuckDBEngine:
         files = self._files.get(table)
         if files is None:
             return self._versions[table]
+        # every call reads the files' sizes and times afresh; the digest of the same reading
+        # (and the same working directory, which relative paths resolve against) is remembered
+        seen = (os.getcwd(), tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, files)))
+        held = self._digests.get(table)
+        if held is not None and held[0] == seen:
+            return held[1]
         digest = hashlib.sha256()
-        for f in files:
-            st = Path(f).stat()
-            digest.update(f"{os.path.abspath(f)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        return "files:" + digest.hexdigest()[:32]
+        for f, (size, mtime) in zip(files, seen[1], strict=True):
+            digest.update(f"{os.path.abspath(f)}\0{size}\0{mtime}\0".encode())
+        version = "files:" + digest.hexdigest()[:32]
+        self._digests[table] = (seen, version)
+        return version
 
     def unreadable_columns(self, table: str) -> frozenset[str]:
         """The columns (lower-cased) of ``table``'s Parquet files stored as millisecond
