@@ -38,7 +38,9 @@ uniform big integer) and f is found by comparing s with exact integer thresholds
 is accepted with probability exp(−γ·s(x))·2^f(x) ≤ 1, decided exactly on a lazily refined
 uniform (``veil.noise._exact``). An accepted x therefore has probability ∝ exp(−γ·s(x)) =
 exp(u_x/scale) exactly; each trial accepts with probability ≳ 1/2. No float decides an
-outcome and no work is done per candidate.
+outcome and no work is done per candidate. The runs' distances fall and then rise along
+the grid (ranks grow with the cell), so each class is one range of runs on either side of
+the nearest run, found by binary search (:func:`sample_runs`), not by a pass over the runs.
 
 **Confidence** (:func:`rank_halfwidth`). Some candidate covers τ (the intervals [lt_j, le_j]
 tile [0, n]), so the normaliser is ≥ 1 and P(distance > r) < limit·exp(−r/scale) = 1 − level
