@@ -181,18 +181,23 @@ def test_bucket_counts_equal_a_dictionary_of_every_cell(top: int, most: int) -> 
         assert bool(np.all(cells[1:] > cells[:-1]))
 
 
-@pytest.mark.parametrize("top", [2**32, 2**61], ids=["packed", "too-wide-to-pack"])
-def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int) -> None:
+@pytest.mark.parametrize(
+    ("top", "most"),
+    [(2**32, 3), (2**32, 1), (2**61, 3)],
+    ids=["packed", "packed-rows-of-one", "too-wide-to-pack"],
+)
+def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int, most: int) -> None:
     """DuckDB's one statement ships a fine grid's cells as one row per bounded row
-    (``cells_as_rows``): each (group, cell) is returned once with the sum of its rows'
-    counts, on the packed path and on the fallback."""
+    (``cells_as_rows``, every count 1): each (group, cell) is returned once with the sum of
+    its rows' counts, on the packed path (rows that all count 1 are counted, not added) and
+    on the fallback."""
     rng = np.random.default_rng(3)  # test data, not noise
     keys = ["CA", "NY", None]
     want: dict[object, dict[int, int]] = {}
     rows = []
     for _ in range(2000):
         key, cell = keys[int(rng.integers(0, 3))], int(rng.integers(0, 40)) * (top // 64)
-        count = int(rng.integers(1, 4))
+        count = int(rng.integers(1, most + 1))
         want.setdefault(key, {})[cell] = want.get(key, {}).get(cell, 0) + count
         rows.append((key, cell, count))
     k, b, c = zip(*rows, strict=True)

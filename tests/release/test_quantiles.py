@@ -280,3 +280,36 @@ def test_released_rank_errors_stay_within_the_95_percent_bound(kind: str, q: Fra
         misses += runs.distance[i] / runs.factor > r
     # P(miss) < 5 %: fewer than 27 misses in 300 fails with probability < 10⁻³ if it holds
     assert misses <= 26
+
+
+@pytest.mark.parametrize("q", [Fraction(0), Fraction(1, 4), Fraction(1, 2), Fraction(1)])
+@pytest.mark.parametrize("limit", [1, 7, 101, 1 << 32])
+def test_the_binary_search_of_classes_draws_what_the_full_pass_draws(
+    q: Fraction, limit: int
+) -> None:
+    """A quantile's runs are unimodal: their classes found by binary search give the same
+    class sizes and, from the same source, the same candidates draw by draw as a pass over
+    every run (empty cells, one cell, cells at both ends of the grid, ties, a tiny scale)."""
+    from dataclasses import replace
+
+    from veil.release.quantiles import _per_class_unimodal
+
+    rng = np.random.default_rng(5)
+    for trial in range(12):
+        occupied = int(rng.integers(0, min(limit, 40) + 1))
+        b = np.sort(rng.choice(limit, size=occupied, replace=False)) if occupied else []
+        if trial == 1 and limit > 1:
+            b = np.array([0, limit - 1])
+        c = rng.integers(1, 6 if trial % 2 else 2000, size=len(b))
+        eps = Fraction(1, 3) if trial % 3 else Fraction(40)
+        m = measurement(q, eps, limit, rows=1 + trial % 2)
+        runs = quantile_runs(m, b, c)
+        assert runs.unimodal
+        gamma = 1 / (runs.factor * m.scale)
+        if runs.distance.size > 1:  # (one run: nothing to search)
+            assert _per_class_unimodal(runs, gamma, 64 + limit.bit_length()) is not None
+        full = replace(runs, unimodal=False)
+        a, z = SeededSource(f"same-{trial}"), SeededSource(f"same-{trial}")
+        fast = [sample_runs(runs, m.scale, a) for _ in range(40)]
+        assert fast == [sample_runs(full, m.scale, z) for _ in range(40)]
+        assert a.random_bytes(8) == z.random_bytes(8)  # and the same number of bytes read

@@ -388,6 +388,22 @@ def _merged(
     return group[starts], cells[starts], np.add.reduceat(counts, starts)
 
 
+def _repeats(
+    packed: NDArray[np.int64], bits: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The distinct (group, cell)s of sorted non-empty ``packed`` = group << bits | cell, and
+    how many times each occurs: :func:`_merged` of rows that all count 1, without adding."""
+    first = np.empty(packed.size, dtype=bool)
+    first[0] = True
+    np.not_equal(packed[1:], packed[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    counts = np.diff(starts, append=packed.size)
+    distinct = packed[starts]
+    cells = distinct & ((1 << bits) - 1)
+    distinct >>= bits
+    return distinct, cells, counts
+
+
 def bucket_counts(
     agg: Aggregate, table: pa.Table, keys: Sequence[str]
 ) -> dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]]:
@@ -435,14 +451,18 @@ def bucket_counts(
         packed = group
         packed <<= shift - width
         packed |= cells
-        packed <<= width
-        packed |= counts
-        packed.sort()
-        counts = packed & ((1 << width) - 1)
-        cells = packed >> width
-        cells &= (1 << (shift - width)) - 1
-        packed >>= shift
-        group, cells, counts = _merged(packed, cells, counts)
+        if width == 1:  # every count is 1 (one row per bounded row): count equal (group, cell)s
+            packed.sort()
+            group, cells, counts = _repeats(packed, shift - width)
+        else:
+            packed <<= width
+            packed |= counts
+            packed.sort()
+            counts = packed & ((1 << width) - 1)
+            cells = packed >> width
+            cells &= (1 << (shift - width)) - 1
+            packed >>= shift
+            group, cells, counts = _merged(packed, cells, counts)
         bounds = np.flatnonzero(group[1:] != group[:-1]) + 1
         # one row per group, its keys read from the dictionaries (the group code is the
         # mixed-radix number of its key codes)

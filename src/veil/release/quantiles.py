@@ -38,7 +38,9 @@ uniform big integer) and f is found by comparing s with exact integer thresholds
 is accepted with probability exp(−γ·s(x))·2^f(x) ≤ 1, decided exactly on a lazily refined
 uniform (``veil.noise._exact``). An accepted x therefore has probability ∝ exp(−γ·s(x)) =
 exp(u_x/scale) exactly; each trial accepts with probability ≳ 1/2. No float decides an
-outcome and no work is done per candidate.
+outcome and no work is done per candidate. The runs' distances fall and then rise along
+the grid (ranks grow with the cell), so each class is one range of runs on either side of
+the nearest run, found by binary search (:func:`sample_runs`), not by a pass over the runs.
 
 **Confidence** (:func:`rank_halfwidth`). Some candidate covers τ (the intervals [lt_j, le_j]
 tile [0, n]), so the normaliser is ≥ 1 and P(distance > r) < limit·exp(−r/scale) = 1 − level
@@ -112,6 +114,10 @@ class Runs:
     length: NDArray[np.int64]
     distance: NDArray[Any]
     factor: int
+    unimodal: bool = False
+    """True when ``distance`` falls and then rises along the grid (a quantile's runs: ranks
+    grow with the cell, so the distance to the target does); :func:`sample_runs` then finds
+    each class's runs by binary search instead of a pass over every run."""
 
 
 def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
@@ -163,7 +169,7 @@ def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
     np.negative(gaps[1:], out=inside)
     np.maximum(inside, gaps[:-1], out=inside)
     np.maximum(inside, 0, out=inside)
-    return Runs(start, length, distance, factor)
+    return Runs(start, length, distance, factor, unimodal=True)
 
 
 def _below(bound: int, source: RandomSource) -> int:
@@ -201,18 +207,82 @@ def _acceptance(gamma: Fraction, shift: int) -> Callable[[int], tuple[int, int]]
     return lambda prec: exp_neg_bounds(gamma, prec + shift)
 
 
+_Classes = tuple[list[int], Callable[[int, int], tuple[int, int]]]
+"""Per class j = 0 … cap its total length, and ``locate(j, p)``: the run holding the class's
+p-th candidate in grid order, and that candidate."""
+
+
+def _per_class(runs: Runs, gamma: Fraction, cap: int) -> _Classes:
+    """Each class's total length and its runs, by a pass over every run (any distances)."""
+    f = _classes(runs, gamma, cap)
+    # lengths per class: float sums of integers < 2^53 (≤ limit ≤ 2^40 in all) are exact
+    per_class = np.bincount(f, weights=runs.length, minlength=cap + 1).astype(np.int64)
+
+    def locate(j: int, position: int) -> tuple[int, int]:
+        members = np.flatnonzero(f == j)  # the runs of class j, in grid order
+        cum = np.cumsum(runs.length[members])
+        i = int(np.searchsorted(cum, position, side="right"))
+        run = int(members[i])
+        return run, int(runs.start[run]) + position - (int(cum[i]) - int(runs.length[run]))
+
+    return per_class.tolist(), locate
+
+
+def _per_class_unimodal(runs: Runs, gamma: Fraction, cap: int) -> _Classes | None:
+    """:func:`_per_class` for distances that fall and then rise along the grid, by binary
+    search: the classes are monotone in the distance, so each class is one range of runs on
+    either side of the nearest one, and a range's length is the difference of its runs'
+    starts (the runs tile the grid in order). None when the distances are not int64 or not
+    unimodal (never for :func:`quantile_runs`' runs; the caller then makes the full pass)."""
+    d = runs.distance
+    if d.dtype != np.int64 or d.size < 2:
+        return None
+    low = int(np.argmin(d))  # first nearest run: d falls on [0, low], rises on [low, end)
+    left, right = d[:low], d[low:]
+    if not (bool(np.all(left[1:] <= left[:-1])) and bool(np.all(right[1:] >= right[:-1]))):
+        return None
+    _, t = _thresholds(gamma, cap)  # t_k = ⌈k/(γ·c)⌉, k = 1 … cap; f(s) = #{k : t_k ≤ s}
+    # right side: runs low + [below[j], below[j + 1]) have class j (below[k] = #{s < t_k})
+    below = np.empty(cap + 2, dtype=np.int64)
+    below[0], below[-1] = 0, right.size
+    below[1:-1] = np.searchsorted(right, t, side="left")
+    # left side, in grid order: runs [above[j + 1], above[j]) have class j (above[k] =
+    # #{s ≥ t_k}: a prefix, since s falls)
+    above = np.empty(cap + 2, dtype=np.int64)
+    above[0], above[-1] = low, 0
+    above[1:-1] = low - np.searchsorted(left[::-1], t, side="left")
+    # the grid position where run r begins, r = 0 … runs (the last: the grid's end)
+    begin = np.append(runs.start, runs.start[-1] + runs.length[-1])
+    left_from, left_to = begin[above[1:]], begin[above[:-1]]
+    right_from, right_to = begin[low + below[:-1]], begin[low + below[1:]]
+    left_size = left_to - left_from
+    sizes = (left_size + (right_to - right_from)).tolist()
+
+    def locate(j: int, position: int) -> tuple[int, int]:
+        inside = int(left_size[j])
+        where = (
+            int(left_from[j]) + position
+            if position < inside
+            else int(right_from[j]) + position - inside
+        )
+        return int(np.searchsorted(runs.start, where, side="right")) - 1, where
+
+    return sizes, locate
+
+
 def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
     """A candidate index drawn with probability exactly ∝ exp(−distance/(factor·scale)).
 
-    Contract: see the module docstring (proposal 2^−f, exact acceptance exp(−γs)·2^f).
+    Contract: see the module docstring (proposal 2^−f, exact acceptance exp(−γs)·2^f). The
+    classes f are found by a pass over every run, or by binary search when ``runs.unimodal``
+    (the same sizes and the same candidate for the same draws: the same law, draw by draw).
     """
     gamma = 1 / (runs.factor * scale)
     total_len = int(runs.length.sum())
     cap = 64 + total_len.bit_length()
-    f = _classes(runs, gamma, cap)
-    # lengths per class: float sums of integers < 2^53 (≤ limit ≤ 2^40 in all) are exact
-    per_class = np.bincount(f, weights=runs.length, minlength=cap + 1).astype(np.int64)
-    weights = [int(per_class[j]) << (cap - j) for j in range(cap + 1)]
+    classes = _per_class_unimodal(runs, gamma, cap) if runs.unimodal else None
+    per_class, locate = classes if classes is not None else _per_class(runs, gamma, cap)
+    weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
     total = sum(weights)
     while True:
         u = _below(total, source)
@@ -220,16 +290,11 @@ def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
         while u >= weights[j]:
             u -= weights[j]
             j += 1
-        members = np.flatnonzero(f == j)  # the runs of class j, in grid order
-        cum = np.cumsum(runs.length[members])
-        position = u >> (cap - j)  # uniform on the class's candidates
-        i = int(np.searchsorted(cum, position, side="right"))
-        run = int(members[i])
-        inside = position - (int(cum[i]) - int(runs.length[run]))
-        s, fr = int(runs.distance[run]), int(f[run])
+        run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
+        s = int(runs.distance[run])
         trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
-        if trial.below(_acceptance(gamma * s, fr)):
-            return int(runs.start[run]) + inside
+        if trial.below(_acceptance(gamma * s, j)):
+            return candidate
 
 
 def choose_quantile(
