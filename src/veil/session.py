@@ -473,7 +473,8 @@ class Session:
             self.privacy_unit,
             tuple(sorted(merged.items())),
             self.contribution,
-            tuple((c, tuple((type(v).__name__, v) for v in vs)) for c, vs in sorted(keys.items())),
+            # each value with its type (1, True and 1.0 are different keys), a column at a time
+            tuple((c, tuple(map(type, vs)), tuple(vs)) for c, vs in sorted(keys.items())),
         )
         found = _PLANS.get(memo)
         if found is None:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,64 +35,17 @@ from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.exact import ExactStats
 from veil.release.explain import describe_usage
 from veil.release.keys import decode_key, released_key
+from veil.release.measured import Column, Key, Measured, pylist
 from veil.release.modes import choose_mode, choose_top
-from veil.release.post import Rows, post_process
+from veil.release.post import post_process_columns
 from veil.release.quantiles import choose_quantile
-from veil.release.result import Result
+from veil.release.result import Columns, Lazy, Result
 
 __all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
 
 Cells = tuple[Any, Any]
 """One group's occupied quantile cells and their exact row counts (``bucket_counts``)."""
 _NO_CELLS: Cells = ((), ())
-
-Key = tuple[KeyValue, ...]
-FORMAT = 2  # of Measured's JSON (2: by column; 1, by group, is no longer served)
-
-
-@dataclass(frozen=True)
-class Measured:
-    """The released groups of one aggregation, in release order, each with its noisy integer
-    statistics (one per measurement; a quantile's is the chosen candidate's index).
-
-    ``groups`` keys are the groups' identities (``veil.release.keys.group_keys``); ``private``
-    is False when the noise came from a caller-supplied source.
-    """
-
-    groups: tuple[tuple[Key, Mapping[str, int]], ...]
-    private: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        """The measurement by column (the form the ledger caches): ``keys``, one list per
-        group key; ``stats``, one list per statistic (null where a group lacks it); ``rows``,
-        the number of groups."""
-        groups = self.groups
-        width = len(groups[0][0]) if groups else 0
-        names = dict.fromkeys(itertools.chain.from_iterable(s for _, s in groups))
-        return {
-            "veil_measured": FORMAT,
-            "rows": len(groups),
-            "keys": [[k[j] for k, _ in groups] for j in range(width)],
-            "stats": {name: [s.get(name) for _, s in groups] for name in names},
-            "private": self.private,
-        }
-
-    @staticmethod
-    def from_json(d: Mapping[str, Any]) -> Measured | None:
-        """The measurement cached as ``d`` (:meth:`to_json`'s form), or None for any other
-        form (an older release's cached answer: not served)."""
-        if d.get("veil_measured") != FORMAT:
-            return None
-        rows = int(d["rows"])
-        keys = list(zip(*d["keys"], strict=True)) if d["keys"] else [()] * rows
-        if len(keys) != rows:
-            return None
-        stats: list[dict[str, int]] = [{} for _ in range(rows)]
-        for name, values in d["stats"].items():
-            for one, v in zip(stats, values, strict=True):
-                if v is not None:
-                    one[str(name)] = int(v)
-        return Measured(tuple(zip(keys, stats, strict=True)), bool(d.get("private", True)))
 
 
 def _public_keys(agg: Aggregate) -> list[Key]:
@@ -162,9 +114,15 @@ def measure(
     if isinstance(exact, ExactStats) and not any(m.strata for m in agg.measurements):
         bulk = _bulk(agg, exact, source)
         if bulk is not None:
-            released, stats = bulk
-            _choose(agg, released, stats, counts, source)
-            return Measured(tuple(zip(released, stats, strict=True)), private)
+            size, key_columns, by_name = bulk
+            if any(m.statistic in ("quantile", "mode") for m in agg.measurements):
+                released: list[Key] = (
+                    list(zip(*(pylist(c) for c in key_columns), strict=True))
+                    if key_columns
+                    else [()] * size
+                )
+                by_name.update(_choices(agg, released, counts, source))
+            return Measured.of_columns(size, key_columns, by_name, private)
     keys = _public_keys(agg) if agg.public_keys else sorted(exact, key=repr)
     names = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     zero = dict.fromkeys(names, 0)
@@ -184,19 +142,21 @@ def measure(
             raise InternalError("partition selection without a noisy count")
         keys = [k for k in keys if noisy[k][chosen.name] >= agg.selection.threshold]
     rows = [noisy[k] for k in keys]
-    _choose(agg, keys, rows, counts, source)
+    for name, picks in _choices(agg, keys, counts, source).items():
+        for stats, pick in zip(rows, picks, strict=True):
+            stats[name] = pick
     return Measured(tuple(zip(keys, rows, strict=True)), private)
 
 
-def _choose(
+def _choices(
     agg: Aggregate,
     keys: list[Key],
-    rows: list[dict[str, int]],
     counts: Mapping[str, Mapping[Key, Cells]],
     source: RandomSource,
-) -> None:
-    """The quantile and mode choices of the released groups ``keys`` (whose statistics are
-    ``rows``, in the same order), in order, in place."""
+) -> dict[str, list[int]]:
+    """The quantile and mode choices of the released groups ``keys``, one list per choice
+    measurement (in measurement order, each group in release order: the draws' order)."""
+    out: dict[str, list[int]] = {}
     for m in agg.measurements:
         if m.statistic not in ("quantile", "mode"):
             continue
@@ -204,9 +164,12 @@ def _choose(
         if m.picks > 1:
             choose = choose_top
         per_key = counts.get(m.name, {})
-        for k, stats in zip(keys, rows, strict=True):
+        picks: list[int] = []
+        for k in keys:
             cells, cell_counts = per_key.get(k, _NO_CELLS)
-            stats[m.name] = choose(m, cells, cell_counts, source=source)
+            picks.append(choose(m, cells, cell_counts, source=source))
+        out[m.name] = picks
+    return out
 
 
 _INT64_LIMIT = 1 << 63
@@ -226,12 +189,14 @@ def _add(values: NDArray[Any], noise: NDArray[np.int64]) -> NDArray[Any]:
 
 def _bulk(
     agg: Aggregate, exact: ExactStats, source: RandomSource
-) -> tuple[list[Key], list[dict[str, int]]] | None:
+) -> tuple[int, list[Column], dict[str, Column]] | None:
     """:func:`measure`'s noise and selection over the engine's columns, visiting the groups
     in the same order as the mapping path (product order of public keys, else ``repr`` order
     of the keys) and drawing the same noise; None when ``exact`` has no bulk order (the
-    mapping path then runs). Contract as :func:`measure`'s: every threshold comparison is
-    between exact integers."""
+    mapping path then runs). Returns the number of released groups, their key columns (a
+    public key's indices as an int64 array) and their noisy statistics' columns (int64
+    arrays, or object arrays of Python ints). Contract as :func:`measure`'s: every threshold
+    comparison is between exact integers."""
     measured = [m.name for m in agg.measurements if m.statistic not in ("quantile", "mode")]
     names = [*exact.stats, *(n for n in measured if n not in exact.stats)]
     if agg.public_keys:
@@ -270,16 +235,17 @@ def _bulk(
         kept = np.flatnonzero(counted >= threshold)
     else:
         kept = np.arange(size, dtype=np.int64)
-    if agg.public_keys:
-        every = _public_keys(agg)
-        keys = every if kept.size == size else [every[i] for i in kept.tolist()]
+    every = kept.size == size
+    key_columns: list[Column]
+    if agg.public_keys:  # the product order: the last key varies fastest (C order)
+        shape = tuple(len(k.labels()) for k in agg.keys)
+        key_columns = list(np.unravel_index(kept, shape)) if shape else []
     else:
-        keys = exact.keys_at(order[kept])
-    # tolist gives Python ints (int64 and object columns alike): one dict per released group
-    if not names:  # only choices (a quantile alone): they are added by _choose
-        return keys, [{} for _ in keys]
-    lists = [columns[name][kept].tolist() for name in names]
-    return keys, [dict(zip(names, row, strict=True)) for row in zip(*lists, strict=True)]
+        released = exact.keys_at(order[kept])
+        key_columns = [[k[j] for k in released] for j in range(len(agg.keys))]
+    # columns: one noisy integer per released group, in release order
+    stats: dict[str, Column] = {n: columns[n] if every else columns[n][kept] for n in names}
+    return int(kept.size), key_columns, stats
 
 
 def finish(
@@ -299,28 +265,30 @@ def finish(
     """
     models = column_models(agg)
     noise_by_name = noise_models(agg)
-    groups = measured.groups
-    table = _value_columns(models, groups, noise_by_name)
+    table = _value_columns(models, measured, noise_by_name)
     if consistent:
         for j, c in enumerate(models):
             role = kind(c.function).consistent
             name = c.reads(role) if role is not None else None
             if name is not None:
-                table[j] = list(consistent_counts([stats[name] for _, stats in groups]))
-    released: Rows = list(enumerate(zip(*_key_columns(agg, groups), *table, strict=True)))
-    columns, rows = post_process(plan, [f.name for f in agg.schema()], released)
+                table[j] = list(consistent_counts([s[name] for _, s in measured.groups]))
+    # columns: the aggregation's released values, one list per output column, in group order
+    names = [f.name for f in agg.schema()]
+    columns, kept, values = post_process_columns(
+        plan, names, [*_key_columns(agg, measured), *table], measured.size
+    )
     types = {f.name: f.type for f in plan.schema()}
     return Result(
         columns=tuple(columns),
         types=tuple(types[c] for c in columns),
-        values=tuple(r for _, r in rows),
+        values=Columns(values, len(kept)),
         cost=Budget.zero(agg.budget.kind if agg.budget else "pure")
         if cached
         else agg.budget or Budget(epsilon=0),
         usage=describe_usage(agg),
         fingerprint=fingerprint,
         cached=cached,
-        stats=tuple(groups[i][1] for i, _ in rows),
+        stats=_Picked(measured, kept),
         models={c.alias: c for c in models},
         noise={n.name: n for n in noise_by_name.values() if family(n.mechanism).additive},
         private=measured.private,
@@ -329,53 +297,80 @@ def finish(
     )
 
 
+class _Picked(Lazy[Mapping[str, int]]):
+    """The statistics of a measurement's groups at ``kept`` (a released row's statistics),
+    as per-group mappings built when first read (the error bars read them)."""
+
+    def __init__(self, measured: Measured, kept: Sequence[int]) -> None:
+        super().__init__(len(kept))
+        self._measured = measured
+        self._kept = kept
+
+    def _build(self) -> tuple[Mapping[str, int], ...]:
+        groups = self._measured.groups
+        return tuple(groups[i][1] for i in self._kept)
+
+
 def _value_columns(
     models: tuple[ColumnModel, ...],
-    groups: tuple[tuple[Key, Mapping[str, int]], ...],
+    measured: Measured,
     noise: Mapping[str, NoiseModel],
 ) -> list[list[Any]]:
     """Each column's released values, in group order: by its kind's bulk estimate where it
     has one (equal to the per-group estimate, ``AggregateKind.estimates``), else group by
     group. Post-processing of the noisy integers only."""
     arrays: dict[str, NDArray[np.int64]] = {}
-    if groups:
+    if measured.size:
         try:
-            for name in groups[0][1]:
-                arrays[name] = np.fromiter(
-                    (stats[name] for _, stats in groups), dtype=np.int64, count=len(groups)
-                )
-        except (OverflowError, KeyError, TypeError):
+            for name, column in measured.stats.items():
+                if isinstance(column, np.ndarray) and column.dtype == np.int64:
+                    arrays[name] = column
+                else:  # a list (from the cache), or Python ints beyond 64 bits
+                    arrays[name] = np.array(column, dtype=np.int64)
+        except (OverflowError, TypeError, ValueError):
             arrays = {}  # a statistic beyond 64 bits (or a group without it): group by group
     out: list[list[Any]] = []
     for c in models:
         bulk = kind(c.function).estimates(c, arrays, noise) if arrays else None
         if bulk is None:
-            bulk = [estimate(c, stats, noise) for _, stats in groups]
+            bulk = [estimate(c, stats, noise) for _, stats in measured.groups]
         out.append(bulk)
     return out
 
 
-def _key_columns(
-    agg: Aggregate, groups: tuple[tuple[Key, Mapping[str, int]], ...]
-) -> list[list[KeyValue]]:
+def _key_columns(agg: Aggregate, measured: Measured) -> list[list[KeyValue]]:
     """Each group key's released values, in group order (:func:`released_key`, a column at
     a time: a public key's index looked up in its labels, every other key decoded)."""
     out: list[list[KeyValue]] = []
     for j, k in enumerate(agg.keys):
-        values = [key[j] for key, _ in groups]
+        column = measured.keys[j]
         if not k.is_public:
             kind_of = agg.child.field(k.column).type
-            out.append([decode_key(kind_of, v) for v in values])
+            out.append([decode_key(kind_of, v) for v in pylist(column)])
             continue
         labels = k.labels()
+        if isinstance(column, np.ndarray) and column.dtype == np.int64:
+            if column.size and not 0 <= int(column.min()) <= int(column.max()) < len(labels):
+                raise InternalError("the index of a public key is outside its labels")
+            if len(agg.keys) == 1 and _every(column, len(labels)):
+                out.append(list(labels))
+            else:
+                out.append([labels[v] for v in column.tolist()])
+            continue
+        values = pylist(column)
         indices = [v for v in values if type(v) is int]
         if len(indices) == len(values):
             if indices and not 0 <= min(indices) <= max(indices) < len(labels):
                 raise InternalError("the index of a public key is outside its labels")
             out.append([labels[v] for v in indices])
         else:  # a NULL bin, or an index of the wrong type (refused there)
-            out.append([released_key(agg, key)[j] for key, _ in groups])
+            out.append([released_key(agg, key)[j] for key, _ in measured.groups])
     return out
+
+
+def _every(indices: NDArray[np.int64], size: int) -> bool:
+    """Whether ``indices`` are 0, 1, …, size − 1 (every key of a public key, in order)."""
+    return indices.size == size and (size == 0 or bool((indices == np.arange(size)).all()))
 
 
 def _selection_notes(

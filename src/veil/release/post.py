@@ -16,7 +16,7 @@ import pyarrow as pa
 from veil.errors import InternalError, SchemaError
 from veil.plan.nodes import Aggregate, Having, Limit, Plan, Project, Sort
 
-__all__ = ["Rows", "post_process"]
+__all__ = ["Rows", "post_process", "post_process_columns"]
 
 Rows = list[tuple[int, tuple[Any, ...]]]  # (original index, row values)
 
@@ -89,3 +89,33 @@ def post_process(plan: Plan, columns: Sequence[str], rows: Rows) -> tuple[list[s
         else:
             raise InternalError(f"unexpected node {type(node).__name__} above the aggregation")
     return cols, rows
+
+
+def post_process_columns(
+    plan: Plan, columns: Sequence[str], values: Sequence[Sequence[Any]], size: int
+) -> tuple[list[str], Sequence[int], list[Sequence[Any]]]:
+    """:func:`post_process` of ``size`` released rows given as ``values``, one sequence per
+    column: the output columns, the original index of each output row and the output values
+    by column. A column at a time where the nodes are only the SELECT order and LIMIT (no
+    row tuple is built); with HAVING or ORDER BY, row by row through :func:`post_process`."""
+    chain = _chain(plan)
+    if any(not isinstance(node, Project | Limit) for node in chain):
+        rows: Rows = list(enumerate(zip(*values, strict=True)))
+        if not values:  # a query without keys or aggregates: one empty row per group
+            rows = [(i, ()) for i in range(size)]
+        cols, rows = post_process(plan, columns, rows)
+        out: list[Sequence[Any]] = [[r[j] for _, r in rows] for j in range(len(cols))]
+        return cols, [i for i, _ in rows], out
+    cols = list(columns)
+    data = list(values)
+    kept: Sequence[int] = range(size)
+    for node in chain:
+        if isinstance(node, Limit):
+            window = slice(node.offset, node.offset + node.count)
+            kept = kept[window]
+            data = [c[window] for c in data]
+        elif isinstance(node, Project):
+            idx = [cols.index(c) for c in node.columns]
+            data = [data[i] for i in idx]
+            cols = list(node.columns)
+    return cols, kept, data

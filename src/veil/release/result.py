@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 import pyarrow as pa
 
@@ -15,7 +15,7 @@ from veil.aggregates import kind
 from veil.aggregates.base import ColumnModel, Group, NoiseModel
 from veil.errors import InvalidArgumentError, MissingDependencyError
 
-__all__ = ["NOT_PRIVATE", "ReleasedBars", "Result", "Usage"]
+__all__ = ["NOT_PRIVATE", "Columns", "Lazy", "ReleasedBars", "Result", "Usage"]
 
 NOT_PRIVATE = (
     "NOT PRIVATE: the noise was drawn from a caller-supplied random source (for tests only); "
@@ -28,6 +28,69 @@ _ARROW_TYPES = {
     "string": pa.string(),
     "boolean": pa.bool_(),
 }
+
+
+T = TypeVar("T")
+
+
+class Lazy(Sequence[T], Generic[T]):
+    """A tuple of ``size`` items built when an item is first read (:meth:`_build`); equal to
+    the tuple of the same items (and printed as it)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: tuple[T, ...] | None = None
+
+    def _build(self) -> tuple[T, ...]:
+        raise NotImplementedError
+
+    def _all(self) -> tuple[T, ...]:
+        if self._items is None:
+            self._items = self._build()
+        return self._items
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[T, ...]: ...
+    def __getitem__(self, i: int | slice) -> T | tuple[T, ...]:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lazy):
+            return self._all() == other._all()
+        if isinstance(other, tuple):
+            return self._all() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
+class Columns(Lazy[tuple[Any, ...]]):
+    """Released rows held by column (``columns``, one sequence of values per output column):
+    each row's tuple is built only when rows are read; Arrow, pandas and Polars are built
+    from the columns."""
+
+    def __init__(self, columns: Sequence[Sequence[Any]], size: int) -> None:
+        if any(len(c) != size for c in columns):
+            raise ValueError("every column of the released rows must hold one value per row")
+        super().__init__(size)
+        self.columns = tuple(columns)
+
+    def _build(self) -> tuple[tuple[Any, ...], ...]:
+        if not self.columns:
+            return ((),) * self._size
+        return tuple(zip(*self.columns, strict=True))
 
 
 @dataclass(frozen=True)
@@ -96,14 +159,14 @@ class Result:
 
     columns: tuple[str, ...]
     types: tuple[str, ...]
-    values: tuple[tuple[Any, ...], ...]
+    values: Sequence[tuple[Any, ...]]  # a tuple, or Columns (rows built when read)
     cost: Budget
     usage: tuple[Usage, ...] = ()
     fingerprint: str = ""
     cached: bool = False
     notes: tuple[str, ...] = ()
     private: bool = True
-    stats: tuple[Mapping[str, int], ...] = field(default=(), repr=False)
+    stats: Sequence[Mapping[str, int]] = field(default=(), repr=False)
     models: Mapping[str, ColumnModel] = field(default_factory=dict, repr=False)
     noise: Mapping[str, NoiseModel] = field(default_factory=dict, repr=False)
     released_bars: ReleasedBars | None = field(default=None, repr=False)
@@ -120,7 +183,10 @@ class Result:
 
     @property
     def rows(self) -> list[list[Any]]:
-        return [list(r) for r in self.values]
+        values = self.values
+        if isinstance(values, Columns) and values.columns:
+            return [list(r) for r in zip(*values.columns, strict=True)]
+        return [list(r) for r in values]
 
     def error_bars(self, level: float = 0.95) -> list[list[float | None]]:
         """Half-widths at confidence ``level`` for every cell (noise only; see
@@ -161,8 +227,11 @@ class Result:
 
     def to_arrow(self) -> pa.Table:
         arrays = []
+        values = self.values
+        by_column = values.columns if isinstance(values, Columns) else None
         for i, t in enumerate(self.types):
-            arrays.append(pa.array([r[i] for r in self.values], type=_ARROW_TYPES.get(t)))
+            column = by_column[i] if by_column is not None else [r[i] for r in values]
+            arrays.append(pa.array(column, type=_ARROW_TYPES.get(t)))
         return pa.table(arrays, names=list(self.columns))
 
     def to_pandas(self) -> Any:
