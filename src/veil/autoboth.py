@@ -15,6 +15,9 @@ with its own ledger charge and answer cache:
    :mod:`veil.autobounds`), each a noisy histogram under the limits chosen in 1;
 3. **the query** at ``ε·(1 − limits_share − bounds_share)`` (and the query's δ) under both.
 
+The query is SQL text, a builder query or a plan (:meth:`veil.Session.run`): the same three
+steps, charges and fingerprints for the same question.
+
 Contract. Preconditions: those of both modules, and ``limits_share + bounds_share < 1``.
 Postconditions: step 1 is ``ε·limits_share``-DP (:mod:`veil.autolimits`' proof); each bounds
 step, for *any* fixed limits, is ``ε·bounds_share/k``-DP (:mod:`veil.autobounds`: its

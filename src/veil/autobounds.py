@@ -73,6 +73,13 @@ step's; the per-group choice is post-processing of the released counts; the main
 per-group bounds is ``ε·(1 − share)``-DP (:mod:`veil.compile.strata`'s proof note), so the
 whole is ``(ε, δ)``-DP by sequential composition.
 
+Plans. A builder query, or a plan given to :meth:`veil.Session.run`, takes the same request:
+its aggregation's table, WHERE, keys, unit and limits are those of the SQL of the same
+question, so its steps are the same queries (the same fingerprints, charges and cached
+answers), and the bounds found are passed at compile time, replacing the plan's own for those
+columns (as any ``bounds=`` given to ``run`` does). The outer range of a column is the
+session's (a catalog's), else the plan's own.
+
 Not done: combining ``bounds="auto"`` with accuracy targets.
 """
 
