@@ -159,16 +159,34 @@ def test_a_whole_cost_above_the_grant_is_refused_before_the_first_charge() -> No
     assert s.explain(SQL, epsilon=Fraction(11, 10), limits="auto", bounds="auto").covered is False
 
 
-def test_run_with_a_plan_refuses_auto_bounds_free() -> None:
+def test_run_with_a_plan_finds_auto_bounds_within_the_plans_own() -> None:
+    """A plan built with bounds: the bounds found replace them, within them (the session
+    declares none), at the same three charges as SQL."""
     s = _session(_table(MANY))
-    with pytest.raises(InvalidArgumentError, match="needs the query as SQL text"):
-        s.run(s.plan(SQL, bounds={"x": (0, 1)}), epsilon=1, limits="auto", bounds="auto")  # type: ignore[arg-type]
-    assert s.remaining() == veil.Budget(epsilon=10)
+    plan = s.plan(SQL, bounds={"x": (0, 1)})
+    result = s.run(plan, epsilon=1, limits="auto", bounds="auto", bounds_share=Fraction(1, 5))
+    assert [eps for eps, _ in _charges(s)] == [Fraction(1, 10), Fraction(1, 5), Fraction(7, 10)]
+    (chosen,) = result.auto_bounds
+    assert chosen.outer == (0, 1)
+    assert 0 <= chosen.lower < chosen.upper <= 1
+    assert result.cost == veil.Budget(epsilon=1)
+    assert s.remaining() == veil.Budget(epsilon=9)
 
 
-def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None:
+def _ask(how: str, s: veil.Session, **options: object) -> veil.Result:
+    """The same question as SQL, as a builder query or as a plan run."""
+    if how == "sql":
+        return s.sql(SQL, **options)  # type: ignore[arg-type]
+    if how == "builder":
+        return s.query("t").sum("x", "s").run(**options)
+    return s.run(s.plan(SQL), **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["sql", "builder", "plan"])
+def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer(how: str) -> None:
     """Remove one unit — a heavy one, one with an extreme value, a negative one, an
-    ordinary one: the outcome (released, its notes and charges) is the same."""
+    ordinary one: the outcome (released, its notes and charges) is the same, for the
+    question asked as SQL, as a builder query or as a plan."""
     rows = [1, 3, 3, 8, 20, 2000, 5, 5, 5, 5] * 5
     values = [float(v) for v in range(len(rows))]
     values[5], values[7], values[9] = 1e15, -1e12, float("nan")
@@ -179,8 +197,8 @@ def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None
             table = table.filter(pc.not_equal(table["uid"], unit))
         s = _session(table)
         try:
-            result = s.sql(SQL, epsilon=1, limits="auto", bounds="auto",
-                           source=SeededSource(f"n{unit}"))  # fmt: skip
+            result = _ask(how, s, epsilon=1, limits="auto", bounds="auto",
+                          source=SeededSource(f"n{unit}"))  # fmt: skip
             shape = tuple(n.split(":")[0] for n in result.notes)
             outcomes.add(("released", shape, len(result.rows), str(result.cost),
                           len(_charges(s)), str(s.remaining())))  # fmt: skip

@@ -427,15 +427,25 @@ def test_removing_a_unit_moves_the_steps_counts_by_at_most_its_sensitivity() -> 
         assert moved <= m.sensitivity, (unit, moved)
 
 
+def _ask(how: str, s: veil.Session, **options: object) -> veil.Result:
+    """``SQL`` asked as SQL, as a builder query or as a plan run."""
+    if how == "sql":
+        return s.sql(SQL, **options)  # type: ignore[arg-type]
+    if how == "builder":
+        return s.query("t").avg("x", "m").run(**options)
+    return s.run(s.plan(SQL), **options)  # type: ignore[arg-type]
+
+
 @pytest.mark.slow
-def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer() -> None:
+@pytest.mark.parametrize("how", ["sql", "builder", "plan"])
+def test_neighbours_have_the_same_outcome_and_the_same_shape_of_answer(how: str) -> None:
     full = _units(NEIGHBOUR_VALUES * 2)
     outcomes = []
     for unit in (None, *range(4)):
         frame = full if unit is None else full[full["uid"] != unit].reset_index(drop=True)
         s = _session(frame, privacy_unit="uid")
         try:
-            result = s.sql(SQL, epsilon=1, bounds="auto", source=SeededSource(f"n{unit}"))
+            result = _ask(how, s, epsilon=1, bounds="auto", source=SeededSource(f"n{unit}"))
             outcomes.append(("released", len(result.rows), len(result.notes), str(result.cost)))
         except veil.VeilError as exc:  # pragma: no cover - would be the bug this test catches
             outcomes.append(("refused", type(exc).__name__, str(exc), ""))

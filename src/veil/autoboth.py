@@ -15,6 +15,9 @@ with its own ledger charge and answer cache:
    :mod:`veil.autobounds`), each a noisy histogram under the limits chosen in 1;
 3. **the query** at ``ε·(1 − limits_share − bounds_share)`` (and the query's δ) under both.
 
+The query is SQL text, a builder query or a plan (:meth:`veil.Session.run`): the same three
+steps, charges and fingerprints for the same question.
+
 Contract. Preconditions: those of both modules, and ``limits_share + bounds_share < 1``.
 Postconditions: step 1 is ``ε·limits_share``-DP (:mod:`veil.autolimits`' proof); each bounds
 step, for *any* fixed limits, is ``ε·bounds_share/k``-DP (:mod:`veil.autobounds`: its
@@ -42,8 +45,10 @@ from veil.autobounds import (
     _run_step,
     _Step,
     _steps,
+    audit_text,
     check_share,
     placeholders,
+    plan_of,
 )
 from veil.autobounds import _prepare as _prepare_bounds
 from veil.autobounds import step_note as bounds_note
@@ -81,7 +86,7 @@ class _Both:
 
 def _prepare(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -108,12 +113,12 @@ def _prepare(
     # (ε·(1 − l) with share b/(1 − l): its steps get ε·b in all, the query ε·(1 − l − b))
     rest = eps * (1 - lpart)
     b = _prepare_bounds(
-        session, text, epsilon=rest, delta=delta, bounds=bounds, share=bpart / (1 - lpart),
+        session, query, epsilon=rest, delta=delta, bounds=bounds, share=bpart / (1 - lpart),
         domains=domains, limits=_Limits(None, None, None), quantile_buckets=quantile_buckets,
     )  # fmt: skip
     if b.step_epsilon * len(b.steps) != eps * bpart:
         raise InternalError("the bounds steps' share of epsilon is not the one declared")
-    main = session.plan(text, bounds=b.pairs, domains=domains)
+    main = plan_of(session, query, b.pairs, domains)
     p = _prepare_limits(
         session, main, epsilon=eps, delta=delta, bounds=b.pairs, limits=limits,
         share=lpart, domains=domains, given=given_limits, quantile_buckets=quantile_buckets,
@@ -138,7 +143,7 @@ def _prepare(
 
 def auto_both_sql(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -152,30 +157,36 @@ def auto_both_sql(
     source: RandomSource | None,
     progress: Any,
     quantile_buckets: int | None,
+    text: str | None = None,
 ) -> Result:
-    """:meth:`veil.Session.sql` with auto limits and auto bounds: refuse what is decidable
-    first (free), then the limits step, the bounds steps under the limits chosen, and the
-    query under both. The result's ``cost`` is what was charged now in all, ``auto_limits``
-    and ``auto_bounds`` the choices, its notes say both and their expected bias."""
+    """:meth:`veil.Session.sql` (or :meth:`~veil.Session.run` on a plan) with auto limits and
+    auto bounds: refuse what is decidable first (free), then the limits step, the bounds steps
+    under the limits chosen, and the query under both (a plan and the SQL of the same
+    question: the same steps, charges and cached answers). The result's ``cost`` is what was
+    charged now in all, ``auto_limits`` and ``auto_bounds`` the choices, its notes say both
+    and their expected bias."""
     both = _prepare(
-        session, text, epsilon=epsilon, delta=delta, bounds=bounds,
+        session, query, epsilon=epsilon, delta=delta, bounds=bounds,
         bounds_share=bounds_share, limits=limits, limits_share=limits_share, domains=domains,
         given=given, quantile_buckets=quantile_buckets,
     )  # fmt: skip
     p = both.limits
     _check_covered(session, both.total)
+    shown = audit_text(query, text)
+    if text is None and isinstance(query, str):
+        text = query
     step = session.run(
         p.hist, epsilon=p.step_epsilon, max_groups=1, max_rows_per_group=1, source=source,
-        text=f"-- veil limits: {p.what.split(' over ')[0]} for: {text}",
+        text=f"-- veil limits: {p.what.split(' over ')[0]} for: {shown}",
     )  # fmt: skip
     # the engine has read data: from here every step was compiled already (the path is total)
     c = p.choose([int(s["count"]) for s in step.stats])
     at = _Limits(c.max_groups, c.max_rows_per_group, c.max_rows)
     steps = both.steps[(c.max_rows, c.max_groups, c.max_rows_per_group)]
-    chosen = [_run_step(session, s, at, source, both.bounds_epsilon, text) for s in steps]
+    chosen = [_run_step(session, s, at, source, both.bounds_epsilon, shown) for s in steps]
     pairs = {**both.given, **{b.column: b.value for b in chosen}}
     result = session.run(
-        session.plan(text, bounds=pairs, domains=domains), epsilon=p.main_epsilon, delta=delta,
+        plan_of(session, query, pairs, domains), epsilon=p.main_epsilon, delta=delta,
         bounds=pairs, max_groups=c.max_groups, max_rows_per_group=c.max_rows_per_group,
         max_rows=c.max_rows, consistent=consistent, source=source, progress=progress,
         text=text, quantile_buckets=quantile_buckets,
@@ -215,8 +226,6 @@ def auto_both_explain(
     three steps), whether the grant covers it, each step's cost — nothing read, nothing
     charged. The error bars are the query's at the noisiest candidate limits and the
     placeholder bounds."""
-    if not isinstance(query, str):
-        raise InvalidArgumentError("bounds='auto' needs the query as SQL text")
     notes: list[str] = []
     if epsilon is None:
         epsilon = 1
@@ -234,6 +243,7 @@ def auto_both_explain(
     explanation = session.explain(
         query, epsilon=p.main_epsilon, delta=delta, bounds=both.pairs, max_groups=g,
         max_rows_per_group=r, max_rows=t, domains=domains, quantile_buckets=quantile_buckets,
+        weights=False,  # unweighted, as the query runs (veil.autobounds.plan_of)
     )  # fmt: skip
     notes.append(limits_note(p))
     first = next(iter(both.steps.values()))

@@ -73,6 +73,13 @@ step's; the per-group choice is post-processing of the released counts; the main
 per-group bounds is ``ε·(1 − share)``-DP (:mod:`veil.compile.strata`'s proof note), so the
 whole is ``(ε, δ)``-DP by sequential composition.
 
+Plans. A builder query, or a plan given to :meth:`veil.Session.run`, takes the same request:
+its aggregation's table, WHERE, keys, unit and limits are those of the SQL of the same
+question, so its steps are the same queries (the same fingerprints, charges and cached
+answers), and the bounds found are passed at compile time, replacing the plan's own for those
+columns (as any ``bounds=`` given to ``run`` does). The outer range of a column is the
+session's (a catalog's), else the plan's own.
+
 Not done: combining ``bounds="auto"`` with accuracy targets.
 """
 
@@ -386,11 +393,16 @@ def _steps(
     by: Mapping[str, GroupKey] | None = None,
 ) -> list[_Step]:
     """Compile each column's bounds step (free: nothing is read) and its threshold; the outer
-    range of a column is ``within``'s, else the session's (a catalog's: the owner's); ``by``
+    range of a column is ``within``'s, else the session's (a catalog's: the owner's), else the
+    bounds ``agg`` carries for it (a plan built with them; their hull if per group); ``by``
     the public key of each column found per group."""
     steps: list[_Step] = []
     for column in columns:
+        # the session's range (a catalog's: the owner's) is the one a query compiles with;
+        # a plan's own bounds only where the session has none (as Session.run resolves them)
         declared = session.bounds.get(column)
+        if declared is None:
+            declared = next((b for b in agg.bounds if b.column == column), None)
         outer = (declared.lower, declared.upper) if declared is not None else None
         if within is not None and column in within:
             outer = within[column]
@@ -443,9 +455,33 @@ class _Prepared:
     pairs: dict[str, Any]  # the given bounds and the placeholders (per group where asked)
 
 
+def plan_of(
+    session: Session,
+    query: str | Plan,
+    bounds: Mapping[str, Any],
+    domains: Mapping[str, Sequence[Any]] | None,
+) -> Plan:
+    """The plan of ``query`` with ``bounds``: SQL text is planned with them, unweighted (auto
+    bounds refuse survey weights, so only ``weights=False`` gets here: a session's weights
+    column must not weigh it again); a plan (a builder's, or :meth:`veil.Session.plan`'s) is
+    its own — the bounds passed when it is compiled replace its own, exactly as in
+    :meth:`veil.Session.run`, so the compiled query, its fingerprint and its charge are those
+    of the same SQL query."""
+    if isinstance(query, str):
+        return session.plan(query, bounds=bounds, domains=domains, weights=False)
+    return query
+
+
+def audit_text(query: str | Plan, text: str | None) -> str:
+    """What the ledger's audit trail names the query by in its steps' records."""
+    if text is not None:
+        return text
+    return query if isinstance(query, str) else "a query plan"
+
+
 def _prepare(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -460,7 +496,7 @@ def _prepare(
     given, auto, named = split_request(bounds)
     eps = _epsilon(epsilon)
     part = check_share(share)
-    plan = session.plan(text, bounds=given, domains=domains)
+    plan = plan_of(session, query, given, domains)
     agg = aggregate_of(plan)
     by = {column: group_key(agg, column, name) for column, name in sorted(named.items())}
     clamped = sorted({a.column for a in agg.aggregates if a.needs_bounds and a.column})
@@ -491,7 +527,7 @@ def _prepare(
     for s in steps:
         if s.key is not None:
             pairs[s.column] = {label: placeholder[s.column] for label in s.key.labels()}
-    main_plan = session.plan(text, bounds=pairs, domains=domains)
+    main_plan = plan_of(session, query, pairs, domains)
     compiled = aggregate_of(
         session._compile(
             main_plan,
@@ -759,7 +795,7 @@ def placeholders(prepared: _Prepared) -> str:
 
 def auto_sql(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -773,23 +809,29 @@ def auto_sql(
     source: RandomSource | None,
     progress: Any,
     quantile_buckets: int | None,
+    text: str | None = None,
 ) -> Result:
-    """:meth:`veil.Session.sql` with auto bounds: refuse what is decidable first (free), then
-    run each bounds step, then the query at the chosen bounds with ``ε·(1 − share)``.
+    """:meth:`veil.Session.sql` (or :meth:`~veil.Session.run` on a plan) with auto bounds:
+    refuse what is decidable first (free), then run each bounds step, then the query at the
+    chosen bounds with ``ε·(1 − share)``. A plan and the SQL of the same question run the same
+    steps and the same query: the same charges, fingerprints and cached answers.
 
     The returned result's ``cost`` is what was charged now in all (steps and query), its
     ``auto_bounds`` the :class:`ChosenBounds`, its notes one line per column."""
     limits = _Limits(max_groups, max_rows_per_group, max_rows)
     prepared = _prepare(
-        session, text, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
+        session, query, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
         domains=domains, limits=limits, quantile_buckets=quantile_buckets,
     )  # fmt: skip
     _check_covered(session, prepared.total)
+    shown = audit_text(query, text)
     chosen = [
-        _run_step(session, s, limits, source, prepared.step_epsilon, text) for s in prepared.steps
+        _run_step(session, s, limits, source, prepared.step_epsilon, shown) for s in prepared.steps
     ]
     pairs = {**prepared.given, **{c.column: c.value for c in chosen}}
-    plan = session.plan(text, bounds=pairs, domains=domains)
+    plan = plan_of(session, query, pairs, domains)
+    if text is None and isinstance(query, str):
+        text = query
     result = session.run(
         plan,
         epsilon=prepared.main_epsilon,
@@ -818,7 +860,7 @@ def auto_sql(
 
 def auto_explain(
     session: Session,
-    text: str,
+    query: str | Plan,
     *,
     epsilon: object,
     delta: Number | None,
@@ -840,13 +882,14 @@ def auto_explain(
         notes.append("no epsilon given: costs and error bars are shown for epsilon=1")
     limits = _Limits(max_groups, max_rows_per_group, max_rows)
     prepared = _prepare(
-        session, text, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
+        session, query, epsilon=epsilon, delta=delta, bounds=bounds, share=bounds_share,
         domains=domains, limits=limits, quantile_buckets=quantile_buckets,
     )  # fmt: skip
     _check_whole(session, prepared.total)
     pairs = prepared.pairs
     explanation = session.explain(
-        text,
+        query,
+        weights=False,  # unweighted, as the query runs (see plan_of)
         epsilon=prepared.main_epsilon,
         delta=delta,
         bounds=pairs,

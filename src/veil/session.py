@@ -36,7 +36,7 @@ from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon
 from veil.autoboth import auto_both_explain, auto_both_sql
-from veil.autobounds import auto_explain, auto_sql, is_auto
+from veil.autobounds import auto_explain, auto_sql, is_auto, split_request
 from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
@@ -490,6 +490,13 @@ class Session:
             _remember(_PLANS, memo, found)
         return weigh(found, self._weights(weights))
 
+    def _auto_weights(self, query: str | Plan, weights: str | Literal[False] | None) -> str | None:
+        """The weights column auto bounds would run with (refused): SQL's as :meth:`plan`
+        weighs it, a plan's own (or an explicit ``weights=`` column, as :meth:`explain`)."""
+        if isinstance(query, str):
+            return self._weights(weights)
+        return weights if isinstance(weights, str) else _weights_of(query)
+
     def _weights(self, weights: str | Literal[False] | None) -> str | None:
         """The weights column of a query: its own, none (``False``), or the session's."""
         if weights is False:
@@ -522,6 +529,8 @@ class Session:
         ``weights`` out of ``options`` (the plan has them) and leaves ``bounds`` in (compiling
         reads them too)."""
         bounds = options.get("bounds")
+        if is_auto(bounds):  # the pairs given beside the auto columns (their refusals, free)
+            bounds = split_request(bounds)[0]
         plan = query.plan(
             privacy_unit=self.privacy_unit,
             bounds=list({**self.bounds, **_bounds(bounds)}.values()),
@@ -733,7 +742,7 @@ class Session:
         *,
         epsilon: Number | Budget | None = None,
         delta: Number | None = None,
-        bounds: BoundsArg = None,
+        bounds: AutoBoundsArg = None,
         max_groups: int | None = None,
         max_rows_per_group: int | None = None,
         consistent: bool = False,
@@ -744,10 +753,16 @@ class Session:
         quantile_buckets: int | None = None,
         limits: str | None = None,
         limits_share: Number | None = None,
+        bounds_share: Number | None = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
 
         ``limits="auto"``: the contribution limits chosen first (see :meth:`sql`).
+        ``bounds="auto"`` (or ``{"income": "auto"}``, ``{"income": {"auto": KEY}}``) with
+        ``bounds_share``: the bounds chosen first, as in :meth:`sql` — the same steps, charges,
+        fingerprints and cached answers as the SQL of the same question; the bounds found
+        replace the plan's own for those columns, and stay within the session's (a catalog's:
+        the owner's), else within the plan's own.
 
         ``text`` is what the ledger's audit trail records with the charge (``sql`` passes the
         SQL); by default the plan's canonical form.
@@ -761,13 +776,18 @@ class Session:
         (:class:`veil.errors.QueryFailedError`, the charge stays). Without it no thread is
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
+        self._open()
         if limits is not None:
             if is_auto(bounds):
-                raise InvalidArgumentError(
-                    "bounds='auto' needs the query as SQL text (its bounds steps are SQL "
-                    "queries of the same rows); pass it to sql() with limits= and "
-                    "bounds='auto', or give the bounds as pairs"
-                )
+                _refuse_auto_weights(_weights_of(plan))
+                return auto_both_sql(
+                    self, plan, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, limits=limits, limits_share=limits_share,
+                    domains=None, given=(max_groups, max_rows_per_group, max_rows),
+                    consistent=consistent, source=source, progress=progress,
+                    quantile_buckets=quantile_buckets, text=text,
+                )  # fmt: skip
+            _refuse_stray_share(bounds_share)
             return auto_limits_sql(
                 self, plan, epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
                 limits_share=limits_share, domains=None,
@@ -775,7 +795,17 @@ class Session:
                 source=source, progress=progress, quantile_buckets=quantile_buckets, text=text,
             )  # fmt: skip
         refuse_stray_share(limits_share)
-        self._open()
+        if is_auto(bounds):
+            _refuse_auto_weights(_weights_of(plan))
+            return auto_sql(
+                self, plan, epsilon=epsilon, delta=delta, bounds=bounds,
+                bounds_share=bounds_share, domains=None, max_groups=max_groups,
+                max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                consistent=consistent, source=source, progress=progress,
+                quantile_buckets=quantile_buckets, text=text,
+            )  # fmt: skip
+        _refuse_stray_share(bounds_share)
+        bounds = cast(BoundsArg, bounds)
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(
                 f"progress must be a function taking a fraction (or None), got {progress!r}"
@@ -973,7 +1003,7 @@ class Session:
         if limits is not None:
             _refuse_auto_limits_with(target)
             if is_auto(bounds):
-                _refuse_auto_weights(self._weights(weights))
+                _refuse_auto_weights(self._auto_weights(query, weights))
                 return auto_both_explain(
                     self, query, epsilon=epsilon, delta=delta, bounds=bounds,
                     bounds_share=bounds_share, limits=limits, limits_share=limits_share,
@@ -994,9 +1024,7 @@ class Session:
         refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_target(target)
-            _refuse_auto_weights(self._weights(weights))
-            if not isinstance(query, str):
-                raise InvalidArgumentError("bounds='auto' needs the query as SQL text")
+            _refuse_auto_weights(self._auto_weights(query, weights))
             return auto_explain(
                 self, query, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=domains, max_groups=max_groups,
@@ -1154,6 +1182,11 @@ def _refuse_auto_weights(weights: object) -> None:
             "bounds as pairs, e.g. bounds={'hours': (0, 60), 'coeff': (0, 5)}, or "
             "weights=False"
         )
+
+
+def _weights_of(plan: Plan) -> str | None:
+    """The survey-weights column a plan's aggregates are weighted by (``None``: unweighted)."""
+    return next((a.weights for a in aggregate_of(plan).aggregates if a.weights), None)
 
 
 def _refuse_auto_limits_with(target: Any) -> None:

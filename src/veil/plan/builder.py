@@ -20,6 +20,9 @@ chain ``Scan → [Filter] → Aggregate → [Having] → [Sort] → [Limit] → 
 :func:`veil.sql.parse` does for the equivalent SQL (``veil.sql`` builds its plans with this
 class), so both give equal plans and equal fingerprints.
 
+Options of ``run``/``explain`` are :meth:`veil.Session.run`'s, ``bounds="auto"`` and
+``limits="auto"`` included: a built query runs the very steps and charges of its SQL.
+
 The expression policy it shares with the SQL front end (what WHERE and HAVING may hold, how a
 column name resolves) is :mod:`veil.plan.expressions`.
 """
@@ -369,11 +372,19 @@ class Query:
         return self.runner
 
     def run(self, **options: Any) -> Result:
-        """Run through the session that made this query (``epsilon=…, delta=…, bounds=…``)."""
+        """Run through the session that made this query (``epsilon=…, delta=…, bounds=…``).
+
+        ``bounds="auto"`` (or ``{"income": "auto"}``, ``{"income": {"auto": KEY}}``) with
+        ``bounds_share=``, and ``limits="auto"`` / ``"auto_groups"`` with ``limits_share=``,
+        choose the bounds and the limits under DP first (:mod:`veil.autobounds`,
+        :mod:`veil.autoboth`): the same steps, charges, fingerprints and cached answers as the
+        SQL of the same question through :meth:`veil.Session.sql`."""
         return self._runner().run_query(self, **options)
 
     def explain(self, **options: Any) -> Explanation:
-        """Explain through the session that made this query, without reading private data."""
+        """Explain through the session that made this query, without reading private data
+        (with ``bounds="auto"`` / ``limits="auto"``: the whole cost of their steps and the
+        query, as :meth:`run` would charge it)."""
         return self._runner().explain_query(self, **options)
 
 

@@ -29,7 +29,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from veil.accounting.ledger import Standing
-from veil.autobounds import is_auto
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
@@ -143,8 +142,9 @@ def _refuse_widening(body: ExplainRequest, ds: Dataset) -> None:
 
 
 def _bounds(body: ExplainRequest) -> str | dict[str, Any] | None:
-    """The request's bounds as :meth:`Session.sql` takes them: pairs, ``"auto"`` (all or per
-    column), ``{"auto": KEY}`` per group; ``"auto"`` only for a query given as sql (free)."""
+    """The request's bounds as :meth:`Session.sql` and :meth:`Session.run_query` take them:
+    pairs, ``"auto"`` (all or per column), ``{"auto": KEY}`` per group — for a query given as
+    sql or as a plan alike (the same steps, charges and cached answers)."""
     if body.bounds is None:
         return None  # (a bounds_share without auto bounds: the session refuses it)
     if isinstance(body.bounds, str):
@@ -158,11 +158,6 @@ def _bounds(body: ExplainRequest) -> str | dict[str, Any] | None:
                 out[column] = spec
             else:
                 out[column] = (spec[0], spec[1])
-    if is_auto(out) and body.sql is None:
-        raise InvalidArgumentError(
-            "bounds 'auto' is for a query given as sql (its bounds steps are SQL queries of "
-            "the same rows); give the query as sql, or the bounds as pairs"
-        )
     return out
 
 

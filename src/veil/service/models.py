@@ -154,7 +154,7 @@ class ExplainRequest(_Body):
         description="narrower clamping bounds than the owner's (never wider): per column a "
         "pair [lower, upper], or 'auto' (found under DP from a share of epsilon, within the "
         "owner's), or {'auto': KEY} (found per group of the public GROUP BY key KEY); 'auto' "
-        "alone: every column the query clamps (sql only)",
+        "alone: every column the query clamps (for sql and plan alike)",
     )
     bounds_share: Num | None = Field(
         default=None,
