@@ -4,6 +4,7 @@ ledger (``defer_cache_hits=True``) writes the hits' history records batched, sho
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -95,6 +96,44 @@ def test_history_export_and_close_write_what_is_pending(
     assert _hits(path) == 2
     ledger.close()
     assert _hits(path) == 3
+
+
+def test_a_flush_waits_for_hits_another_flush_is_still_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The background thread has taken the queue and is mid-write when history() flushes:
+    the history must still show the hit (before, the second flush found the queue empty and
+    returned at once, and history read the events before the first write committed — seen
+    as a missing cache hit in tests/service/test_hot_answers.py under load)."""
+    monkeypatch.setattr(ledger_module, "HIT_FLUSH_S", 3600.0)  # only the flushes below write
+    path = tmp_path / "l.db"
+    ledger = _charged(f"sqlite:///{path}", defer_cache_hits=True)
+    writing, release = threading.Event(), threading.Event()
+    real = ledger._write_hits
+
+    def slow_write(rows: list[dict[str, object]]) -> None:  # the real write, held back
+        writing.set()
+        release.wait(10)
+        real(rows)
+
+    monkeypatch.setattr(ledger, "_write_hits", slow_write)
+    _hit(ledger)
+    first = threading.Thread(target=ledger.flush_cache_hits)
+    first.start()
+    assert writing.wait(10)
+    seen: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: seen.append([r.event for r in ledger.history("alice", "people")])
+    )
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive()  # waiting for the write in progress, not reading without it
+    release.set()
+    first.join(10)
+    reader.join(10)
+    assert seen == [["grant", "charge", "cache_hit"]]
+    assert _hits(path) == 1
+    ledger.close()
 
 
 def test_the_csv_export_keeps_a_query_text_from_running_as_a_formula(tmp_path: Path) -> None:

@@ -130,6 +130,9 @@ class _HitLog:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = weakref.ref(ledger)
         self._lock = threading.Lock()
+        # held from taking the queue to its rows committed: a flush that finds the queue
+        # empty while another is writing waits for that write (its caller reads them next)
+        self._flushing = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -138,6 +141,7 @@ class _HitLog:
 
     def _forget(self) -> None:
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._pending = []
         self._wake = threading.Event()
         self._thread = None
@@ -156,17 +160,21 @@ class _HitLog:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            rows, self._pending = self._pending, []
-        ledger = self._ledger()
-        if not rows or ledger is None:
-            return
-        try:
-            ledger._write_hits(rows)
-        except LedgerError:  # the database is unreachable now: keep them for the next try
-            logger.exception("veil ledger: %d cache-hit records not written yet", len(rows))
+        """Write every hit queued before this call: on return they are committed (or, the
+        database unreachable, queued again) — also those another thread's flush had taken
+        and was still writing."""
+        with self._flushing:
             with self._lock:
-                self._pending[:0] = rows
+                rows, self._pending = self._pending, []
+            ledger = self._ledger()
+            if not rows or ledger is None:
+                return
+            try:
+                ledger._write_hits(rows)
+            except LedgerError:  # the database is unreachable now: keep them for the next try
+                logger.exception("veil ledger: %d cache-hit records not written yet", len(rows))
+                with self._lock:
+                    self._pending[:0] = rows
 
     def stop(self) -> None:
         self._wake.set()
