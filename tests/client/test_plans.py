@@ -20,6 +20,7 @@ from veil.client import Client, Job, Plan
 from veil.errors import (
     InvalidArgumentError,
     OutcomeUnknownError,
+    SchemaError,
     UnsupportedQueryError,
     UserError,
     VeilError,
@@ -342,11 +343,11 @@ def test_a_plan_whose_answer_times_out_is_not_sent_again(
             UnsupportedQueryError,
             "medain",
         ),
-        ({"aggregates": [{"function": "avg", "column": "nope"}]}, {}, VeilError, "nope"),
+        ({"aggregates": [{"function": "avg", "column": "nope"}]}, {}, SchemaError, "nope"),
         (
             {"aggregates": [{"function": "count"}], "where": ["random() > 0"]},
             {},
-            VeilError,
+            UnsupportedQueryError,
             "random",
         ),
         ({"aggregates": [{"function": "count"}]}, {"target": "n=±50"}, InvalidArgumentError, "sql"),
