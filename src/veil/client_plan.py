@@ -198,27 +198,35 @@ class Plan:
         return self.agg("count_distinct", column, alias)
 
     def sum(self, column: str, alias: str | None = None) -> Plan:
+        """SUM(column) of values clamped to the column's bounds."""
         return self.agg("sum", column, alias)
 
     def avg(self, column: str, alias: str | None = None) -> Plan:
+        """AVG(column) of values clamped to the column's bounds."""
         return self.agg("avg", column, alias)
 
     def variance(self, column: str, alias: str | None = None) -> Plan:
+        """VARIANCE(column): the sample variance of clamped values."""
         return self.agg("variance", column, alias)
 
     def stddev(self, column: str, alias: str | None = None) -> Plan:
+        """STDDEV(column): the sample standard deviation of clamped values."""
         return self.agg("stddev", column, alias)
 
     def quantile(self, column: str, q: Number, alias: str | None = None) -> Plan:
+        """QUANTILE_CONT(column, q) of clamped values."""
         return self.agg("quantile", column, alias, quantile=q)
 
     def median(self, column: str, alias: str | None = None) -> Plan:
+        """MEDIAN(column): the quantile 1/2."""
         return self.agg("median", column, alias)
 
     def min(self, column: str, alias: str | None = None) -> Plan:
+        """MIN(column): the 0-quantile of clamped values."""
         return self.agg("min", column, alias)
 
     def max(self, column: str, alias: str | None = None) -> Plan:
+        """MAX(column): the 1-quantile of clamped values."""
         return self.agg("max", column, alias)
 
     # released values -------------------------------------------------------------------------
