@@ -2,11 +2,13 @@
 
 ::
 
-    from veil.client import Client
+    from veil.client import Client, Plan
 
     with Client("https://veil.example.org", key) as service:
         r = service.query("people", "SELECT COUNT(*) AS n FROM people", epsilon=0.5)
         r.rows, r.error_bars(0.95), r.cost, r.remaining
+        plan = Plan().where("age >= 18").group_by("state").agg("count").agg("median", "income")
+        service.query("people", plan=plan, epsilon=0.5)  # the same query as builder calls
 
 **Answers.** :meth:`Client.query` returns a :class:`veil.Result`, the library's type: values,
 ``error_bars(0.95)``, ``cost``, ``usage``, ``cached``, ``fingerprint``, ``notes``, ``private``,
@@ -47,14 +49,11 @@ Needs httpx (``pip install 'veil[client]'``, also in ``veil[service]``), importe
 from __future__ import annotations
 
 import ipaddress
-import math
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
-from fractions import Fraction
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import quote, urlsplit
@@ -76,6 +75,7 @@ from veil.client_answers import (
     result_from_payload,
 )
 from veil.client_errors import ERRORS, Asked, problem_error, unknown_dataset
+from veil.client_plan import Bounds, Number, Plan, number, query_body
 from veil.errors import (
     InvalidArgumentError,
     MissingDependencyError,
@@ -100,12 +100,8 @@ __all__ = [
     "Explanation",
     "Job",
     "Noisy",
+    "Plan",
 ]
-
-Number = int | float | str | Fraction | Decimal
-Bounds = Mapping[str, tuple[Number, Number] | str | Mapping[str, str]] | str
-"""Pairs per column; ``"auto"`` (every clamped column, or one column's value) and
-``{"auto": KEY}`` (per group of a public GROUP BY key) find them under DP first."""
 
 
 def _httpx() -> ModuleType:
@@ -117,19 +113,6 @@ def _httpx() -> ModuleType:
 
 
 # ------------------------------------------------------------------------------ encoding
-
-
-def _num(value: object, name: str) -> int | float | str:
-    """A number as the service reads it: a JSON number, or an exact decimal / fraction."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction | Decimal):
-        raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
-    if isinstance(value, float | Decimal) and not math.isfinite(value):
-        raise InvalidArgumentError(f"{name} must be finite, got {value!r}")
-    if isinstance(value, Fraction):
-        return str(value.numerator) if value.denominator == 1 else str(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return value
 
 
 @dataclass(frozen=True)
@@ -371,8 +354,9 @@ class Client:
     def query(
         self,
         dataset: str,
-        sql: str,
+        sql: str | None = None,
         *,
+        plan: Plan | Mapping[str, Any] | None = None,
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
@@ -395,8 +379,9 @@ class Client:
     def query(
         self,
         dataset: str,
-        sql: str,
+        sql: str | None = None,
         *,
+        plan: Plan | Mapping[str, Any] | None = None,
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
@@ -418,8 +403,9 @@ class Client:
     def query(
         self,
         dataset: str,
-        sql: str,
+        sql: str | None = None,
         *,
+        plan: Plan | Mapping[str, Any] | None = None,
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
@@ -438,7 +424,9 @@ class Client:
         weights: str | Literal[False] | None = None,
     ) -> Result | Job:
         """Answer ``sql`` on ``dataset`` with noise, error bars and a charged budget (the
-        arguments of ``Session.sql``; bounds and limits may only narrow the owner's).
+        arguments of ``Session.sql``; bounds and limits may only narrow the owner's). Or the
+        query as ``plan=``, instead of ``sql``: a :class:`Plan` (``Session.query``'s calls) or
+        its JSON form — the same options, charges and cached answers as the equivalent SQL.
         ``target`` (instead of ``epsilon``): accuracy targets such as ``"n=±50"``, run at the
         smallest ε meeting them (``references``, ``min_group_size``: their public assumptions).
 
@@ -450,22 +438,31 @@ class Client:
         ``"auto_groups"``, ``max_groups`` and ``max_rows_per_group``; the
         answer's ``auto_limits`` says what was chosen).
         """
-        body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
-        if bounds_share is not None:
-            body["bounds_share"] = _num(bounds_share, "bounds_share")
-        if max_rows is not None:
-            body["max_rows"] = max_rows
-        body |= _limits(limits, limits_share)
-        if weights is not None:
-            body["weights"] = weights
+        body = query_body(
+            dataset,
+            sql,
+            plan,
+            epsilon=epsilon,
+            delta=delta,
+            bounds=bounds,
+            bounds_share=bounds_share,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            max_rows=max_rows,
+            limits=limits,
+            limits_share=limits_share,
+            target=target,
+            references=references,
+            min_group_size=min_group_size,
+            weights=weights,
+        )
         body["consistent"] = bool(consistent)
-        body |= _targets(target, references, min_group_size)
         status, payload = self._call(
             "POST",
             "/v1/query",
             body=body,
             params=None if wait else {"async": "true"},
-            lost=lambda exc: self._lost_query(dataset, exc),
+            lost=lambda exc: self._lost_query(dataset, exc, plan=plan is not None),
             asked=Asked(dataset),
         )
         if status == 202:
@@ -478,8 +475,9 @@ class Client:
     def explain(
         self,
         dataset: str,
-        sql: str,
+        sql: str | None = None,
         *,
+        plan: Plan | Mapping[str, Any] | None = None,
         epsilon: Number | None = None,
         delta: Number | None = None,
         bounds: Bounds | None = None,
@@ -494,18 +492,28 @@ class Client:
         min_group_size: int | None = None,
         weights: str | Literal[False] | None = None,
     ) -> Explanation:
-        """What the query would cost and its expected error; reads no data, charges nothing
-        (without ``epsilon``: shown for ε = 1; with ``target``: at the smallest ε meeting
-        the accuracy targets, which ``notes`` state; ``weights`` as in :meth:`query`)."""
-        body = _body(dataset, sql, epsilon, delta, bounds, max_groups, max_rows_per_group)
-        if bounds_share is not None:
-            body["bounds_share"] = _num(bounds_share, "bounds_share")
-        if max_rows is not None:
-            body["max_rows"] = max_rows
-        body |= _limits(limits, limits_share)
-        body |= _targets(target, references, min_group_size)
-        if weights is not None:
-            body["weights"] = weights
+        """What the query (``sql``, or ``plan=`` as in :meth:`query`) would cost and its
+        expected error; reads no data, charges nothing (without ``epsilon``: shown for ε = 1;
+        with ``target``: at the smallest ε meeting the accuracy targets, which ``notes``
+        state; ``weights`` as in :meth:`query`)."""
+        body = query_body(
+            dataset,
+            sql,
+            plan,
+            epsilon=epsilon,
+            delta=delta,
+            bounds=bounds,
+            bounds_share=bounds_share,
+            max_groups=max_groups,
+            max_rows_per_group=max_rows_per_group,
+            max_rows=max_rows,
+            limits=limits,
+            limits_share=limits_share,
+            target=target,
+            references=references,
+            min_group_size=min_group_size,
+            weights=weights,
+        )
         _, payload = self._call("POST", "/v1/explain", body=body, asked=Asked(dataset))
         return Explanation.from_json(payload)
 
@@ -533,12 +541,12 @@ class Client:
         body: dict[str, Any] = {
             "dataset": dataset,
             "columns": list(columns),
-            "epsilon": _num(epsilon, "epsilon"),
+            "epsilon": number(epsilon, "epsilon"),
         }
         if where is not None:
             body["where"] = where
         if within is not None:
-            body["within"] = {c: [_num(lo, c), _num(hi, c)] for c, (lo, hi) in within.items()}
+            body["within"] = {c: [number(lo, c), number(hi, c)] for c, (lo, hi) in within.items()}
         if by is not None:
             body["by"] = by
         for name, value in (
@@ -597,12 +605,15 @@ class Client:
             time.sleep(delay)
             delay = min(1.0, delay * 1.5)
 
-    def _lost_query(self, dataset: str, exc: Exception) -> OutcomeUnknownError:
+    def _lost_query(
+        self, dataset: str, exc: Exception, *, plan: bool = False
+    ) -> OutcomeUnknownError:
+        what = "this plan (its charge shows the plan's canonical JSON)" if plan else "this SQL"
         return OutcomeUnknownError(
             f"the query was sent to {self.url} but its answer did not arrive "
             f"({type(exc).__name__}: {exc or 'no detail'}); the service may have run and "
             "charged it, so the client does not send it again (a second send could be charged "
-            "again). To learn the outcome, find this SQL among the charges of "
+            f"again). To learn the outcome, find {what} among the charges of "
             f"client.history({dataset!r}): 'committed' — it was answered, and sending the "
             "identical query again returns that answer from the service's cache at no cost; "
             "'reserved' — it is still running, or its worker stopped (the charge stays): do "
@@ -626,8 +637,8 @@ class Client:
         body = {
             "dataset": dataset,
             "values": _values(values),
-            "sensitivity": _num(sensitivity, "sensitivity"),
-            "epsilon": _num(epsilon, "epsilon"),
+            "sensitivity": number(sensitivity, "sensitivity"),
+            "epsilon": number(epsilon, "epsilon"),
             "integer": bool(integer),
         }
         return noisy_from_json(self._mechanism("laplace", body))
@@ -646,11 +657,11 @@ class Client:
         body: dict[str, Any] = {
             "dataset": dataset,
             "values": _values(values),
-            "sensitivity": _num(sensitivity, "sensitivity"),
+            "sensitivity": number(sensitivity, "sensitivity"),
         }
         for name, x in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
             if x is not None:
-                body[name] = _num(x, name)
+                body[name] = number(x, name)
         return noisy_from_json(self._mechanism("gaussian", body))
 
     def exponential(
@@ -666,9 +677,9 @@ class Client:
         body = {
             "dataset": dataset,
             "candidates": list(candidates),
-            "scores": [_num(s, "a score") for s in scores],
-            "sensitivity": _num(sensitivity, "sensitivity"),
-            "epsilon": _num(epsilon, "epsilon"),
+            "scores": [number(s, "a score") for s in scores],
+            "sensitivity": number(sensitivity, "sensitivity"),
+            "epsilon": number(epsilon, "epsilon"),
         }
         d = self._mechanism("exponential", body)
         return Choice(
@@ -689,7 +700,7 @@ class Client:
             "dataset": dataset,
             "values": list(values),
             "categories": list(categories),
-            "epsilon": _num(epsilon, "epsilon"),
+            "epsilon": number(epsilon, "epsilon"),
         }
         return noisy_from_json(self._mechanism("randomized-response", body))
 
@@ -719,71 +730,5 @@ def _segment(name: str) -> str:
 
 def _values(values: Number | Sequence[Number]) -> int | float | str | list[int | float | str]:
     if isinstance(values, str) or not isinstance(values, Sequence):
-        return _num(values, "values")
-    return [_num(v, "values") for v in values]
-
-
-def _targets(
-    target: str | Sequence[str] | None,
-    references: Mapping[str, float] | None,
-    min_group_size: int | None,
-) -> dict[str, Any]:
-    """The accuracy targets of a request (the service checks them, free)."""
-    out: dict[str, Any] = {}
-    if target is not None:
-        out["target"] = [target] if isinstance(target, str) else list(target)
-    if references is not None:
-        out["references"] = {str(c): float(v) for c, v in references.items()}
-    if min_group_size is not None:
-        out["min_group_size"] = min_group_size
-    return out
-
-
-def _limits(limits: object, share: Number | None) -> dict[str, Any]:
-    """The request fields of ``limits="auto"`` (checked by the service, free)."""
-    out: dict[str, Any] = {}
-    if limits is not None:
-        out["limits"] = limits
-    if share is not None:
-        out["limits_share"] = _num(share, "limits_share")
-    return out
-
-
-def _body(
-    dataset: str,
-    sql: str,
-    epsilon: Number | None,
-    delta: Number | None,
-    bounds: Bounds | None,
-    max_groups: int | None,
-    max_rows_per_group: int | None,
-) -> dict[str, Any]:
-    """A query or explain request (only the options given: the owner's apply otherwise)."""
-    if not isinstance(sql, str):
-        raise InvalidArgumentError(f"sql must be a string, got {type(sql).__name__}")
-    body: dict[str, Any] = {"dataset": dataset, "sql": sql}
-    if epsilon is not None:
-        body["epsilon"] = _num(epsilon, "epsilon")
-    if delta is not None:
-        body["delta"] = _num(delta, "delta")
-    if bounds is not None:
-        body["bounds"] = _bounds(bounds)
-    if max_groups is not None:
-        body["max_groups"] = max_groups
-    if max_rows_per_group is not None:
-        body["max_rows_per_group"] = max_rows_per_group
-    return body
-
-
-def _bounds(bounds: Bounds) -> str | dict[str, Any]:
-    """``bounds`` in the request's JSON form (the service checks what it means, free)."""
-    if isinstance(bounds, str):
-        return bounds
-    out: dict[str, Any] = {}
-    for c, value in bounds.items():
-        if isinstance(value, str | Mapping):
-            out[c] = value if isinstance(value, str) else dict(value)
-        else:
-            lo, hi = value
-            out[c] = [_num(lo, f"the lower bound of {c!r}"), _num(hi, f"the upper bound of {c!r}")]
-    return out
+        return number(values, "values")
+    return [number(v, "values") for v in values]

@@ -94,6 +94,26 @@ def test_what_the_builder_refuses_is_refused_free_with_its_message(service: Serv
     assert _remaining(service) == "5"
 
 
+def test_median_is_the_quantile_one_half_as_in_the_builder(service: Service) -> None:
+    sql = "SELECT grp, MEDIAN(income) AS mid FROM people WHERE grp IN ('a', 'b') GROUP BY grp"
+    plan = {
+        "where": ["grp IN ('a', 'b')"],
+        "group_by": ["grp"],
+        "aggregates": [{"function": "median", "column": "income", "alias": "mid"}],
+    }
+    status, by_sql = _post(service, "/v1/query", sql=sql, epsilon="0.5")
+    assert status == 200, by_sql
+    status, by_plan = _post(service, "/v1/query", plan=plan, epsilon="0.5")
+    assert status == 200, by_plan
+    assert by_plan["cached"] is True
+    assert by_plan["fingerprint"] == by_sql["fingerprint"]
+    median = {"function": "median", "column": "income", "quantile": "0.9"}
+    status, problem = _post(service, "/v1/query", plan={"aggregates": [median]}, epsilon="0.5")
+    assert status == 400, problem
+    assert "median is the quantile 1/2 and takes no quantile" in problem["detail"]
+    assert _remaining(service) == "9/2"
+
+
 def test_exactly_one_of_sql_and_plan(service: Service) -> None:
     for body in ({"sql": SQL, "plan": PLAN}, {}):
         status, problem = _post(service, "/v1/query", epsilon="0.5", **body)

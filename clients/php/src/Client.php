@@ -52,6 +52,15 @@ final class Client
         'weights', 'limits', 'limits_share',
     ];
 
+    /** The parts of a JSON plan ({@see queryPlan()}). */
+    public const PLAN_PARTS = ['where', 'group_by', 'aggregates', 'having', 'order_by', 'limit', 'offset', 'select'];
+
+    /** The aggregate functions of a JSON plan (`median`: the quantile 1/2). */
+    public const PLAN_FUNCTIONS = [
+        'count', 'count_distinct', 'sum', 'avg', 'variance', 'stddev', 'var_pop', 'stddev_pop',
+        'quantile', 'median', 'min', 'max',
+    ];
+
     /** An exact number as the service reads it: `0.5`, `-2`, `1/3` (no exponent). */
     private const EXACT = '~^\s*-?\d{1,30}(\.\d{1,30})?(/\d{1,30})?\s*$~D';
 
@@ -149,9 +158,46 @@ final class Client
      */
     public function query(string $dataset, string $sql, array $options): QueryResult
     {
+        return $this->ask('query', $dataset, ['sql' => $sql], $options);
+    }
+
+    /**
+     * Answer a query given as a JSON plan — the Python builder's calls (`Session.query`), the
+     * service's `plan` — with noise: the same plans, charges and cached answers as the
+     * equivalent SQL, so a question asked once as SQL and once as a plan is charged once.
+     *
+     * ```php
+     * $result = $veil->queryPlan('people', [
+     *     'where' => ['age >= 18'],
+     *     'group_by' => ['state'],
+     *     'aggregates' => [['function' => 'count', 'alias' => 'n'],
+     *                      ['function' => 'median', 'column' => 'income', 'alias' => 'mid']],
+     * ], ['epsilon' => 0.5]);
+     * ```
+     *
+     * @param array<string, mixed> $plan `aggregates` (required: a list of `['function' => …,
+     *     'column' => …, 'alias' => …, 'quantile' => …]`, functions as in {@see PLAN_FUNCTIONS}),
+     *     `where` (a list of conditions, ANDed), `group_by` (column names, or `['column' => …,
+     *     'keys' => [a public list]]`, `['column' => …, 'bins' => [edges]]`, each with an
+     *     optional `alias`), `having`, `order_by` (names, or `['column' => …, 'descending' =>
+     *     true]`), `limit`, `offset`, `select`
+     * @param array<string, mixed> $options as for {@see query()} (not `target`: SQL only)
+     * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
+     */
+    public function queryPlan(string $dataset, array $plan, array $options): QueryResult
+    {
+        return $this->ask('queryPlan', $dataset, ['plan' => self::plan($plan)], $options);
+    }
+
+    /**
+     * @param array{sql: string}|array{plan: array<string, mixed>} $query
+     * @param array<string, mixed> $options
+     */
+    private function ask(string $method, string $dataset, array $query, array $options): QueryResult
+    {
         if (!array_key_exists('epsilon', $options) && !array_key_exists('target', $options)) {
             throw new InvalidRequestException(
-                'query() needs an epsilon: what the query may cost, e.g. [\'epsilon\' => 0.5] '
+                $method . '() needs an epsilon: what the query may cost, e.g. [\'epsilon\' => 0.5] '
                 . '(or accuracy targets: [\'target\' => \'n=±50\']); nothing was sent'
             );
         }
@@ -160,8 +206,8 @@ final class Client
             throw new InvalidRequestException('async must be true or false; nothing was sent');
         }
         unset($options['async']);
-        $body = ['dataset' => $dataset, 'sql' => $sql] + self::queryOptions($options, true);
-        $about = ['dataset' => $dataset, 'sql' => $sql];
+        $body = ['dataset' => $dataset] + $query + self::queryOptions($options, true);
+        $about = ['dataset' => $dataset] + (isset($query['sql']) ? ['sql' => $query['sql']] : []);
         $path = $async ? '/v1/query?async=true' : '/v1/query';
         [$status, $headers, $answer] = $this->http->send('POST', $path, $body, $about);
         if ($status === 202) {
@@ -235,7 +281,28 @@ final class Client
      */
     public function explain(string $dataset, string $sql, array $options = []): Explanation
     {
-        $body = ['dataset' => $dataset, 'sql' => $sql] + self::queryOptions($options, false);
+        return $this->explainQuery(['dataset' => $dataset, 'sql' => $sql], $options);
+    }
+
+    /**
+     * What a query given as a JSON plan ({@see queryPlan()}) would cost and its expected error
+     * bars: reads no data, charges nothing.
+     *
+     * @param array<string, mixed> $plan as for {@see queryPlan()}
+     * @param array<string, mixed> $options as for {@see explain()}
+     */
+    public function explainPlan(string $dataset, array $plan, array $options = []): Explanation
+    {
+        return $this->explainQuery(['dataset' => $dataset, 'plan' => self::plan($plan)], $options);
+    }
+
+    /**
+     * @param array<string, mixed> $query
+     * @param array<string, mixed> $options
+     */
+    private function explainQuery(array $query, array $options): Explanation
+    {
+        $body = $query + self::queryOptions($options, false);
         [$status, $headers, $answer] = $this->http->send('POST', '/v1/explain', $body);
         return Explanation::fromAnswer($this->answer($status, $headers, $answer));
     }
@@ -619,6 +686,68 @@ final class Client
             };
         }
         return $out;
+    }
+
+    /**
+     * `$plan` checked for what is decidable here (its parts, a list of aggregates, their
+     * functions); the service checks the rest, free.
+     *
+     * @param array<mixed> $plan
+     * @return array<string, mixed>
+     */
+    private static function plan(array $plan): array
+    {
+        if ($plan === [] || array_is_list($plan)) {
+            throw new InvalidRequestException(
+                "a plan is an array of its parts, e.g. ['aggregates' => [['function' => 'count']]]; "
+                . 'nothing was sent'
+            );
+        }
+        $unknown = array_diff(array_keys($plan), self::PLAN_PARTS);
+        if ($unknown !== []) {
+            throw new InvalidRequestException(sprintf(
+                'unknown plan part(s) %s; a plan has %s. Nothing was sent',
+                implode(', ', $unknown),
+                implode(', ', self::PLAN_PARTS),
+            ));
+        }
+        $aggregates = $plan['aggregates'] ?? null;
+        if (!is_array($aggregates) || $aggregates === [] || !array_is_list($aggregates)) {
+            throw new InvalidRequestException(
+                "a plan needs 'aggregates', a list of at least one, e.g. [['function' => 'count']]; "
+                . 'nothing was sent'
+            );
+        }
+        foreach ($aggregates as $aggregate) {
+            $function = is_array($aggregate) ? ($aggregate['function'] ?? null) : null;
+            if (is_string($function) && in_array($function, self::PLAN_FUNCTIONS, true)) {
+                continue;
+            }
+            if (!is_string($function)) {
+                throw new InvalidRequestException(sprintf(
+                    "each aggregate is an array with a 'function' (one of %s), e.g. "
+                    . "['function' => 'sum', 'column' => 'income']; got %s. Nothing was sent",
+                    implode(', ', self::PLAN_FUNCTIONS),
+                    is_scalar($aggregate) ? var_export($aggregate, true) : json_encode($aggregate),
+                ));
+            }
+            $close = null;
+            foreach (self::PLAN_FUNCTIONS as $known) {
+                if (levenshtein($function, $known) <= 2) {
+                    $close = $known;
+                    break;
+                }
+            }
+            throw new InvalidRequestException(sprintf(
+                'aggregate %s is not one a plan can ask for%s (use one of %s, as '
+                . "['function' => 'sum', 'column' => 'income']); nothing was sent",
+                var_export($function, true),
+                $close === null ? '' : sprintf('; did you mean %s?', var_export($close, true)),
+                implode(', ', self::PLAN_FUNCTIONS),
+            ));
+        }
+        /** @var array<string, mixed> $plan */
+        return $plan;
     }
 
     /** @return list<string> accuracy targets as the service reads them ('n=±50') */

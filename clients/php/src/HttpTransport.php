@@ -153,12 +153,13 @@ final class HttpTransport
         } elseif (str_starts_with($path, '/v1/query') && $dataset !== null) {
             $advice = sprintf(
                 'the service may have charged it, so do not simply send it again. To learn the '
-                . 'outcome, call history(%1$s) and find the charge with this SQL: `committed` — '
+                . 'outcome, call history(%1$s) and find the charge with %2$s: `committed` — '
                 . 're-issue the identical query, the service answers it from its cache at no '
                 . 'cost; `reserved` — it is still running, look again later (re-issuing now is '
                 . 'charged twice); none — nothing was spent. Set the client\'s timeout above the '
                 . 'service\'s query_timeout_s: a slower query becomes a job this client waits for',
                 var_export($dataset, true),
+                isset($about['sql']) ? 'this SQL' : "this plan (its charge shows the plan's canonical JSON)",
             );
         } elseif (str_starts_with($path, '/v1/mechanisms/') && $dataset !== null) {
             $advice = sprintf(

@@ -252,7 +252,15 @@ def _built(session: Session, table: str, plan: PlanBody) -> Builder:
         else:
             q = q.group_by(GroupKey(key.column, alias=key.alias or ""))
     for a in plan.aggregates:
-        q = q.agg(a.function, a.column, a.alias, quantile=a.quantile)
+        if a.function != "median":
+            q = q.agg(a.function, a.column, a.alias, quantile=a.quantile)
+        elif a.quantile is not None:
+            raise InvalidArgumentError(
+                f"median is the quantile 1/2 and takes no quantile (got {a.quantile!r}); give "
+                "function 'quantile' with its quantile instead"
+            )
+        else:  # as the builder's median(): the quantile 1/2, the plan of SQL's MEDIAN
+            q = q.agg("quantile", a.column, a.alias, quantile="1/2")
     if plan.having is not None:
         q = q.having(plan.having)
     for s in plan.order_by:
