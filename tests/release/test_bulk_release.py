@@ -10,6 +10,7 @@ seeds and documented thresholds.
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal as _Decimal
 from fractions import Fraction
@@ -28,6 +29,7 @@ from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, S
 from veil.plan.canonical import measurement_fingerprint
 from veil.release.draw import Measured, finish, measure
 from veil.release.exact import ExactStats, _integer, exact_stats
+from veil.release.measured import FORMAT, PRODUCT_FORMAT
 
 TABLE = Scan(
     "t",
@@ -552,3 +554,53 @@ def test_a_public_key_index_outside_its_labels_or_of_another_type_is_an_internal
 def test_measured_of_a_partial_form_is_not_served() -> None:
     m = Measured((((0,), {"count": 3}),))
     assert Measured.from_json(m.to_json() | {"keys": [[0, 1]]}) is None
+
+
+def test_every_index_of_a_product_is_cached_as_its_shape() -> None:
+    shape = (3, 100)
+    every = np.unravel_index(np.arange(300, dtype=np.int64), shape)
+    bulk = Measured.of_columns(300, list(every), {"count": np.arange(300, dtype=np.int64)})
+    form = json.loads(json.dumps(bulk.to_json()))
+    assert form["veil_measured"] == PRODUCT_FORMAT
+    assert form["keys"] == {"product": [3, 100]}
+    back = Measured.from_json(form)
+    assert back is not None
+    assert back == bulk
+    assert back.groups == bulk.groups
+    assert back.groups[101] == ((1, 1), {"count": 101})
+    # the same groups as lists of Python ints (the group-by-group path): the same form
+    assert Measured(bulk.groups) == bulk
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [[0, 2, 1]],  # not in product order
+        [[1, 0, 2]],  # the right last index, not in product order
+        [[0, 1]],  # a product of 2 with a third group
+        [[1, 2, 3]],  # not from index 0
+        [["0", "1", "2"]],  # texts of digits
+        [[False, True, True]],  # booleans
+        [[0, 1, 2**64]],  # beyond 64 bits
+        [np.array([0, 1, 2], dtype=np.int32)],
+        [[0, 0, 1], [0, 1, 0]],  # two keys, not their product
+    ],
+)
+def test_other_key_columns_are_cached_as_lists(keys: list[list[object]]) -> None:
+    size = 3
+    if len(keys[0]) != size:
+        keys = [[*keys[0], 1]]
+    m = Measured.of_columns(size, keys, {"count": [1, 2, 3]})  # type: ignore[arg-type]
+    form = json.loads(json.dumps(m.to_json()))
+    assert form["veil_measured"] == FORMAT
+    back = Measured.from_json(form)
+    assert back is not None
+    assert back.groups == m.groups
+
+
+def test_a_product_form_that_does_not_fit_its_rows_is_not_served() -> None:
+    form = {"veil_measured": PRODUCT_FORMAT, "rows": 6, "stats": {"count": [0] * 6}}
+    assert Measured.from_json(form | {"keys": {"product": [2, 3]}}) is not None
+    for shape in ([2, 2], [6, 0], []):
+        assert Measured.from_json(form | {"keys": {"product": shape}}) is None
+    assert Measured.from_json(form | {"veil_measured": 4, "keys": {"product": [2, 3]}}) is None
