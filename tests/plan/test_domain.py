@@ -10,7 +10,7 @@ import pytest
 
 from veil.plan import Aggregate, AggregateCall, Field, GroupKey, Scan, canonical, fingerprint
 from veil.plan.canonical import measurement_fingerprint
-from veil.plan.domain import MEMO_SIZE, domain_json, int64_values
+from veil.plan.domain import MEMO_SIZE, domain_digest, domain_json, int64_values
 from veil.plan.nodes import KeyValue
 
 INTS = [*range(-5, 200_000, 3), 2**63 - 1, -(2**63)]
@@ -137,3 +137,10 @@ def test_the_memo_forgets_the_least_recent_domains_and_still_answers() -> None:
     domains = [tuple(range(i, i + 3)) for i in range(MEMO_SIZE + 2)]
     written = [domain_json(d) for d in domains]
     assert [domain_json(d) for d in domains] == written == [value_by_value(d) for d in domains]
+
+
+def test_the_digest_of_a_domain_tells_apart_what_compares_equal() -> None:
+    digests = {domain_digest(d) for d in ((1, 2), (True, 2), (1.0, 2), (0.0, 2), (-0.0, 2))}
+    assert len(digests) == 5
+    assert domain_digest(tuple(INTS)) == domain_digest(tuple(INTS))
+    assert domain_digest((1, 2)) == hashlib.sha256(b'[["int",1],["int",2]]').digest()

@@ -11,6 +11,7 @@ and ``1 == True`` would conflate domains.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from numpy.typing import NDArray
 
 from veil.plan.nodes import KeyValue
 
-__all__ = ["MEMO_SIZE", "domain_json", "int64_values"]
+__all__ = ["MEMO_SIZE", "domain_digest", "domain_json", "int64_values"]
 
 Domain = tuple[KeyValue, ...]
 T = TypeVar("T")
@@ -112,3 +113,14 @@ domain_json = _ByIdentity(_domain_json)
 ensure_ascii=False)``, byte for byte: a domain of 64-bit ints or of strings JSON writes as
 they are is written by Arrow a column at a time, any other value by value (remembered per
 domain object)."""
+
+
+def _domain_digest(domain: Domain) -> bytes:
+    return hashlib.sha256(domain_json(domain)).digest()
+
+
+domain_digest = _ByIdentity(_domain_digest)
+"""The SHA-256 of :func:`domain_json`: equal for two domains exactly when they hold the same
+values of the same types in the same order (``1``, ``True`` and ``1.0`` apart, ``0.0`` and
+``-0.0`` apart, as the fingerprints tell them) — a memo key where ``==`` on the tuples would
+conflate them (remembered per domain object)."""
