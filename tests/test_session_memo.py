@@ -70,3 +70,22 @@ def test_a_compiled_plan_is_reused_only_for_the_same_plan_and_context() -> None:
     assert more_rows.usage[0].sensitivity != base
     assert cheaper.cost != first.cost
     assert per_row.contribution != first.contribution
+
+
+def test_domains_that_compare_equal_are_compiled_and_answered_apart() -> None:
+    """1 and 1.0, 0.0 and -0.0 compare equal (and so do plans holding them), but each domain
+    is its own question: its own plan, compiled plan, fingerprint and labels — never the
+    other's cached answer."""
+    table = pa.table({"x": [1.0, 2.0, -0.0, 0.0], "u": [1, 2, 3, 4]})
+    sql = "SELECT x, COUNT(*) AS n FROM t GROUP BY x"
+    with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+        for first, second in (([1.0, 2.0], [1, 2]), ([0.0, 2.0], [-0.0, 2.0])):
+            a = s.sql(sql, epsilon=1, domains={"x": first})
+            b = s.sql(sql, epsilon=1, domains={"x": second})
+            assert not b.cached
+            assert a.fingerprint != b.fingerprint
+            labels = [row[0] for row in b.rows]
+            assert [(type(v), repr(v)) for v in labels] == [(type(v), repr(v)) for v in second]
+            again = s.sql(sql, epsilon=1, domains={"x": list(second)})
+            assert again.cached  # the same domain again (another list): its own answer
+            assert again.fingerprint == b.fingerprint

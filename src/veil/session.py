@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import math
 import os
 import threading
 import warnings
@@ -66,6 +67,7 @@ from veil.errors import (
 )
 from veil.plan.builder import Query
 from veil.plan.canonical import canonical, measurement_fingerprint
+from veil.plan.domain import domain_digest
 from veil.plan.nodes import (
     Aggregate,
     ColumnBounds,
@@ -101,6 +103,27 @@ _PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.pla
 _CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
 _COMPILED: dict[Any, Plan] = {}  # compiled plans by (plan, context): the rules are pure
 _MEMO_LOCK = threading.Lock()
+
+
+def _exact_values(values: Any) -> tuple[object, ...]:
+    """A declared domain as part of a memo key that tells apart what compares equal: each
+    value's type (``1``, ``True``, ``1.0``) and where a float zero is negative (``-0.0``)."""
+    vs = tuple(values)
+    types = tuple(map(type, vs))
+    negative = (
+        tuple(
+            i for i, v in enumerate(vs) if type(v) is float and v == 0 and math.copysign(1, v) < 0
+        )
+        if float in types
+        else ()
+    )
+    return types, vs, negative
+
+
+def _domain_digests(agg: Aggregate) -> tuple[bytes, ...]:
+    """The digests of the aggregation's declared domains (keys, then MODE candidates)."""
+    keys = tuple(domain_digest(k.domain) for k in agg.keys if k.domain is not None)
+    return keys + tuple(domain_digest(a.domain) for a in agg.aggregates if a.domain is not None)
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
@@ -473,8 +496,9 @@ class Session:
             self.privacy_unit,
             tuple(sorted(merged.items())),
             self.contribution,
-            # each value with its type (1, True and 1.0 are different keys), a column at a time
-            tuple((c, tuple(map(type, vs)), tuple(vs)) for c, vs in sorted(keys.items())),
+            # each value with its type and each zero's sign (1, True and 1.0 are different
+            # keys, and so are 0.0 and -0.0), a column at a time
+            tuple((c, *_exact_values(vs)) for c, vs in sorted(keys.items())),
         )
         found = _PLANS.get(memo)
         if found is None:
@@ -603,8 +627,10 @@ class Session:
         )
         # the rules are a pure function of the plan and the context (they read no data, no
         # ledger, no randomness): a pair compiled once compiles to the same plan again
-        memo = (plan, budget, ctx.privacy_unit, tuple(sorted(ctx.bounds.items())), contribution,
-                ctx.quantile_buckets)  # fmt: skip
+        # (plans compare their domains with ==, where 1 == True == 1.0 and 0.0 == -0.0: the
+        # domains' digests tell them apart)
+        memo = (plan, _domain_digests(agg), budget, ctx.privacy_unit,
+                tuple(sorted(ctx.bounds.items())), contribution, ctx.quantile_buckets)  # fmt: skip
         compiled = _COMPILED.get(memo)
         if compiled is None:
             compiled = apply_rules(plan, ctx)

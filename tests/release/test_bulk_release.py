@@ -10,6 +10,7 @@ seeds and documented thresholds.
 
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal as _Decimal
 from fractions import Fraction
@@ -28,6 +29,7 @@ from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, S
 from veil.plan.canonical import measurement_fingerprint
 from veil.release.draw import Measured, finish, measure
 from veil.release.exact import ExactStats, _integer, exact_stats
+from veil.release.measured import FORMAT, PRODUCT_FORMAT
 
 TABLE = Scan(
     "t",
@@ -161,11 +163,19 @@ def test_bulk_order_is_computed_by_arrow_for_plain_keys() -> None:
     assert stats.keys_at(stats.order) == sorted(stats, key=repr)
 
 
+PUBLIC_TEXTS = tuple(f"s{i}" for i in range(300))
 PUBLIC = {
-    "one string domain": (GroupKey("s", domain=tuple(f"s{i}" for i in range(300))),),
+    "one string domain": (GroupKey("s", domain=PUBLIC_TEXTS),),
     "a string domain × an integer domain": (
         GroupKey("s", domain=("x", "y", "z")),
         GroupKey("a", domain=tuple(range(-50, 50))),
+    ),
+    # placed by a table of the domain's span (at most 4× its size), then by Arrow's hash lookup
+    "a shuffled dense integer domain": (
+        GroupKey("a", domain=tuple(np.random.default_rng(5).permutation(400).tolist())),
+    ),
+    "a sparse integer domain": (
+        GroupKey("a", domain=(-(2**63), *range(-(10**12), 10**12, 10**10), 2**63 - 1)),
     ),
 }
 
@@ -197,6 +207,97 @@ def test_bulk_duplicate_groups_are_an_internal_error() -> None:
     public = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
     with pytest.raises(InternalError, match="one group twice"):
         exact_stats(public, table, columns_of(public), ["__k0"])
+
+
+def test_duplicates_among_many_public_groups_are_found_by_sorting() -> None:
+    """Two keys of 1 000 × 300 groups, three rows: too many groups to mark each, so the
+    positions are sorted."""
+    keys = (GroupKey("a", domain=tuple(range(1000))), GroupKey("s", domain=PUBLIC_TEXTS))
+    agg = compiled(keys, budget=Budget(epsilon=1))
+    rng = np.random.default_rng(2)
+    twice = {"__k0": pa.array([5, 999, 5]), "__k1": pa.array(["s1", "s0", "s1"])}
+    with pytest.raises(InternalError, match="one group twice"):
+        exact_stats(
+            agg, engine_table(agg, twice, [1, 2, 3], rng), columns_of(agg), ["__k0", "__k1"]
+        )
+    once = {"__k0": pa.array([5, 999, 5]), "__k1": pa.array(["s1", "s0", "s2"])}
+    stats = exact_stats(
+        agg, engine_table(agg, once, [1, 2, 3], rng), columns_of(agg), ["__k0", "__k1"]
+    )
+    assert stats.positions is not None
+    assert stats.positions.tolist() == [5 * 300 + 1, 999 * 300, 5 * 300 + 2]
+
+
+@pytest.mark.parametrize(
+    ("domain", "value"),
+    [((0, 2, 3), 1), ((0, 2, 3), 4), ((0, 2, 3), -1), ((0, 10**12), 5)],
+    ids=["in the span, not declared", "above", "below", "a sparse domain"],
+)
+def test_an_integer_key_outside_its_declared_domain_is_an_internal_error(
+    domain: tuple[int, ...], value: int
+) -> None:
+    agg = compiled((GroupKey("a", domain=domain),), budget=Budget(epsilon=1))
+    table = engine_table(
+        agg, {"__k0": pa.array([domain[0], value])}, [1, 1], np.random.default_rng(0)
+    )
+    with pytest.raises(InternalError, match="not in its domain"):
+        exact_stats(agg, table, columns_of(agg), ["__k0"])
+
+
+@pytest.mark.parametrize("kind", [pa.int8(), pa.int32(), pa.uint16(), pa.uint64()])
+def test_an_integer_key_of_any_width_is_placed_on_its_domain(kind: pa.DataType) -> None:
+    domain = (7, 3, 100, 0)
+    agg = compiled((GroupKey("a", domain=domain),), budget=Budget(epsilon=1))
+    column = pa.array([100, 0, 7], type=kind)
+    table = engine_table(agg, {"__k0": column}, [1, 2, 3], np.random.default_rng(0))
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0"])
+    assert stats.positions is not None
+    assert stats.positions.tolist() == [2, 3, 0]
+
+
+def test_a_text_key_outside_its_declared_domain_is_an_internal_error() -> None:
+    agg = compiled((GroupKey("s", domain=("CA", "NY")),), budget=Budget(epsilon=1))
+    table = engine_table(agg, {"__k0": pa.array(["NY", "TX"])}, [1, 1], np.random.default_rng(0))
+    with pytest.raises(InternalError, match="not in its domain"):
+        exact_stats(agg, table, columns_of(agg), ["__k0"])
+
+
+@pytest.mark.parametrize(
+    ("key", "column"),
+    [
+        (GroupKey("b", domain=(True, False)), pa.array([False, True])),
+        (GroupKey("a", domain=(1, 2**64 - 1)), pa.array([1, 1], type=pa.int8())),
+    ],
+    ids=["a boolean key", "a domain the column's type cannot hold"],
+)
+def test_a_public_key_arrow_cannot_place_takes_the_mapping_path(
+    key: GroupKey, column: pa.Array
+) -> None:
+    agg = compiled((key,), budget=Budget(epsilon=1))
+    table = engine_table(agg, {"__k0": column[:1]}, [4], np.random.default_rng(0))
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0"])
+    assert stats.positions is None
+    bulk, mapping, _ = both_paths(agg, table, "mapping")
+    assert bulk == mapping
+
+
+def test_a_domain_beyond_64_signed_bits_is_placed_by_arrows_lookup() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2**64 - 1)),), budget=Budget(epsilon=1))
+    column = pa.array([2**64 - 1, 1], type=pa.uint64())
+    table = engine_table(agg, {"__k0": column}, [4, 5], np.random.default_rng(0))
+    stats = exact_stats(agg, table, columns_of(agg), ["__k0"])
+    assert stats.positions is not None
+    assert stats.positions.tolist() == [1, 0]
+    bulk, mapping, _ = both_paths(agg, table, "wide")
+    assert bulk == mapping
+
+
+def test_an_unsigned_key_beyond_64_signed_bits_outside_its_domain_is_an_internal_error() -> None:
+    agg = compiled((GroupKey("a", domain=(1, 2)),), budget=Budget(epsilon=1))
+    column = pa.array([2**64 - 1, 1], type=pa.uint64())
+    table = engine_table(agg, {"__k0": column}, [4, 5], np.random.default_rng(0))
+    with pytest.raises(InternalError, match="not in its domain"):
+        exact_stats(agg, table, columns_of(agg), ["__k0"])
 
 
 def test_a_query_without_group_by_reads_as_one_group_with_the_empty_key() -> None:
@@ -453,3 +554,53 @@ def test_a_public_key_index_outside_its_labels_or_of_another_type_is_an_internal
 def test_measured_of_a_partial_form_is_not_served() -> None:
     m = Measured((((0,), {"count": 3}),))
     assert Measured.from_json(m.to_json() | {"keys": [[0, 1]]}) is None
+
+
+def test_every_index_of_a_product_is_cached_as_its_shape() -> None:
+    shape = (3, 100)
+    every = np.unravel_index(np.arange(300, dtype=np.int64), shape)
+    bulk = Measured.of_columns(300, list(every), {"count": np.arange(300, dtype=np.int64)})
+    form = json.loads(json.dumps(bulk.to_json()))
+    assert form["veil_measured"] == PRODUCT_FORMAT
+    assert form["keys"] == {"product": [3, 100]}
+    back = Measured.from_json(form)
+    assert back is not None
+    assert back == bulk
+    assert back.groups == bulk.groups
+    assert back.groups[101] == ((1, 1), {"count": 101})
+    # the same groups as lists of Python ints (the group-by-group path): the same form
+    assert Measured(bulk.groups) == bulk
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [[0, 2, 1]],  # not in product order
+        [[1, 0, 2]],  # the right last index, not in product order
+        [[0, 1]],  # a product of 2 with a third group
+        [[1, 2, 3]],  # not from index 0
+        [["0", "1", "2"]],  # texts of digits
+        [[False, True, True]],  # booleans
+        [[0, 1, 2**64]],  # beyond 64 bits
+        [np.array([0, 1, 2], dtype=np.int32)],
+        [[0, 0, 1], [0, 1, 0]],  # two keys, not their product
+    ],
+)
+def test_other_key_columns_are_cached_as_lists(keys: list[list[object]]) -> None:
+    size = 3
+    if len(keys[0]) != size:
+        keys = [[*keys[0], 1]]
+    m = Measured.of_columns(size, keys, {"count": [1, 2, 3]})  # type: ignore[arg-type]
+    form = json.loads(json.dumps(m.to_json()))
+    assert form["veil_measured"] == FORMAT
+    back = Measured.from_json(form)
+    assert back is not None
+    assert back.groups == m.groups
+
+
+def test_a_product_form_that_does_not_fit_its_rows_is_not_served() -> None:
+    form = {"veil_measured": PRODUCT_FORMAT, "rows": 6, "stats": {"count": [0] * 6}}
+    assert Measured.from_json(form | {"keys": {"product": [2, 3]}}) is not None
+    for shape in ([2, 2], [6, 0], []):
+        assert Measured.from_json(form | {"keys": {"product": shape}}) is None
+    assert Measured.from_json(form | {"veil_measured": 4, "keys": {"product": [2, 3]}}) is None

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
 
 from veil.accounting.budget import Budget
+from veil.plan.domain import domain_json
 from veil.plan.nodes import (
     Aggregate,
     AggregateCall,
@@ -23,6 +25,7 @@ from veil.plan.nodes import (
     Filter,
     GroupKey,
     Having,
+    KeyValue,
     Limit,
     Measurement,
     Plan,
@@ -61,12 +64,11 @@ def _expr(e: exp.Expression) -> str:
     return e.sql(dialect="duckdb", identify=True)
 
 
-def _key(k: GroupKey, alias: str) -> Json:
+def _key(k: GroupKey, alias: str, spliced: list[bytes] | None) -> Json:
     out: Json = {
         "column": k.column,
         "alias": alias,
-        # _value inlined: a domain may hold a million keys
-        "domain": None if k.domain is None else [[type(v).__name__, v] for v in k.domain],
+        "domain": None if k.domain is None else _domain(k.domain, spliced),
         "edges": None if k.edges is None else [_frac(e) for e in k.edges],
     }
     if k.per_unit:  # only when set: every other plan keeps its fingerprint
@@ -75,6 +77,20 @@ def _key(k: GroupKey, alias: str) -> Json:
         out["within"] = list(k.within)
         out["distinct"] = k.distinct
     return out
+
+
+def _domain(domain: tuple[KeyValue, ...], spliced: list[bytes] | None) -> object:
+    """A public key's domain, each value with its type (``_value``'s form); with ``spliced``
+    (the fingerprints), a placeholder whose JSON text the domain's JSON replaces (a domain
+    may hold a million keys: written a column at a time, ``veil.plan.domain``)."""
+    if spliced is None:
+        return [[type(v).__name__, v] for v in domain]  # _value inlined
+    spliced.append(domain_json(domain))
+    return _placeholder(len(spliced) - 1)
+
+
+def _placeholder(i: int) -> str:
+    return f"<veil: the JSON of declared domain {i}>"
 
 
 def _value(v: object) -> object:
@@ -164,6 +180,7 @@ def _selection(s: Selection | None) -> Json | None:
 
 class _Canonical(PlanVisitor[Json]):
     positional = False  # measurement_fingerprint's form: see there
+    spliced: list[bytes] | None = None  # the fingerprints': each domain's JSON, in order
 
     def visit_scan(self, node: Scan) -> Json:
         return {
@@ -183,7 +200,8 @@ class _Canonical(PlanVisitor[Json]):
         return {
             "node": "aggregate",
             "keys": [
-                _key(k, f"k{i}" if self.positional else k.alias) for i, k in enumerate(node.keys)
+                _key(k, f"k{i}" if self.positional else k.alias, self.spliced)
+                for i, k in enumerate(node.keys)
             ],
             "aggregates": [
                 _call(a, f"a{i}" if self.positional else a.alias)
@@ -238,10 +256,36 @@ def canonical(plan: Plan) -> Json:
     return {"veil_plan": FORMAT_VERSION, "root": _Canonical().visit(plan)}
 
 
+def _dumps(form: Json) -> str:
+    return json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha256(form: Callable[[_Canonical], Json]) -> str:
+    """SHA-256 (hex) of ``_dumps(form(_Canonical()))``, the declared domains' JSON written in
+    bulk (``veil.plan.domain.domain_json``) and hashed in place of their placeholders: compact
+    JSON writes a list the same wherever it sits, so the text hashed is the same, byte for
+    byte. When a placeholder's text occurs elsewhere in the form too (a name chosen to match
+    it), the form is written whole instead."""
+    visitor = _Canonical()
+    visitor.spliced = []
+    text = _dumps(form(visitor))
+    marks = [json.dumps(_placeholder(i)) for i in range(len(visitor.spliced))]
+    if any(text.count(mark) != 1 for mark in marks):
+        return hashlib.sha256(_dumps(form(_Canonical())).encode()).hexdigest()
+    digest = hashlib.sha256()
+    start = 0
+    # each placeholder once, none inside another (each is a whole JSON string): in text order
+    for at, i in sorted((text.index(mark), i) for i, mark in enumerate(marks)):
+        digest.update(text[start:at].encode())
+        digest.update(visitor.spliced[i])
+        start = at + len(marks[i])
+    digest.update(text[start:].encode())
+    return digest.hexdigest()
+
+
 def fingerprint(plan: Plan) -> str:
-    """SHA-256 (hex) of the canonical form: equal plans ⇔ equal fingerprints."""
-    text = json.dumps(canonical(plan), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """SHA-256 (hex) of the canonical form's sorted JSON: equal plans ⇔ equal fingerprints."""
+    return _sha256(lambda visitor: {"veil_plan": FORMAT_VERSION, "root": visitor.visit(plan)})
 
 
 def call_order(a: AggregateCall) -> tuple[str, str, str, str]:
@@ -266,10 +310,11 @@ def measurement_fingerprint(agg: Aggregate) -> str:
     each gets its own columns. Group keys keep their order: a group's identity is the tuple
     of its key values in that order.
     """
+
     # written by the visitor (positional), not by replacing the nodes: the same form, without
     # validating a million-key domain again
-    canonical = _Canonical()
-    canonical.positional = True
-    form = {"veil_measurement": FORMAT_VERSION, "root": canonical.visit(agg)}
-    text = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    def form(visitor: _Canonical) -> Json:
+        visitor.positional = True
+        return {"veil_measurement": FORMAT_VERSION, "root": visitor.visit(agg)}
+
+    return _sha256(form)

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, key_transport
 from veil.errors import InternalError
+from veil.plan.domain import int64_values
 from veil.plan.nodes import Aggregate, KeyValue, Measurement
 from veil.release.keys import group_keys
 
@@ -285,19 +286,10 @@ def _arrow_positions(
         size = len(k.labels())
         native = key_transport(agg.child.field(k.column).type) == "native"
         if k.domain is not None and native:
-            kind = column.type
-            if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+            found = _domain_codes(column, k.domain)
+            if found is None:
                 return None
-            if len(set(k.domain)) != len(k.domain):
-                return None
-            try:
-                domain = pa.array(list(k.domain), type=kind)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                return None
-            index = pc.index_in(column, value_set=domain)
-            if index.null_count:
-                raise InternalError("a public key came back that is not in its domain")
-            codes = np.asarray(index.to_numpy(), dtype=np.int64)
+            codes = found
         elif pa.types.is_integer(column.type):
             codes = np.asarray(column.to_numpy(), dtype=np.int64)
         else:
@@ -306,6 +298,60 @@ def _arrow_positions(
             return None
         position = position * size + codes
     return position
+
+
+_DENSE = 4
+"""A declared domain of ints whose span is at most this many times its size is looked up in a
+table of the whole span (one array read per row); a sparser one by Arrow's hash lookup."""
+
+
+def _domain_codes(
+    column: pa.ChunkedArray, domain: tuple[KeyValue, ...]
+) -> NDArray[np.int64] | None:
+    """Each row's index in its key's declared ``domain`` (distinct values, ``GroupKey``'s
+    invariant); None when the column's type and the domain's values do not match (the caller
+    then converts every key). A value outside the domain is a bug (the SQL keeps only
+    declared keys)."""
+    kind = column.type
+    ints = int64_values(domain) if pa.types.is_integer(kind) else None
+    if ints is not None:
+        low, high = int(ints.min()), int(ints.max())
+        if high - low < _DENSE * ints.size:
+            # table[v - low]: the index of value v in the domain, -1 for a value not in it
+            table = np.full(high - low + 1, -1, dtype=np.int64)
+            table[ints - low] = np.arange(ints.size, dtype=np.int64)
+            values = np.asarray(column.cast(pa.int64()).to_numpy(), dtype=np.int64)
+            if values.size and (int(values.min()) < low or int(values.max()) > high):
+                raise InternalError("a public key came back that is not in its domain")
+            codes = table[values - low]
+            if codes.size and int(codes.min()) < 0:
+                raise InternalError("a public key came back that is not in its domain")
+            return codes
+        index = pc.index_in(column.cast(pa.int64()), value_set=pa.array(ints))
+        if index.null_count:
+            raise InternalError("a public key came back that is not in its domain")
+        return np.asarray(index.to_numpy(), dtype=np.int64)
+    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+        return None
+    try:
+        value_set = pa.array(list(domain), type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    index = pc.index_in(column, value_set=value_set)
+    if index.null_count:
+        raise InternalError("a public key came back that is not in its domain")
+    return np.asarray(index.to_numpy(), dtype=np.int64)
+
+
+def _distinct(positions: NDArray[np.int64], size: int) -> bool:
+    """Whether ``positions`` (each in ``[0, size)``) are pairwise distinct: marked in a table
+    of the ``size`` groups when it is not much larger than the rows, else sorted."""
+    if size <= max(_DENSE * positions.size, 1 << 16):
+        seen = np.zeros(size, dtype=bool)
+        seen[positions] = True
+        return int(np.count_nonzero(seen)) == positions.size
+    ordered = np.sort(positions)
+    return not bool(np.any(ordered[1:] == ordered[:-1]))
 
 
 def exact_stats(
@@ -339,7 +385,7 @@ def exact_stats(
     if agg.public_keys:
         positions = _positions(agg, key_table, keys)
         if positions is not None and positions.size:
-            if np.unique(positions).size != positions.size:
+            if not _distinct(positions, math.prod(len(k.labels()) for k in agg.keys)):
                 raise InternalError("the engine returned one group twice")
             out.positions = positions
             return out

@@ -8,6 +8,7 @@ columns (lists, or numpy arrays straight from the bulk release); the per-group f
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,12 +18,13 @@ from numpy.typing import NDArray
 from veil.errors import InternalError
 from veil.plan.nodes import KeyValue
 
-__all__ = ["FORMAT", "Column", "Key", "Measured", "pylist"]
+__all__ = ["FORMAT", "PRODUCT_FORMAT", "Column", "Key", "Measured", "pylist"]
 
 Key = tuple[KeyValue, ...]
 # a column: a list, or a numpy array (int64; object for Python ints beyond 64 bits)
 Column = NDArray[Any] | list[Any]
 FORMAT = 2  # of Measured's JSON (2: by column; 1, by group, is no longer served)
+PRODUCT_FORMAT = 3  # FORMAT with the keys as {"product": shape}: every index of a product
 
 
 def pylist(column: Column) -> list[Any]:
@@ -37,6 +39,34 @@ def _ints(values: Sequence[Any]) -> Column:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):  # a None, or beyond 64 bits
         return [None if v is None else int(v) for v in values]
+
+
+def _product_shape(keys: Sequence[Column], size: int) -> list[int] | None:
+    """The shape of a product of key spaces when ``keys`` hold every index of it, in product
+    order (the last key fastest, as ``itertools.product`` and ``np.unravel_index``): the
+    columns of a fully released product of public keys. None for any other columns."""
+    if not keys or not size:
+        return None
+    columns: list[NDArray[np.int64]] = []
+    for c in keys:
+        if isinstance(c, np.ndarray):
+            if c.dtype != np.int64:
+                return None
+            columns.append(c)
+        elif all(type(v) is int for v in c):  # not a bool, not a str of digits
+            try:
+                columns.append(np.array(c, dtype=np.int64))
+            except OverflowError:
+                return None
+        else:
+            return None
+    shape = [int(c[-1]) + 1 for c in columns]  # the product's last group: every last index
+    if min(shape) < 1 or math.prod(shape) != size:
+        return None
+    every = np.unravel_index(np.arange(size, dtype=np.int64), shape)
+    if all(np.array_equal(c, e) for c, e in zip(columns, every, strict=True)):
+        return shape
+    return None
 
 
 class Measured:
@@ -145,8 +175,19 @@ class Measured:
     def to_json(self) -> dict[str, Any]:
         """The measurement by column (the form the ledger caches): ``keys``, one list per
         group key; ``stats``, one list per statistic (null where a group lacks it); ``rows``,
-        the number of groups."""
+        the number of groups. When the keys are every index of a product of key spaces in
+        product order (every public key released), ``keys`` is ``{"product": shape}`` instead
+        and the form is ``PRODUCT_FORMAT`` (a release that cannot read it serves nothing)."""
         size = self._size
+        shape = _product_shape(self._keys, size)
+        if shape is not None:  # every index of a product (public keys): its shape says them
+            return {
+                "veil_measured": PRODUCT_FORMAT,
+                "rows": size,
+                "keys": {"product": shape},
+                "stats": {n: pylist(c) for n, c in self._stats.items()},
+                "private": self._private,
+            }
         return {
             "veil_measured": FORMAT,
             "rows": size,
@@ -157,13 +198,21 @@ class Measured:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Measured | None:
-        """The measurement cached as ``d`` (:meth:`to_json`'s form), or None for any other
-        form (an older release's cached answer — FORMAT 1, by group — or columns that are
-        not one value per group: not served)."""
-        if d.get("veil_measured") != FORMAT:
+        """The measurement cached as ``d`` (:meth:`to_json`'s form, ``FORMAT`` or
+        ``PRODUCT_FORMAT``), or None for any other form (an older release's cached answer —
+        FORMAT 1, by group — or columns that are not one value per group: not served)."""
+        form = d.get("veil_measured")
+        if form not in (FORMAT, PRODUCT_FORMAT):
             return None
         rows = int(d["rows"])
-        keys = [list(c) for c in d["keys"]]
+        keys: list[Column]
+        if form == PRODUCT_FORMAT and isinstance(d["keys"], Mapping):
+            shape = [int(n) for n in d["keys"]["product"]]
+            if not shape or min(shape) < 1 or math.prod(shape) != rows:
+                return None
+            keys = list(np.unravel_index(np.arange(rows, dtype=np.int64), shape))
+        else:
+            keys = [list(c) for c in d["keys"]]
         stats = {str(name): _ints(values) for name, values in d["stats"].items()}
         if any(len(c) != rows for c in (*keys, *stats.values())):
             return None
