@@ -210,6 +210,26 @@ def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int, most: 
         assert bool(np.all(cells[1:] > cells[:-1]))
 
 
+def test_bucket_counts_count_the_few_repeats_of_mostly_distinct_rows_of_one() -> None:
+    """A fine grid's rows of one (``cells_as_rows``) are nearly all distinct: the repeats are
+    counted where they are (the k-th repeat belongs to the distinct value before it), a cell
+    repeated three times and a repeat at a group's first cell included."""
+    rng = np.random.default_rng(5)  # test data, not noise
+    rows = [
+        (["CA", "NY"][int(rng.integers(0, 2))], int(rng.integers(0, 2**32))) for _ in range(3000)
+    ]
+    rows += [rows[0], rows[0], rows[7], ("NY", 0), ("NY", 0), ("CA", 2**32 - 1)]
+    want: dict[object, dict[int, int]] = {}
+    for key, cell in rows:
+        want.setdefault(key, {})[cell] = want.get(key, {}).get(cell, 0) + 1
+    k, b = zip(*rng.permutation(np.array(rows, dtype=object)).tolist(), strict=True)
+    table = pa.table({"__k0": pa.array(k, pa.string()), "__b": b, "__c": [1] * len(rows)})
+    got = bucket_counts(compiled(keys=(GroupKey("state"),)), table, ["__k0"])
+    read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for (key,), (b, c) in got.items()}
+    assert read == want
+    assert max(c for cells in want.values() for c in cells.values()) == 3
+
+
 @pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
 def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
     """Two key columns (one with NULLs), plain or dictionary-encoded as ``split_together``
