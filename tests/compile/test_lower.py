@@ -125,6 +125,53 @@ def test_quantiles_get_a_bucket_count_statement() -> None:
     assert sql.endswith('GROUP BY "__k0", 2')
 
 
+def _ages_and_incomes(*aggregates: AggregateCall) -> Aggregate:
+    """``aggregates`` per state, income and age both bounded to [0, 100]."""
+    plan = Aggregate(
+        PEOPLE,
+        keys=(GroupKey("state", domain=("CA", "NY")),),
+        aggregates=(AggregateCall("n", "count"), *aggregates),
+        bounds=(ColumnBounds("income", 0, 100), ColumnBounds("age", 0, 100)),
+    )
+    return aggregate_of(
+        apply_rules(plan, Context(budget=Budget(epsilon=1), privacy_unit="user_id"))
+    )
+
+
+def test_duckdb_lists_a_fine_grids_cells_beside_the_statistics_in_one_aggregation() -> None:
+    """On DuckDB the one statement groups the bounded rows once: a fine grid's cells come as a
+    list per group beside the statistics (no second branch over the rows); a coarse grid's
+    counts per (group, cell) follow by UNION ALL, the list NULL in their rows."""
+    median = AggregateCall("med", "quantile", "income", Fraction(1, 2))
+    old = AggregateCall("old", "quantile", "age", Fraction(9, 10))
+    low = lower(_ages_and_incomes(median, old), dialect("duckdb"), salt=1)
+    assert low.cells == (("quantile(age, 9/10)", "__q0"), ("quantile(income, 1/2)", "__q1"))
+    assert low.listed == ("__q1",)  # 2^32 cells of income; age's 101 are counted in SQL
+    assert low.together is not None
+    assert (
+        'SELECT "__k0", COUNT(*) AS "__n", CAST(NULL AS BIGINT) AS "__q0", '
+        'ARRAY_AGG("__q1") AS "__q1" FROM __celled GROUP BY "__k0" UNION ALL '
+        'SELECT "__k0", COUNT(*) AS "__n", "__q0", NULL AS "__q1" FROM __celled '
+        'GROUP BY "__k0", "__q0"'
+    ) in to_sql(low.together, "duckdb")
+    alone = lower(_ages_and_incomes(median), dialect("duckdb"), salt=1).together
+    assert isinstance(alone, sqlglot.exp.Select)  # one SELECT, one GROUP BY: no UNION ALL
+    assert to_sql(alone, "duckdb").endswith(
+        'SELECT "__k0", COUNT(*) AS "__n", ARRAY_AGG("__q0") AS "__q0" FROM __celled '
+        'GROUP BY "__k0"'
+    )
+    coarse = lower(_ages_and_incomes(old), dialect("duckdb"), salt=1)
+    assert coarse.listed == ()
+    assert coarse.together is not None
+    assert to_sql(coarse.together, "duckdb").endswith(
+        'SELECT "__k0", COUNT(*) AS "__n", CAST(NULL AS BIGINT) AS "__q0" FROM __bounded '
+        'GROUP BY "__k0" UNION ALL SELECT "__k0", COUNT(*) AS "__n", "__q0" FROM __celled '
+        'GROUP BY "__k0", "__q0"'
+    )
+    # the GROUPING SETS dialects count every grid's cells in the engine: nothing is listed
+    assert lower(_ages_and_incomes(median), dialect("postgres"), salt=1).listed == ()
+
+
 def test_spark_gets_xxhash64_and_bigint_sums_certified_by_the_session() -> None:
     agg = compiled(
         aggregates=(AggregateCall("s", "sum", "income"),), contribution=Contribution(1, 2)

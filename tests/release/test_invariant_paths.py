@@ -16,7 +16,7 @@ import sqlglot
 
 from support import SeededSource
 from veil.accounting import Budget
-from veil.compile import Context, apply_rules
+from veil.compile import Context, apply_rules, dialect, lower
 from veil.errors import InternalError, SchemaError
 from veil.plan import (
     Aggregate,
@@ -34,7 +34,7 @@ from veil.release.estimators import check_models, column_models
 from veil.release.exact import bucket_counts, exact_stats, may_wrap
 from veil.release.keys import decode_key, group_keys, released_key
 from veil.release.post import post_process
-from veil.release.quantiles import choose_quantile
+from veil.release.quantiles import choose_quantile, split_together
 
 PEOPLE = Scan(
     "people",
@@ -210,6 +210,26 @@ def test_bucket_counts_add_up_a_cell_that_comes_in_several_rows(top: int, most: 
         assert bool(np.all(cells[1:] > cells[:-1]))
 
 
+def test_bucket_counts_count_the_few_repeats_of_mostly_distinct_rows_of_one() -> None:
+    """A fine grid's rows of one (``cells_as_rows``) are nearly all distinct: the repeats are
+    counted where they are (the k-th repeat belongs to the distinct value before it), a cell
+    repeated three times and a repeat at a group's first cell included."""
+    rng = np.random.default_rng(5)  # test data, not noise
+    rows = [
+        (["CA", "NY"][int(rng.integers(0, 2))], int(rng.integers(0, 2**32))) for _ in range(3000)
+    ]
+    rows += [rows[0], rows[0], rows[7], ("NY", 0), ("NY", 0), ("CA", 2**32 - 1)]
+    want: dict[object, dict[int, int]] = {}
+    for key, cell in rows:
+        want.setdefault(key, {})[cell] = want.get(key, {}).get(cell, 0) + 1
+    k, b = zip(*rng.permutation(np.array(rows, dtype=object)).tolist(), strict=True)
+    table = pa.table({"__k0": pa.array(k, pa.string()), "__b": b, "__c": [1] * len(rows)})
+    got = bucket_counts(compiled(keys=(GroupKey("state"),)), table, ["__k0"])
+    read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for (key,), (b, c) in got.items()}
+    assert read == want
+    assert max(c for cells in want.values() for c in cells.values()) == 3
+
+
 @pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
 def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
     """Two key columns (one with NULLs), plain or dictionary-encoded as ``split_together``
@@ -235,6 +255,38 @@ def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
     got = bucket_counts(two, table, ["__k0", "__k1"])
     read = {key: dict(zip(b.tolist(), c.tolist(), strict=True)) for key, (b, c) in got.items()}
     assert read == want
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
+def test_a_listed_column_splits_into_one_cell_row_per_listed_cell(encoded: bool) -> None:
+    """DuckDB's one statement lists a fine grid's cells per group (``Lowered.listed``):
+    ``split_together`` keeps the group rows as ``main`` and turns each list into cell rows
+    keyed by their group's keys (plain, or dictionary-encoded as an ENUM arrives), which
+    ``bucket_counts`` counts — a repeated cell once with its count; a NULL list (a query
+    without GROUP BY over no rows) has no cell."""
+    median = (AggregateCall("n", "count"), AggregateCall("m", "quantile", "income", Fraction(1, 2)))
+    lowered = lower(compiled(median), dialect("duckdb"), salt=1)
+    assert lowered.listed == ("__q0",)
+    keys = pa.array(["NY", "CA"])
+    table = pa.table(
+        {
+            "__k0": pc.dictionary_encode(keys) if encoded else keys,
+            "__n": pa.array([1, 3], pa.int64()),
+            "__q0": pa.array([[5], [7, 3, 7]], pa.list_(pa.int64())),
+        }
+    )
+    main, cells = split_together(lowered, table)
+    assert main.column_names == ["__k0", "__n"]
+    assert main.num_rows == 2
+    got = bucket_counts(AGG, cells["quantile(income, 1/2)"], ["__k0"])
+    read = {key: (b.tolist(), c.tolist()) for key, (b, c) in got.items()}
+    assert read == {(0,): ([3, 7], [1, 2]), (1,): ([5], [1])}  # CA, NY by domain index
+    alone = lower(compiled(median, keys=()), dialect("duckdb"), salt=1)
+    empty = pa.table({"__n": [0], "__q0": pa.array([None], pa.list_(pa.int64()))})
+    main, cells = split_together(alone, empty)
+    assert main.to_pylist() == [{"__n": 0}]
+    assert cells["quantile(income, 1/2)"].num_rows == 0
+    assert bucket_counts(AGG, cells["quantile(income, 1/2)"], []) == {}
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────

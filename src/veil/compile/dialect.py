@@ -51,10 +51,11 @@ class Dialect:
     the cast; ``float_underflow_raises`` whether a double product that rounds to zero raises
     (PostgreSQL's "value out of range: underflow"): the lowering then writes every per-row
     fixed-point scaling so that no product can underflow. ``cells_as_rows``: the one
-    statement of the statistics and the quantile cells returns each bounded row's cell as a
-    row of its own (``UNION ALL`` with the per-group statistics, over one scan of the bounded
-    rows) instead of counting the cells in the engine (``GROUPING SETS``): for DuckDB, whose
-    hash aggregation over a million cells costs more than Python's sort of them.
+    statement of the statistics and the quantile cells returns each bounded row's cell of a
+    fine grid, in a list per group beside the group's statistics (one aggregation of the
+    bounded rows), instead of counting the cells in the engine (``GROUPING SETS``): for
+    DuckDB, whose hash aggregation over a million cells costs more than Python's sort of
+    them.
     """
 
     name: str

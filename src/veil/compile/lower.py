@@ -42,10 +42,12 @@ measurements add one statement each: row counts per (group, bucket) over the sam
 statement and every quantile's (group, bucket) counts in one statement, one scan of the
 bounded rows grouped by ``GROUPING SETS ((keys), (keys, __q0), …)`` — the same rows and
 counts as the separate statements (a conformance test compares them on every engine), without
-a second bounding window. On DuckDB (``Dialect.cells_as_rows``) the per-group statistics are
-instead followed by ``UNION ALL`` of each bounded row's cell of a fine grid (its count, 1, is
-added up in Python) — DuckDB's hash aggregation of a million distinct cells cost ~0.6 s of
-CPU at 10 M rows that shipping the rows does not. Modes keep their own statements.
+a second bounding window. On DuckDB (``Dialect.cells_as_rows``) the per-group statistics
+instead carry, per quantile of a fine grid, the list of its bounded rows' cells
+(``ARRAY_AGG``, one aggregation of the rows: the cells' counts are added up in Python) —
+DuckDB's hash aggregation of a million distinct cells cost ~0.6 s of CPU at 10 M rows, and a
+second branch ``UNION ALL`` shipping each row's cell ~0.1 s, that the list does not; a coarse
+grid's counts per (group, cell) follow by ``UNION ALL``. Modes keep their own statements.
 """
 
 from __future__ import annotations
@@ -109,7 +111,10 @@ class Lowered:
     (keys, __q0), …)``. Its rows whose ``cells`` columns are all NULL are ``main``'s rows;
     the rows whose column ``__qi`` is not NULL are quantile i's cells, with the cell's row
     count in ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out); on
-    a ``cells_as_rows`` dialect a cell may come in several rows, whose counts add up."""
+    a ``cells_as_rows`` dialect a cell may come in several rows, whose counts add up, and the
+    columns ``listed`` (a subset of ``cells``' columns) are instead one list per ``main`` row:
+    the cells of that group's bounded rows, one per row (NULL for no row), NULL in the other
+    rows."""
 
     main: exp.Expression
     quantiles: tuple[tuple[str, exp.Expression], ...]
@@ -117,6 +122,7 @@ class Lowered:
     columns: tuple[tuple[str, str], ...]
     together: exp.Expression | None = None
     cells: tuple[tuple[str, str], ...] = ()
+    listed: tuple[str, ...] = ()
 
     @property
     def separate(self) -> tuple[tuple[str, exp.Expression], ...]:
@@ -899,10 +905,11 @@ class _Lowering:
 
     def together(
         self, quantiles: Sequence[Measurement]
-    ) -> tuple[exp.Select | exp.Union, tuple[str, ...]]:
-        """``main`` and the cell counts of ``quantiles`` in one statement (see
-        :class:`Lowered`): the bounded rows are scanned once and grouped by every grouping set
-        at once; the other statistics are computed at the cell level too (and ignored)."""
+    ) -> tuple[exp.Select | exp.Union, tuple[str, ...], tuple[str, ...]]:
+        """``main`` and the cell counts of ``quantiles`` in one statement, its cell columns and
+        those of them ``listed`` (see :class:`Lowered`): the bounded rows are scanned once and
+        grouped by every grouping set at once; the other statistics are computed at the cell
+        level too (and ignored)."""
         main, _ = self.main()
         names = tuple(f"__q{i}" for i in range(len(quantiles)))
         # rows: the bounded rows with each quantile's cell (computed once per row, below the
@@ -914,7 +921,8 @@ class _Lowering:
             copy=False,
         ).from_(exp.Table(this=exp.to_identifier(source)), copy=False)
         if self.d.cells_as_rows:
-            return self._together_rows(main, celled, quantiles, names), names
+            listed = tuple(n for m, n in zip(quantiles, names, strict=True) if m.limit > ROWS_ABOVE)
+            return self._together_rows(main, celled, quantiles, names, listed), names, listed
         main.set("group", None)
         main = main.with_("__celled", as_=celled, copy=False)
         main.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("__celled"))))
@@ -923,7 +931,7 @@ class _Lowering:
         sets += [exp.Tuple(expressions=[*(k.copy() for k in keys), _col(n)]) for n in names]
         main.set("group", exp.Group(grouping_sets=[exp.GroupingSets(expressions=sets)]))
         main.select(*(_col(n) for n in names), copy=False)
-        return main, names
+        return main, names, ()
 
     def _together_rows(
         self,
@@ -931,27 +939,38 @@ class _Lowering:
         celled: exp.Select,
         quantiles: Sequence[Measurement],
         names: Sequence[str],
+        listed: Sequence[str],
     ) -> exp.Select | exp.Union:
-        """``together`` as ``main`` (each cell column NULL) ``UNION ALL`` one part per
-        quantile: on a fine grid (more than ``ROWS_ABOVE`` cells: nearly every bounded row in
-        a cell of its own) one row per bounded row — its keys, ``__n`` = 1, NULL statistics,
-        its cell —, on a coarser one the rows counted per (group, cell) in the engine (rows:
+        """``together`` as ``main`` with, per quantile of a fine grid (``listed``: more than
+        ``ROWS_ABOVE`` cells, nearly every bounded row in a cell of its own), the list of its
+        group's bounded rows' cells, and its other cell columns NULL; then ``UNION ALL`` one
+        part per coarser quantile: its rows counted per (group, cell) in the engine (rows:
         keys, ``__n``, statistics…, ``__q0``…; a cell's count is the sum of its rows')."""
         null_cell = exp.cast(exp.Null(), self.d.integer_type)
         outputs = [e.alias_or_name for e in main.expressions]
-        main.select(*(_as(null_cell.copy(), n) for n in names), copy=False)
+        main.select(
+            *(
+                _as(exp.ArrayAgg(this=_col(n)) if n in listed else null_cell.copy(), n)
+                for n in names
+            ),
+            copy=False,
+        )
+        if listed:  # the lists aggregate the cells: main's rows come from __celled
+            main.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("__celled"))))
         ctes = main.args.pop("with_")
         parts: list[exp.Select] = [main]
-        for m, name in zip(quantiles, names, strict=True):
-            rows = m.limit > ROWS_ABOVE
-            one = exp.cast(exp.Literal.number(1), self.d.integer_type)
+        for name in names:
+            if name in listed:
+                continue
             row: list[exp.Expr] = [_col(k) for k in self.keys]
-            row.append(_as(one if rows else exp.Count(this=exp.Star()), COUNT_COLUMN))
+            row.append(_as(exp.Count(this=exp.Star()), COUNT_COLUMN))
             row += [_as(exp.Null(), o) for o in outputs[len(self.keys) + 1 :]]
-            row += [_col(n) if n == name else _as(null_cell.copy(), n) for n in names]
+            row += [
+                _col(n) if n == name else _as(exp.Null() if n in listed else null_cell.copy(), n)
+                for n in names
+            ]
             part = exp.select(*row, copy=False).from_("__celled", copy=False)
-            if not rows:
-                part = part.group_by(*(_col(k) for k in self.keys), _col(name), copy=False)
+            part = part.group_by(*(_col(k) for k in self.keys), _col(name), copy=False)
             parts.append(part)
         union: exp.Select | exp.Union = parts[0]
         for part in parts[1:]:
@@ -1003,9 +1022,11 @@ def lower(
     inside = [m for m in agg.measurements if m.statistic == "quantile"]
     if not inside:
         return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
-    together, names = low.together(inside)
+    together, names, listed = low.together(inside)
     cells = tuple((m.name, n) for m, n in zip(inside, names, strict=True))
-    return Lowered(main, quantiles, low.keys, columns, together=together, cells=cells)
+    return Lowered(
+        main, quantiles, low.keys, columns, together=together, cells=cells, listed=listed
+    )
 
 
 KeyTransport = Literal["native", "bytes", "text"]

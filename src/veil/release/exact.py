@@ -442,9 +442,18 @@ def _repeats(
     first = np.empty(packed.size, dtype=bool)
     first[0] = True
     np.not_equal(packed[1:], packed[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
-    counts = np.diff(starts, append=packed.size)
-    distinct = packed[starts]
+    repeats = packed.size - int(np.count_nonzero(first))
+    if 2 * repeats < packed.size:  # mostly distinct (a fine grid): count the few repeats
+        distinct = packed[first]
+        counts = np.ones(distinct.size, dtype=np.int64)
+        # the k-th repeat (k = 0, 1, …) at position p is a row of distinct value p − k − 1
+        later = np.flatnonzero(~first)
+        later -= np.arange(1, repeats + 1)
+        np.add.at(counts, later, 1)
+    else:  # mostly repeats: each distinct value's count is the gap to the next one's start
+        starts = np.flatnonzero(first)
+        counts = np.diff(starts, append=packed.size)
+        distinct = packed[starts]
     cells = distinct & ((1 << bits) - 1)
     distinct >>= bits
     return distinct, cells, counts

@@ -373,25 +373,57 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
     (keys, ``__b``, ``__c``), as the separate statements return them (see
     :class:`veil.compile.lower.Lowered`). Vectorised (Arrow slices or filters); total: every row the
     statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
-    set (never: a quantile's cell is a clamped integer), in none."""
+    set (never: a quantile's cell is a clamped integer), in none; a ``listed`` column's lists
+    become one row per cell, keyed by its ``main`` row's keys (each row's cell, count 1)."""
     names = [column for _, column in lowered.cells]
     if not names:
         raise InternalError("splitting a statement that carries no quantile cells")
-    valid = {n: pc.is_valid(table.column(n)) for n in names}
-    none = pc.invert(valid[names[0]])
-    for n in names[1:]:
-        none = pc.and_(none, pc.invert(valid[n]))
-    main = _rows(table, none).drop_columns(names)
+    scalar = [n for n in names if n not in lowered.listed]
+    valid = {n: pc.is_valid(table.column(n)) for n in scalar}
+    rows = table
+    if scalar:  # main's rows: every scalar cell column NULL
+        none = pc.invert(valid[scalar[0]])
+        for n in scalar[1:]:
+            none = pc.and_(none, pc.invert(valid[n]))
+        rows = _rows(table, none)
+    main = rows.drop_columns(names)
+    cells: dict[str, pa.Table] = {}
+    for name, column in lowered.cells:
+        if column in lowered.listed:
+            cells[name] = _listed(lowered, rows, column)
+    if not scalar:
+        return main, cells
     # the cells' keys as dictionary codes (equal keys, equal codes: what bucket_counts groups
     # by), encoded once rather than a copy of every cell's key per quantile
-    coded = table.select([*lowered.keys, *names, COUNT_COLUMN])
+    coded = table.select([*lowered.keys, *scalar, COUNT_COLUMN])
     for i, key in enumerate(lowered.keys):
         column = coded.column(i)
         if not pa.types.is_dictionary(column.type):
             encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
             coded = coded.set_column(i, key, encoded)
-    cells: dict[str, pa.Table] = {}
     for name, column in lowered.cells:
+        if column in lowered.listed:
+            continue
         part = _rows(coded, valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
         cells[name] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
-    return main, cells
+    return main, {name: cells[name] for name, _ in lowered.cells}
+
+
+def _listed(lowered: Lowered, rows: pa.Table, column: str) -> pa.Table:
+    """The cell table (keys, ``__b``, ``__c`` = 1) of ``main``'s ``rows`` whose ``column``
+    holds each group's list of cells: one row per cell, its keys the dictionary codes of its
+    group's row (no key is copied or encoded per cell; a NULL list — no row — has no cell)."""
+    lists = rows.column(column).combine_chunks()
+    # rows: (the index of the cell's group row, the cell), grouped by their row
+    parent = pc.list_parent_indices(lists)
+    values = pc.list_flatten(lists).cast(pa.int64())
+    keys = []
+    for key in lowered.keys:
+        dictionary = rows.column(key).combine_chunks()
+        if pa.types.is_dictionary(dictionary.type):
+            dictionary = dictionary.dictionary_decode()
+        keys.append(pa.DictionaryArray.from_arrays(parent, dictionary))
+    ones = pa.array(np.ones(len(values), dtype=np.int64))
+    return pa.table(
+        [*keys, values, ones], names=[*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN]
+    )
