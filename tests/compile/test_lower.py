@@ -217,3 +217,46 @@ def test_integer_columns_need_no_nan_check() -> None:
     sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
     assert 'NOT "age" IS NULL' in sql
     assert "ISNAN" not in sql
+
+
+@pytest.mark.parametrize("before", [False, True])
+def test_duckdb_exports_listed_cells_with_64_bit_offsets_and_restores_the_setting(
+    before: bool,
+) -> None:
+    """A statement that lists cells runs with DuckDB's large Arrow buffers, so no number of
+    rows can overflow the lists' 32-bit offsets after the data was read (an outcome that
+    would depend on the data); the connection's own setting is restored after, on the first
+    (bound) and the later (checked) runs alike, and a statement without lists is untouched."""
+    import duckdb
+    import pyarrow as pa
+
+    from veil.engines.duckdb import DuckDBEngine
+
+    people = pa.table(
+        {
+            "user_id": list(range(40)),
+            "state": ["CA", "NY"] * 20,
+            "age": [i % 90 for i in range(40)],
+            "income": [float(i) * 2.5 for i in range(40)],
+        }
+    )
+    con = duckdb.connect()
+    con.execute(f"SET arrow_large_buffer_size = {'true' if before else 'false'}")
+    engine = DuckDBEngine({"people": people}, connection=con)
+    median = AggregateCall("med", "quantile", "income", Fraction(1, 2))
+    low = lower(_ages_and_incomes(median), dialect("duckdb"), salt=1)
+    assert low.listed == ("__q0",)
+    assert low.together is not None
+
+    def setting() -> bool:
+        ((value,),) = con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
+        return bool(value)
+
+    for _ in range(2):
+        table = engine.prepare(low.together, salt=1).run(None)
+        assert pa.types.is_large_list(table.schema.field("__q0").type)
+        assert sum(len(c or ()) for c in table.column("__q0").to_pylist()) == 40  # every row
+        assert setting() is before
+    plain = lower(_ages_and_incomes(), dialect("duckdb"), salt=1)
+    assert engine.prepare(plain.main, salt=1).run(None).num_rows == 2
+    assert setting() is before

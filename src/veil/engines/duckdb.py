@@ -144,6 +144,11 @@ def _text_of(value: object, isna: Any, is_scalar: Any) -> str | None:
         return None
 
 
+def _lists(query: exp.Expression) -> bool:
+    """Whether ``query`` returns lists (``ARRAY_AGG``: a fine quantile grid's cells)."""
+    return query.find(exp.ArrayAgg) is not None
+
+
 def _with_non_text(column: exp.Column) -> bool:
     """Whether ``column`` is an operand of a comparison or arithmetic whose other operand is
     not a text literal or NULL (``income > 150``, not ``city = 'Paris'``)."""
@@ -562,8 +567,8 @@ class DuckDBEngine:
             params = {"salt": salt}
         key = self._bind_key(text, salt)
         if key is not None and text.bound == key:
-            return _Checked(self, text.parsed, params)
-        bound = _Bound(self, self._bind(query, text.parsed, params))
+            return _Checked(self, text.parsed, params, text.listed)
+        bound = _Bound(self, self._bind(query, text.parsed, params), text.listed)
         text.bound = self._bind_key(text, salt)  # again: binding may register what it read
         return bound
 
@@ -670,13 +675,43 @@ class DuckDBEngine:
         fraction reveals). DuckDB tracks progress only with its ``enable_progress_bar`` setting
         on: it is switched on (with its own printing off) for this query and restored after."""
         sql = to_sql(query, self.dialect)
-        with self._progress_tracked(), watching(self._query_progress, progress):
+        with (
+            self._large_lists(_lists(query)),
+            self._progress_tracked(),
+            watching(self._query_progress, progress),
+        ):
             return self._run(sql)
 
     def _query_progress(self) -> float:
         """The running query's fraction done; negative when DuckDB cannot tell."""
         percent: float = self._con.query_progress()
         return percent / 100 if percent >= 0 else -1.0
+
+    @contextmanager
+    def _large_lists(self, on: bool) -> Iterator[None]:
+        """With ``on`` (a statement that returns lists: a fine quantile grid's cells per group,
+        ``ARRAY_AGG``), DuckDB's Arrow export with 64-bit offsets for the run, the previous
+        setting restored. With 32-bit offsets a result whose lists hold more than 2^31 − 1
+        values in all fails after the data was read — an outcome that would depend on the
+        number of rows; with 64-bit ones every such result is exported (text keys then come as
+        Arrow's large strings, which decode the same)."""
+        if not on:
+            yield
+            return
+        try:
+            rows = self._con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
+            previous = bool(rows[0][0]) if rows else False
+            self._con.execute("SET arrow_large_buffer_size = true")
+        except duckdb.Error:  # e.g. a closed connection: the query reports the error
+            yield
+            return
+        try:
+            yield
+        finally:
+            with suppress(duckdb.Error):  # never hide the query's own outcome
+                self._con.execute(
+                    f"SET arrow_large_buffer_size = {'true' if previous else 'false'}"
+                )
 
     @contextmanager
     def _progress_tracked(self) -> Iterator[None]:
@@ -751,26 +786,37 @@ class DuckDBEngine:
 class _Bound:
     """A statement DuckDB has parsed and bound (see :meth:`DuckDBEngine.prepare`)."""
 
-    def __init__(self, engine: DuckDBEngine, relation: duckdb.DuckDBPyRelation) -> None:
+    def __init__(
+        self, engine: DuckDBEngine, relation: duckdb.DuckDBPyRelation, listed: bool = False
+    ) -> None:
         self._engine = engine
         self._relation = relation
+        self._listed = listed
 
     def run(self, progress: Progress | None) -> pa.Table:
         engine, relation = self._engine, self._relation
-        if progress is None:
-            return engine._arrow(relation.to_arrow_table)
-        with engine._progress_tracked(), watching(engine._query_progress, progress):
-            return engine._arrow(relation.to_arrow_table)
+        with engine._large_lists(self._listed):
+            if progress is None:
+                return engine._arrow(relation.to_arrow_table)
+            with engine._progress_tracked(), watching(engine._query_progress, progress):
+                return engine._arrow(relation.to_arrow_table)
 
 
 class _Checked:
     """A statement whose bind succeeded before on the same catalog and columns (see
     :meth:`DuckDBEngine.prepare`): run in one pass."""
 
-    def __init__(self, engine: DuckDBEngine, statement: Any, params: dict[str, int] | None):
+    def __init__(
+        self,
+        engine: DuckDBEngine,
+        statement: Any,
+        params: dict[str, int] | None,
+        listed: bool = False,
+    ):
         self._engine = engine
         self._statement = statement
         self._params = params
+        self._listed = listed
 
     def run(self, progress: Progress | None) -> pa.Table:
         engine = self._engine
@@ -778,20 +824,22 @@ class _Checked:
         def fetch() -> pa.Table:
             return engine._executed(self._statement, self._params)
 
-        if progress is None:
-            return engine._arrow(fetch)
-        with engine._progress_tracked(), watching(engine._query_progress, progress):
-            return engine._arrow(fetch)
+        with engine._large_lists(self._listed):
+            if progress is None:
+                return engine._arrow(fetch)
+            with engine._progress_tracked(), watching(engine._query_progress, progress):
+                return engine._arrow(fetch)
 
 
 class _Text:
     """A tree's text as DuckDB parsed it (see :meth:`DuckDBEngine._text`), and the key of its
     last successful bind (:meth:`DuckDBEngine._bind_key`), None before one."""
 
-    __slots__ = ("bound", "parsed", "query", "salted", "tables")
+    __slots__ = ("bound", "listed", "parsed", "query", "salted", "tables")
 
     def __init__(
         self, query: exp.Expression, parsed: Any, salted: bool, tables: frozenset[str]
     ) -> None:
         self.query, self.parsed, self.salted, self.tables = query, parsed, salted, tables
         self.bound: tuple[object, ...] | None = None
+        self.listed = _lists(query)
