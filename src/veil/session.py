@@ -102,6 +102,7 @@ _MEMO_SIZE = 512
 _PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.plan)
 _CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
 _COMPILED: dict[Any, Plan] = {}  # compiled plans by (plan, context): the rules are pure
+_PAIRS: dict[Any, ColumnBounds] = {}  # a query's (column, lower, upper) bounds, checked
 _MEMO_LOCK = threading.Lock()
 
 
@@ -159,8 +160,25 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
             raise InvalidArgumentError(
                 f"bounds for {col!r} must be a pair (lower, upper), got {pair!r}"
             )
-        out[col] = ColumnBounds(col, pair[0], pair[1])
+        out[col] = _pair(col, pair[0], pair[1])
     return out
+
+
+def _pair(column: Any, lower: Any, upper: Any) -> ColumnBounds:
+    """``ColumnBounds(column, lower, upper)``, remembered by the three values and their types:
+    the bounds are a pure function of them (exact Fractions, checked on construction), and a
+    query passes the same pair again and again (``bounds={'income': (0, 1e6)}``), each time
+    read several times over. An invalid pair raises every time (nothing is remembered), and
+    an unhashable value is converted without the memo."""
+    key = (column, type(lower), lower, type(upper), upper)
+    try:
+        found = _PAIRS.get(key)
+    except TypeError:  # e.g. a list as a bound: refused by ColumnBounds itself
+        return ColumnBounds(column, lower, upper)
+    if found is None:
+        found = ColumnBounds(column, lower, upper)
+        _remember(_PAIRS, key, found)
+    return found
 
 
 def _group_bounds(col: object, groups: Mapping[Any, Any]) -> ColumnBounds:
@@ -215,6 +233,20 @@ def _self_grant_refused(
     )
 
 
+class _Roles:
+    """The optional protocols of :mod:`veil.engines.base` an engine implements, decided once
+    per engine: a runtime protocol check walks the protocol's members (~10 µs, several per
+    query)."""
+
+    __slots__ = ("declared", "engine", "preparing", "stored")
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.declared = isinstance(engine, DeclaredTypes)
+        self.stored: StoredTypes | None = engine if isinstance(engine, StoredTypes) else None
+        self.preparing: Preparing | None = engine if isinstance(engine, Preparing) else None
+
+
 class Session:
     """Differentially private queries over named tables on one engine, charged to one ledger.
 
@@ -265,6 +297,14 @@ class Session:
         self.owner: Dataset | None = None  # the catalog entry whose limits a query may narrow
         # survey weights every query's COUNT(*), SUM and AVG use unless it says weights=False
         self.weights = weights
+        self._roles: _Roles | None = None
+
+    def _engine_roles(self) -> _Roles:
+        """What the engine implements besides :class:`Engine` (for the engine it is now)."""
+        roles = getattr(self, "_roles", None)
+        if roles is None or roles.engine is not self.engine:
+            roles = self._roles = _Roles(self.engine)
+        return roles
 
     @classmethod
     def on(cls, engine: Engine, **options: Unpack[SessionOptions]) -> Session:
@@ -486,7 +526,7 @@ class Session:
         merged = {**self.bounds, **_bounds(bounds)}
         schemas = self._schemas()
         keys = {**self.domains, **(domains or {})}
-        declarable = isinstance(self.engine, DeclaredTypes)
+        declarable = self._engine_roles().declared
         # a plan is a function of the text, the schemas and these settings alone (public
         # inputs, no data): the same question again reuses it (a server's repeated queries)
         memo = (
@@ -856,15 +896,12 @@ class Session:
         table = _table(agg)
         # the footers' stored types are not in the Arrow schema (a millisecond Parquet column
         # reads as microseconds): an engine that refuses by them keys the memo by them too
-        stored = (
-            self.engine.unreadable_columns(table)
-            if isinstance(self.engine, StoredTypes)
-            else frozenset()
-        )
+        roles = self._engine_roles()
+        stored = roles.stored.unreadable_columns(table) if roles.stored is not None else frozenset()
         checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
         # an engine that prepares binds the very statement it will run, after the cache
         # lookup and before reserving: the check and the preparation in one bind
-        preparing = self.engine if isinstance(self.engine, Preparing) else None
+        preparing = roles.preparing
         if preparing is None and checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)
             together = () if probe.together is None else (probe.together,)
