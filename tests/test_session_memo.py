@@ -137,3 +137,28 @@ def test_an_engine_swapped_under_a_session_is_asked_again_what_it_implements() -
             assert s.sql("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, 5)}).rows
         finally:
             s.engine = inner
+
+
+def test_a_question_at_a_new_epsilon_is_shaped_once_and_a_refusal_every_time() -> None:
+    import pytest
+
+    from veil.compile.rules import Context
+    from veil.errors import BoundsError
+    from veil.plan.nodes import ColumnBounds
+    from veil.session import _shaped
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10)) as s:
+        plan = s.plan("SELECT SUM(x) AS s FROM t")
+        bounded = {"x": ColumnBounds("x", 0, 5)}
+        first = _shaped(plan, Context(budget=Budget(epsilon=1), bounds=bounded))
+        again = _shaped(plan, Context(budget=Budget(epsilon="1/3"), bounds=bounded))
+        assert again is first  # the budget is not read before the split
+        narrower = _shaped(
+            plan, Context(budget=Budget(epsilon=1), bounds={"x": ColumnBounds("x", 0, 2)})
+        )
+        assert aggregate_of(narrower).bounds[0].upper == 2
+        assert aggregate_of(first).bounds[0].upper == 5
+        for _ in range(2):  # no bounds for the sum: refused each time, never remembered
+            with pytest.raises(BoundsError, match="bounds for 'x'"):
+                _shaped(plan, Context(budget=Budget(epsilon=1)))

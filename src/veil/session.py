@@ -42,7 +42,7 @@ from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_s
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import Lowered, lower, to_sql
-from veil.compile.rules import Context, apply_rules
+from veil.compile.rules import MEASURING, SHAPING, Context, apply_rules
 from veil.compile.templates import template
 from veil.compile.verify import check_loss
 from veil.compile.weights import weigh
@@ -103,6 +103,7 @@ _PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.pla
 _CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
 _COMPILED: dict[Any, Plan] = {}  # compiled plans by (plan, context): the rules are pure
 _PAIRS: dict[Any, ColumnBounds] = {}  # a query's (column, lower, upper) bounds, checked
+_SHAPED: dict[Any, tuple[Plan, Plan]] = {}  # plans through the rules before the budget split
 _MEMO_LOCK = threading.Lock()
 
 
@@ -162,6 +163,25 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
             )
         out[col] = _pair(col, pair[0], pair[1])
     return out
+
+
+def _shaped(plan: Plan, ctx: Context) -> Plan:
+    """``plan`` through the rules before the budget split (``veil.compile.rules.SHAPING``),
+    remembered by the plan's identity (held with it, so that its id names no other plan) and
+    the parts of the context those rules read, each bound with its groups' label types (1 and
+    True are equal, and different labels): the same question at a new ε is shaped once. A
+    refusal is raised every time (nothing is remembered)."""
+    bounds = tuple(
+        (name, b, tuple(type(label) for label, _, _ in b.groups))
+        for name, b in sorted(ctx.bounds.items())
+    )
+    key = (id(plan), ctx.privacy_unit, bounds, ctx.contribution)
+    held = _SHAPED.get(key)
+    if held is not None and held[0] is plan:
+        return held[1]
+    shaped = apply_rules(plan, ctx, SHAPING)
+    _remember(_SHAPED, key, (plan, shaped))
+    return shaped
 
 
 def _pair(column: Any, lower: Any, upper: Any) -> ColumnBounds:
@@ -673,7 +693,7 @@ class Session:
                 tuple(sorted(ctx.bounds.items())), contribution, ctx.quantile_buckets)  # fmt: skip
         compiled = _COMPILED.get(memo)
         if compiled is None:
-            compiled = apply_rules(plan, ctx)
+            compiled = apply_rules(_shaped(plan, ctx), ctx, MEASURING)
             # every role each aggregate reads was measured: a kind whose reads and budget split
             # disagree fails here, before anything is charged, not after the engine ran
             check_models(aggregate_of(compiled), column_models(aggregate_of(compiled)))
