@@ -162,3 +162,18 @@ def test_a_question_at_a_new_epsilon_is_shaped_once_and_a_refusal_every_time() -
         for _ in range(2):  # no bounds for the sum: refused each time, never remembered
             with pytest.raises(BoundsError, match="bounds for 'x'"):
                 _shaped(plan, Context(budget=Budget(epsilon=1)))
+
+
+def test_an_unhashable_bound_is_refused_as_any_other_non_number() -> None:
+    import pytest
+
+    from veil.errors import InvalidArgumentError
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with (
+        Session.local({"t": table}, budget=Budget(epsilon=10)) as s,
+        pytest.raises(
+            InvalidArgumentError, match="upper bound of 'x' must be a number, got \\[5\\]"
+        ),
+    ):
+        s.explain("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, [5])})
