@@ -89,3 +89,91 @@ def test_domains_that_compare_equal_are_compiled_and_answered_apart() -> None:
             again = s.sql(sql, epsilon=1, domains={"x": list(second)})
             assert again.cached  # the same domain again (another list): its own answer
             assert again.fingerprint == b.fingerprint
+
+
+def test_bounds_that_compare_equal_but_differ_in_type_are_each_checked() -> None:
+    import pytest
+
+    from veil.errors import InvalidArgumentError
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    sql = "SELECT SUM(x) AS s FROM t"
+    with Session.local({"t": table}, budget=Budget(epsilon=10)) as s:
+        first = s.explain(sql, epsilon=1, bounds={"x": (0, 1)})
+        assert s.explain(sql, epsilon=1, bounds={"x": (0, 1)}).usage == first.usage
+        # True == 1, but a bool is not a bound: refused, however often (0, 1) was asked
+        for _ in range(2):
+            with pytest.raises(InvalidArgumentError, match="upper bound of 'x' must be a number"):
+                s.explain(sql, epsilon=1, bounds={"x": (0, True)})
+        wider = s.explain(sql, epsilon=1, bounds={"x": (0, 1.5)})
+        assert wider.usage != first.usage  # 1.5, not the remembered 1
+
+
+def test_an_engine_swapped_under_a_session_is_asked_again_what_it_implements() -> None:
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10)) as s:
+        first = s._engine_roles()
+        assert first.preparing is s.engine
+        assert first.declared
+        assert s._engine_roles() is first  # decided once per engine
+
+        class Plain:  # the narrow Engine contract only: no prepare, no declared types
+            def __init__(self, inner: object) -> None:
+                self._inner = inner
+
+            def __getattr__(self, name: str) -> object:
+                if name in ("prepare", "declared", "unreadable_columns", "notes"):
+                    raise AttributeError(name)
+                return getattr(self._inner, name)
+
+        inner = s.engine
+        s.engine = Plain(inner)  # type: ignore[assignment]
+        try:
+            roles = s._engine_roles()
+            assert roles is not first
+            assert roles.preparing is None
+            assert roles.stored is None
+            assert not roles.declared
+            assert s.sql("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, 5)}).rows
+        finally:
+            s.engine = inner
+
+
+def test_a_question_at_a_new_epsilon_is_shaped_once_and_a_refusal_every_time() -> None:
+    import pytest
+
+    from veil.compile.rules import Context
+    from veil.errors import BoundsError
+    from veil.plan.nodes import ColumnBounds
+    from veil.session import _shaped
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10)) as s:
+        plan = s.plan("SELECT SUM(x) AS s FROM t")
+        bounded = {"x": ColumnBounds("x", 0, 5)}
+        first = _shaped(plan, Context(budget=Budget(epsilon=1), bounds=bounded))
+        again = _shaped(plan, Context(budget=Budget(epsilon="1/3"), bounds=bounded))
+        assert again is first  # the budget is not read before the split
+        narrower = _shaped(
+            plan, Context(budget=Budget(epsilon=1), bounds={"x": ColumnBounds("x", 0, 2)})
+        )
+        assert aggregate_of(narrower).bounds[0].upper == 2
+        assert aggregate_of(first).bounds[0].upper == 5
+        for _ in range(2):  # no bounds for the sum: refused each time, never remembered
+            with pytest.raises(BoundsError, match="bounds for 'x'"):
+                _shaped(plan, Context(budget=Budget(epsilon=1)))
+
+
+def test_an_unhashable_bound_is_refused_as_any_other_non_number() -> None:
+    import pytest
+
+    from veil.errors import InvalidArgumentError
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with (
+        Session.local({"t": table}, budget=Budget(epsilon=10)) as s,
+        pytest.raises(
+            InvalidArgumentError, match="upper bound of 'x' must be a number, got \\[5\\]"
+        ),
+    ):
+        s.explain("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, [5])})

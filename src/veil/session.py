@@ -42,7 +42,7 @@ from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_s
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import Lowered, lower, to_sql
-from veil.compile.rules import Context, apply_rules
+from veil.compile.rules import MEASURING, SHAPING, Context, apply_rules
 from veil.compile.templates import template
 from veil.compile.verify import check_loss
 from veil.compile.weights import weigh
@@ -102,6 +102,8 @@ _MEMO_SIZE = 512
 _PLANS: dict[Any, Plan] = {}  # parsed plans by their public inputs (Session.plan)
 _CHECKED: dict[Any, bool] = {}  # (dialect, table, schema, measurement) that lowered and checked
 _COMPILED: dict[Any, Plan] = {}  # compiled plans by (plan, context): the rules are pure
+_PAIRS: dict[Any, ColumnBounds] = {}  # a query's (column, lower, upper) bounds, checked
+_SHAPED: dict[Any, tuple[Plan, Plan]] = {}  # plans through the rules before the budget split
 _MEMO_LOCK = threading.Lock()
 
 
@@ -159,8 +161,44 @@ def _bounds(bounds: BoundsArg) -> dict[str, ColumnBounds]:
             raise InvalidArgumentError(
                 f"bounds for {col!r} must be a pair (lower, upper), got {pair!r}"
             )
-        out[col] = ColumnBounds(col, pair[0], pair[1])
+        out[col] = _pair(col, pair[0], pair[1])
     return out
+
+
+def _shaped(plan: Plan, ctx: Context) -> Plan:
+    """``plan`` through the rules before the budget split (``veil.compile.rules.SHAPING``),
+    remembered by the plan's identity (held with it, so that its id names no other plan) and
+    the parts of the context those rules read, each bound with its groups' label types (1 and
+    True are equal, and different labels): the same question at a new ε is shaped once. A
+    refusal is raised every time (nothing is remembered)."""
+    bounds = tuple(
+        (name, b, tuple(type(label) for label, _, _ in b.groups))
+        for name, b in sorted(ctx.bounds.items())
+    )
+    key = (id(plan), ctx.privacy_unit, bounds, ctx.contribution)
+    held = _SHAPED.get(key)
+    if held is not None and held[0] is plan:
+        return held[1]
+    shaped = apply_rules(plan, ctx, SHAPING)
+    _remember(_SHAPED, key, (plan, shaped))
+    return shaped
+
+
+def _pair(column: Any, lower: Any, upper: Any) -> ColumnBounds:
+    """``ColumnBounds(column, lower, upper)``, remembered by the three values and their types:
+    the bounds are a pure function of them (exact Fractions, checked on construction), and a
+    query passes the same pair again and again (``bounds={'income': (0, 1e6)}``), each time
+    read several times over. An invalid pair raises every time (nothing is remembered), and
+    an unhashable value is converted without the memo."""
+    key = (column, type(lower), lower, type(upper), upper)
+    try:
+        found = _PAIRS.get(key)
+    except TypeError:  # e.g. a list as a bound: refused by ColumnBounds itself
+        return ColumnBounds(column, lower, upper)
+    if found is None:
+        found = ColumnBounds(column, lower, upper)
+        _remember(_PAIRS, key, found)
+    return found
 
 
 def _group_bounds(col: object, groups: Mapping[Any, Any]) -> ColumnBounds:
@@ -215,6 +253,20 @@ def _self_grant_refused(
     )
 
 
+class _Roles:
+    """The optional protocols of :mod:`veil.engines.base` an engine implements, decided once
+    per engine: a runtime protocol check walks the protocol's members (~10 µs, several per
+    query)."""
+
+    __slots__ = ("declared", "engine", "preparing", "stored")
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.declared = isinstance(engine, DeclaredTypes)
+        self.stored: StoredTypes | None = engine if isinstance(engine, StoredTypes) else None
+        self.preparing: Preparing | None = engine if isinstance(engine, Preparing) else None
+
+
 class Session:
     """Differentially private queries over named tables on one engine, charged to one ledger.
 
@@ -265,6 +317,14 @@ class Session:
         self.owner: Dataset | None = None  # the catalog entry whose limits a query may narrow
         # survey weights every query's COUNT(*), SUM and AVG use unless it says weights=False
         self.weights = weights
+        self._roles: _Roles | None = None
+
+    def _engine_roles(self) -> _Roles:
+        """What the engine implements besides :class:`Engine` (for the engine it is now)."""
+        roles = getattr(self, "_roles", None)
+        if roles is None or roles.engine is not self.engine:
+            roles = self._roles = _Roles(self.engine)
+        return roles
 
     @classmethod
     def on(cls, engine: Engine, **options: Unpack[SessionOptions]) -> Session:
@@ -486,7 +546,7 @@ class Session:
         merged = {**self.bounds, **_bounds(bounds)}
         schemas = self._schemas()
         keys = {**self.domains, **(domains or {})}
-        declarable = isinstance(self.engine, DeclaredTypes)
+        declarable = self._engine_roles().declared
         # a plan is a function of the text, the schemas and these settings alone (public
         # inputs, no data): the same question again reuses it (a server's repeated queries)
         memo = (
@@ -633,7 +693,7 @@ class Session:
                 tuple(sorted(ctx.bounds.items())), contribution, ctx.quantile_buckets)  # fmt: skip
         compiled = _COMPILED.get(memo)
         if compiled is None:
-            compiled = apply_rules(plan, ctx)
+            compiled = apply_rules(_shaped(plan, ctx), ctx, MEASURING)
             # every role each aggregate reads was measured: a kind whose reads and budget split
             # disagree fails here, before anything is charged, not after the engine ran
             check_models(aggregate_of(compiled), column_models(aggregate_of(compiled)))
@@ -856,15 +916,12 @@ class Session:
         table = _table(agg)
         # the footers' stored types are not in the Arrow schema (a millisecond Parquet column
         # reads as microseconds): an engine that refuses by them keys the memo by them too
-        stored = (
-            self.engine.unreadable_columns(table)
-            if isinstance(self.engine, StoredTypes)
-            else frozenset()
-        )
+        roles = self._engine_roles()
+        stored = roles.stored.unreadable_columns(table) if roles.stored is not None else frozenset()
         checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
         # an engine that prepares binds the very statement it will run, after the cache
         # lookup and before reserving: the check and the preparation in one bind
-        preparing = self.engine if isinstance(self.engine, Preparing) else None
+        preparing = roles.preparing
         if preparing is None and checked not in _CHECKED:
             probe = lower(agg, sql_dialect, salt=0)
             together = () if probe.together is None else (probe.together,)

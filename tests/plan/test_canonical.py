@@ -71,3 +71,42 @@ def test_every_node_kind_appears_in_the_canonical_form() -> None:
     text = json.dumps(canonical(plan))
     for node in ("project", "limit", "sort", "having", "aggregate", "filter", "scan"):
         assert f'"node": "{node}"' in text
+
+
+def _whole_form_fingerprint(agg: Aggregate) -> str:
+    """The measurement fingerprint by its definition: the SHA-256 of the whole positional
+    form's sorted, compact JSON."""
+    import hashlib
+
+    from veil.plan.canonical import FORMAT_VERSION, _Canonical
+
+    visitor = _Canonical()
+    visitor.positional = True
+    form = {"veil_measurement": FORMAT_VERSION, "root": visitor.visit(agg)}
+    text = json.dumps(form, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_measurement_fingerprint_is_the_hash_of_its_whole_form_asked_again() -> None:
+    import dataclasses
+
+    from veil.accounting.budget import Budget
+    from veil.plan.canonical import measurement_fingerprint
+
+    keyed = Aggregate(
+        Filter(PEOPLE, sqlglot.parse_one("age > 3")),
+        keys=(GroupKey("age", domain=(1, 2, 3)),),
+        aggregates=(AggregateCall("n", "count"), AggregateCall("s", "sum", "age")),
+        privacy_unit="user_id",
+        bounds=(ColumnBounds("age", 0, 100),),
+    )
+    for agg in (build(), keyed, dataclasses.replace(keyed, budget=Budget(epsilon=1))):
+        # twice: the second time from what the first remembered
+        assert measurement_fingerprint(agg) == _whole_form_fingerprint(agg)
+        assert measurement_fingerprint(agg) == _whole_form_fingerprint(agg)
+    # keys equal to the remembered ones but of other types are written again, not reused
+    as_bools = dataclasses.replace(keyed, keys=(GroupKey("age", domain=(True, 2, 3)),))
+    assert measurement_fingerprint(as_bools) == _whole_form_fingerprint(as_bools)
+    assert measurement_fingerprint(as_bools) != measurement_fingerprint(
+        dataclasses.replace(keyed, keys=(GroupKey("age", domain=(1, 2, 3)),))
+    )

@@ -50,3 +50,31 @@ def test_a_sums_error_bar_is_the_quantile_of_its_two_noises_combined() -> None:
 def test_an_averages_bar_is_the_whole_range_when_the_noisy_count_is_too_small() -> None:
     st = {"count": 3, "sum(x)": 0, "sum_squares(x)": 0}
     assert halfwidth(model("avg"), st, 500.0, NOISE, 0.95) == 1000.0
+
+
+def test_column_models_are_remembered_per_aggregation_never_shared_between_two() -> None:
+    import dataclasses
+
+    import pyarrow as pa
+
+    from veil import Budget, Session
+    from veil.plan.tree import aggregate_of
+    from veil.release.estimators import column_models
+
+    table = pa.table({"x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10), bounds={"x": (0, 5)}) as s:
+        counted = aggregate_of(s.explain("SELECT COUNT(*) AS n FROM t", epsilon=1).plan)
+        summed = aggregate_of(s.explain("SELECT SUM(x) AS total FROM t", epsilon=1).plan)
+    first = column_models(counted)
+    assert column_models(counted) is first  # the same aggregation: remembered
+    assert [c.alias for c in column_models(summed)] == ["total"]
+    assert [c.alias for c in column_models(counted)] == ["n"]
+    # an equal aggregation built again is modelled alike (from scratch: another object)
+    copy = dataclasses.replace(counted)
+    assert copy == counted
+    assert copy is not counted
+    assert column_models(copy) == first
+    # without its measurements, a count reads none: the models say so, not the held ones
+    bare = dataclasses.replace(counted, measurements=())
+    assert column_models(bare)[0].count is None
+    assert first[0].count is not None

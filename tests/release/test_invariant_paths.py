@@ -474,3 +474,26 @@ def test_consistent_counts_sum_to_the_clamped_noisy_total() -> None:
     split = consistent_counts([5, 5, -1])
     assert sum(split) == 9
     assert sorted(split) == [0, 4, 5]
+
+
+def test_a_public_keys_value_set_is_kept_per_domain_and_a_refused_one_stays_refused() -> None:
+    import pyarrow as pa
+
+    from veil.release.exact import _VALUE_SETS_HELD, _value_set
+
+    states = ("CA", "NY", "TX")
+    first = _value_set(states, pa.string())
+    assert first is not None
+    assert first.to_pylist() == ["CA", "NY", "TX"]
+    assert _value_set(states, pa.string()) is first  # the same domain: kept
+    assert _value_set(states, pa.int64()) is None  # text keys on an integer column: refused
+    assert _value_set(states, pa.int64()) is None  # and again, from the memo
+    huge = (1, 1 << 70)
+    assert _value_set(huge, pa.int64()) is None  # beyond the column's type
+    assert _value_set((1, True), pa.int64()) is None  # equal keys: Python's mapping instead
+    for i in range(_VALUE_SETS_HELD + 2):  # older domains make room for newer ones
+        held = (f"k{i}",)
+        assert _value_set(held, pa.string()).to_pylist() == [f"k{i}"]
+    again = _value_set(states, pa.string())
+    assert again is not None
+    assert again.equals(first)

@@ -220,3 +220,26 @@ def test_a_result_has_its_rows_length_and_says_how_to_get_polars() -> None:
             result.to_polars()
     else:
         assert result.to_polars().height == len(result)
+
+
+def test_a_results_usage_is_written_when_read_and_is_every_part_of_the_charge() -> None:
+    import pyarrow as pa
+
+    from veil import Budget, Session
+    from veil.plan.tree import aggregate_of
+    from veil.release.explain import describe_usage
+
+    table = pa.table({"k": ["a", "a", "b"], "x": [1.0, 2.0, 3.0]})
+    with Session.local({"t": table}, budget=Budget(epsilon=10, delta=1e-3)) as s:
+        for sql, options in (
+            ("SELECT COUNT(*) AS n, SUM(x) AS s FROM t", {"bounds": {"x": (0, 5)}}),
+            ("SELECT k, SUM(x) AS s FROM t GROUP BY k", {"bounds": {"x": (0, 5)}, "delta": 1e-6}),
+        ):  # the second with partition selection
+            result = s.sql(sql, epsilon=1, **options)
+            agg = aggregate_of(s.explain(sql, epsilon=1, **options).plan)
+            written = describe_usage(agg)
+            assert len(result.usage) == len(written)  # known before it is written
+            assert tuple(result.usage) == written
+            assert result.usage == written
+            assert [u.measurement for u in result.usage][-1] == written[-1].measurement
+    assert any(u.measurement == "partition selection" for u in result.usage)

@@ -32,7 +32,9 @@ from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Pl
 from veil.plan.tree import aggregate_of, replace_aggregate
 
 __all__ = [
+    "MEASURING",
     "RULES",
+    "SHAPING",
     "Context",
     "Rule",
     "apply_rules",
@@ -239,14 +241,19 @@ def build_measurements(plan: Plan, ctx: Context) -> Plan:
     return replace_aggregate(plan, new)
 
 
-RULES: tuple[Rule, ...] = (
+SHAPING: tuple[Rule, ...] = (
     check_domains,
     set_privacy_unit,
     set_contribution,
     resolve_bounds,
     check_numbers,
-    build_measurements,
 )
+"""The rules before the budget split: of the context they read only the privacy unit, the
+bounds and the contribution (never the budget or the quantile grid), so the same question at
+another ε or δ shapes to the same plan."""
+MEASURING: tuple[Rule, ...] = (build_measurements,)
+"""The rules that read the budget: mechanism choice and budget split."""
+RULES: tuple[Rule, ...] = (*SHAPING, *MEASURING)
 
 
 def apply_rules(plan: Plan, ctx: Context, rules: tuple[Rule, ...] = RULES) -> Plan:

@@ -39,7 +39,7 @@ from veil.release.measured import Column, Key, Measured, pylist
 from veil.release.modes import choose_mode, choose_top
 from veil.release.post import post_process_columns
 from veil.release.quantiles import choose_quantile
-from veil.release.result import Columns, Lazy, Result
+from veil.release.result import Columns, Lazy, Result, Usage
 
 __all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
 
@@ -285,7 +285,7 @@ def finish(
         cost=Budget.zero(agg.budget.kind if agg.budget else "pure")
         if cached
         else agg.budget or Budget(epsilon=0),
-        usage=describe_usage(agg),
+        usage=_Usage(agg),
         fingerprint=fingerprint,
         cached=cached,
         stats=_Picked(measured, kept),
@@ -295,6 +295,19 @@ def finish(
         charged=agg.budget,
         notes=_selection_notes(models, noise_by_name),
     )
+
+
+class _Usage(Lazy[Usage]):
+    """What each part of the charged budget pays for (:func:`describe_usage`: one part per
+    measurement, and partition selection's), written when first read — public parameters
+    only, so a query whose usage nobody reads does not write it."""
+
+    def __init__(self, agg: Aggregate) -> None:
+        super().__init__(len(agg.measurements) + (agg.selection is not None))
+        self._agg = agg
+
+    def _build(self) -> tuple[Usage, ...]:
+        return describe_usage(self._agg)
 
 
 class _Picked(Lazy[Mapping[str, int]]):

@@ -12,6 +12,7 @@ clamping values to the bounds or of contribution bounding).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from fractions import Fraction
 
@@ -64,10 +65,27 @@ def noise_models(agg: Aggregate) -> dict[str, NoiseModel]:
     }
 
 
+_MODELS: dict[int, tuple[Aggregate, tuple[ColumnModel, ...]]] = {}
+_MODELS_HELD = 16
+_MODELS_LOCK = threading.Lock()
+
+
 def column_models(agg: Aggregate) -> tuple[ColumnModel, ...]:
-    """One model per aggregate of ``agg`` (compiled), naming the measurements it reads."""
+    """One model per aggregate of ``agg`` (compiled), naming the measurements it reads.
+
+    Remembered for the last few aggregations by identity (a query's compiling, release and
+    usage read the same aggregation's models; an aggregation is immutable, and is held with
+    its models so that its id names no other)."""
+    held = _MODELS.get(id(agg))
+    if held is not None and held[0] is agg:
+        return held[1]
     names = {m.name for m in agg.measurements}
-    return tuple(_model(agg, a, names) for a in agg.aggregates)
+    models = tuple(_model(agg, a, names) for a in agg.aggregates)
+    with _MODELS_LOCK:
+        _MODELS[id(agg)] = (agg, models)
+        while len(_MODELS) > _MODELS_HELD:
+            _MODELS.pop(next(iter(_MODELS)))
+    return models
 
 
 def _name(read: Read, a: AggregateCall) -> str:

@@ -11,6 +11,7 @@ with nothing of the data in its message (the session's protocol).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -126,7 +127,10 @@ class ExactStats(Mapping[Key, Mapping[str, int]]):
 def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
     """An exact integer statistic column as an int64 array (an object array of ints when a
     value needs more than 64 bits) and its NULL mask (a NULL reads as 0)."""
-    nulls = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if values.null_count:
+        nulls = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    else:
+        nulls = np.zeros(len(values), dtype=bool)
     filled = values.fill_null(0) if values.null_count else values
     kind = filled.type
     if pa.types.is_integer(kind) and kind.bit_width <= 64 and pa.types.is_signed_integer(kind):
@@ -333,9 +337,8 @@ def _domain_codes(
         return np.asarray(index.to_numpy(), dtype=np.int64)
     if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
         return None
-    try:
-        value_set = pa.array(list(domain), type=kind)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+    value_set = _value_set(domain, kind)
+    if value_set is None:
         return None
     index = pc.index_in(column, value_set=value_set)
     if index.null_count:
@@ -352,6 +355,32 @@ def _distinct(positions: NDArray[np.int64], size: int) -> bool:
         return int(np.count_nonzero(seen)) == positions.size
     ordered = np.sort(positions)
     return not bool(np.any(ordered[1:] == ordered[:-1]))
+
+
+_VALUE_SETS: dict[tuple[int, pa.DataType], tuple[object, pa.Array | None]] = {}
+_VALUE_SETS_HELD = 16
+_VALUE_SETS_LOCK = threading.Lock()
+
+
+def _value_set(domain: tuple[KeyValue, ...], kind: pa.DataType) -> pa.Array | None:
+    """A public key's ``domain`` (distinct values, ``GroupKey``'s invariant) as an Arrow array
+    of the key column's type, for ``index_in``; None when a key does not convert (the caller
+    then maps every key in Python). Remembered for the last few domains by identity (a
+    domain is an immutable tuple, held with its array so that its id names no other)."""
+    ident = (id(domain), kind)
+    held = _VALUE_SETS.get(ident)
+    if held is not None and held[0] is domain:
+        return held[1]
+    found: pa.Array | None
+    try:
+        found = pa.array(list(domain), type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        found = None
+    with _VALUE_SETS_LOCK:
+        _VALUE_SETS[ident] = (domain, found)
+        while len(_VALUE_SETS) > _VALUE_SETS_HELD:
+            _VALUE_SETS.pop(next(iter(_VALUE_SETS)))
+    return found
 
 
 def exact_stats(

@@ -161,7 +161,7 @@ class Result:
     types: tuple[str, ...]
     values: Sequence[tuple[Any, ...]]  # a tuple, or Columns (rows built when read)
     cost: Budget
-    usage: tuple[Usage, ...] = ()
+    usage: Sequence[Usage] = ()  # a tuple, or the parts written when first read
     fingerprint: str = ""
     cached: bool = False
     notes: tuple[str, ...] = ()
