@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from veil import Budget, Catalog, Session
+from veil import Budget, Catalog, Result, Session, VeilError
 from veil.catalog import Source
 from veil.plan.tree import aggregate_of
 
@@ -177,3 +177,54 @@ def test_an_unhashable_bound_is_refused_as_any_other_non_number() -> None:
         ),
     ):
         s.explain("SELECT SUM(x) AS s FROM t", epsilon=1, bounds={"x": (0, [5])})
+
+
+def _sum_by_k(s: Session, labels: tuple[object, object], domain: list[object]) -> Result | str:
+    """SUM(x) by k over ``domain``, each group bounded by its label in ``labels``: the
+    answer, or the name of the refusal."""
+    bounds = {"x": {labels[0]: (0, 10), labels[1]: (0, 5)}}
+    sql = "SELECT k, SUM(x) AS s FROM t GROUP BY k"
+    try:
+        return s.sql(sql, epsilon=1, domains={"k": domain}, bounds=bounds)
+    except VeilError as exc:
+        return type(exc).__name__
+
+
+def test_per_group_bounds_whose_labels_compare_equal_are_planned_and_compiled_apart() -> None:
+    """Per-group bounds name their groups by value and type (1, 1.0 and True are different
+    groups): bounds labelled 1.0 or True for the groups of a key whose domain is [1, 2] are
+    refused, before or after the same bounds labelled 1 were answered — never answered (or
+    refused) as the earlier, equal-comparing bounds were."""
+    table = pa.table({"k": [1, 2, 1, 2], "x": [1.0, 5.0, 3.0, 4.0], "u": [1, 2, 3, 4]})
+    for other in ((1.0, 2.0), (True, 2)):
+        for order in (((1, 2), other), (other, (1, 2))):
+            with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+                # a list, not a dict: (1, 2) and (1.0, 2.0) are one dict key
+                got = [(labels, _sum_by_k(s, labels, [1, 2])) for labels in order]
+            for labels, outcome in got:
+                if labels is other:
+                    assert outcome == "BoundsError", (order, outcome)
+                else:
+                    assert isinstance(outcome, Result), (order, outcome)
+
+
+def test_per_group_bounds_of_a_zero_and_a_negative_zero_are_their_own_questions() -> None:
+    """0.0 and -0.0 name the same group but are written apart in the fingerprint: each label
+    gets its own plan, compiled plan and answer, in either order, through SQL and through a
+    plan compiled with bounds given at run time."""
+    table = pa.table({"k": [0.0, 2.0, 0.0], "x": [1.0, 5.0, 3.0], "u": [1, 2, 3]})
+    domain: list[object] = [0.0, 2.0]
+    for order in (((0.0, 2.0), (-0.0, 2.0)), ((-0.0, 2.0), (0.0, 2.0))):
+        with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+            first, second = (_sum_by_k(s, labels, domain) for labels in order)
+            assert isinstance(first, Result)
+            assert isinstance(second, Result)
+            assert not second.cached
+            assert first.fingerprint != second.fingerprint
+            again = _sum_by_k(s, order[1], list(domain))
+            assert isinstance(again, Result)
+            assert again.cached
+            assert again.fingerprint == second.fingerprint
+            plan = s.plan("SELECT k, SUM(x) AS s FROM t GROUP BY k", domains={"k": domain})
+            runs = [s.run(plan, epsilon=1, bounds={"x": {a: (0, 10), b: (0, 5)}}) for a, b in order]
+            assert [r.fingerprint for r in runs] == [first.fingerprint, second.fingerprint]

@@ -122,6 +122,17 @@ def _exact_values(values: Any) -> tuple[object, ...]:
     return types, vs, negative
 
 
+def _exact_bounds(bounds: Mapping[str, ColumnBounds]) -> tuple[object, ...]:
+    """Bounds by column as part of a memo key that tells apart what compares equal: each
+    bound with its groups' labels as :func:`_exact_values` writes them (per-group bounds
+    labelled ``1``, ``1.0`` or ``True`` name different groups, and ``0.0`` and ``-0.0`` are
+    fingerprinted apart), sorted by column."""
+    return tuple(
+        (name, b, _exact_values(label for label, _, _ in b.groups) if b.groups else ())
+        for name, b in sorted(bounds.items())
+    )
+
+
 def _domain_digests(agg: Aggregate) -> tuple[bytes, ...]:
     """The digests of the aggregation's declared domains (keys, then MODE candidates)."""
     keys = tuple(domain_digest(k.domain) for k in agg.keys if k.domain is not None)
@@ -171,11 +182,7 @@ def _shaped(plan: Plan, ctx: Context) -> Plan:
     the parts of the context those rules read, each bound with its groups' label types (1 and
     True are equal, and different labels): the same question at a new ε is shaped once. A
     refusal is raised every time (nothing is remembered)."""
-    bounds = tuple(
-        (name, b, tuple(type(label) for label, _, _ in b.groups))
-        for name, b in sorted(ctx.bounds.items())
-    )
-    key = (id(plan), ctx.privacy_unit, bounds, ctx.contribution)
+    key = (id(plan), ctx.privacy_unit, _exact_bounds(ctx.bounds), ctx.contribution)
     held = _SHAPED.get(key)
     if held is not None and held[0] is plan:
         return held[1]
@@ -554,7 +561,7 @@ class Session:
             declarable,
             tuple(schemas.items()),
             self.privacy_unit,
-            tuple(sorted(merged.items())),
+            _exact_bounds(merged),  # per-group labels with their types and zeros' signs
             self.contribution,
             # each value with its type and each zero's sign (1, True and 1.0 are different
             # keys, and so are 0.0 and -0.0), a column at a time
@@ -687,10 +694,11 @@ class Session:
         )
         # the rules are a pure function of the plan and the context (they read no data, no
         # ledger, no randomness): a pair compiled once compiles to the same plan again
-        # (plans compare their domains with ==, where 1 == True == 1.0 and 0.0 == -0.0: the
-        # domains' digests tell them apart)
-        memo = (plan, _domain_digests(agg), budget, ctx.privacy_unit,
-                tuple(sorted(ctx.bounds.items())), contribution, ctx.quantile_buckets)  # fmt: skip
+        # (plans compare their domains and per-group bounds' labels with ==, where
+        # 1 == True == 1.0 and 0.0 == -0.0: the domains' digests and the labels' exact forms
+        # tell them apart)
+        memo = (plan, _domain_digests(agg), budget, ctx.privacy_unit, _exact_bounds(ctx.bounds),
+                contribution, ctx.quantile_buckets)  # fmt: skip
         compiled = _COMPILED.get(memo)
         if compiled is None:
             compiled = apply_rules(_shaped(plan, ctx), ctx, MEASURING)
