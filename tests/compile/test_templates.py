@@ -119,3 +119,30 @@ def test_a_template_keeps_the_salt_a_placeholder_in_every_bounding_hash() -> Non
     for sql in texts(template(compiled(shape, BUDGETS[0]), dialect("duckdb")), "duckdb"):
         assert "$salt" in sql
         assert sql.count("HASH($salt") == sql.count("HASH(")  # no literal salt anywhere
+
+
+def by_level(labels: tuple[object, object]) -> Aggregate:
+    """A sum of age per public level ``labels`` (an income column's values), bounded per
+    level: the labels are written in the SQL, in the key's domain and the per-group bounds."""
+    bounds = ColumnBounds("age", 0, 100, ((labels[0], 0, 50), (labels[1], 0, 100)))
+    plan = Aggregate(
+        Filter(PEOPLE, sqlglot.parse_one("age >= 18")),
+        keys=(GroupKey("income", domain=labels),),
+        aggregates=(AggregateCall("s", "sum", "age"),),
+        privacy_unit="user_id",
+        bounds=(bounds,),
+    )
+    return aggregate_of(apply_rules(plan, Context(budget=BUDGETS[0], privacy_unit="user_id")))
+
+
+@pytest.mark.parametrize("name", ["duckdb", "postgres"])
+def test_labels_that_compare_equal_are_lowered_apart(name: str) -> None:
+    """1 == 1.0 and 0.0 == -0.0, and aggregations holding them compare equal, but each is
+    lowered to its own constants: a template remembered for one is not the other's."""
+    for group in (((1, 2), (1.0, 2.0)), ((0.0, 2.0), (-0.0, 2.0))):
+        for order in (group, group[::-1]):
+            aggs = [by_level(labels) for labels in order]
+            assert aggs[0] == aggs[1]  # what a memo keyed by == alone would conflate
+            got = [texts(template(a, dialect(name)), name) for a in aggs]
+            assert got == [texts(lower(a, dialect(name), salt=None), name) for a in aggs]
+            assert got[0] != got[1]

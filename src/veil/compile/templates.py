@@ -28,6 +28,7 @@ from typing import Any
 from veil.accounting.budget import Budget
 from veil.compile.dialect import Dialect
 from veil.compile.lower import Lowered, lower
+from veil.plan.domain import domain_digest
 from veil.plan.nodes import Aggregate, Measurement
 
 __all__ = ["template"]
@@ -58,6 +59,16 @@ def _without_privacy(agg: Aggregate) -> Aggregate:
     return dataclasses.replace(agg, budget=None, selection=None, measurements=neutral)
 
 
+def _exact_labels(agg: Aggregate) -> tuple[object, ...]:
+    """The values the lowering writes as constants that ``==`` on ``agg`` conflates
+    (``1 == 1.0 == True``, ``0.0 == -0.0``): each declared domain's digest (keys, then MODE
+    candidates) and each per-group bound's labels with their types and reprs."""
+    keys = tuple(domain_digest(k.domain) for k in agg.keys if k.domain is not None)
+    modes = tuple(domain_digest(a.domain) for a in agg.aggregates if a.domain is not None)
+    groups = tuple(tuple((type(g), repr(g)) for g, _, _ in b.groups) for b in agg.bounds)
+    return keys, modes, groups
+
+
 def template(agg: Aggregate, dialect: Dialect, *, exact_sums: bool = False) -> Lowered:
     """The statements computing compiled ``agg``'s exact statistics, with the bounding salt as
     the placeholder ``salt`` (see the module docstring); remembered by what they are lowered
@@ -76,6 +87,7 @@ def template(agg: Aggregate, dialect: Dialect, *, exact_sums: bool = False) -> L
         agg.contribution,
         agg.bounds,
         tuple(_grid(m) for m in agg.measurements),
+        _exact_labels(agg),  # the constants as written: 1 and 1.0, 0.0 and -0.0 apart
     )
     found = _TEMPLATES.get(key)
     if found is not None:
