@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from veil import Budget, Catalog, Result, Session, VeilError
 from veil.catalog import Source
+from veil.errors import InvalidArgumentError
 from veil.plan.tree import aggregate_of
 
 
@@ -228,3 +230,20 @@ def test_per_group_bounds_of_a_zero_and_a_negative_zero_are_their_own_questions(
             plan = s.plan("SELECT k, SUM(x) AS s FROM t GROUP BY k", domains={"k": domain})
             runs = [s.run(plan, epsilon=1, bounds={"x": {a: (0, 10), b: (0, 5)}}) for a, b in order]
             assert [r.fingerprint for r in runs] == [first.fingerprint, second.fingerprint]
+
+
+def test_bounds_pairs_that_compare_equal_are_the_same_bounds_and_booleans_are_refused() -> None:
+    """(0, 10) and (0.0, 10.0) are the same exact bounds (one fingerprint, the second a cache
+    hit); (False, True) compares equal to (0, 1) but is no pair of numbers: refused, before
+    and after (0, 1) was answered — never answered from its memo."""
+    table = pa.table({"x": [0.0, 1.0, 1.0], "u": [1, 2, 3]})
+    sql = "SELECT SUM(x) AS s FROM t"
+    with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+        with pytest.raises(InvalidArgumentError, match="must be a number"):
+            s.sql(sql, epsilon=1, bounds={"x": (False, True)})
+        ints = s.sql(sql, epsilon=1, bounds={"x": (0, 1)})
+        floats = s.sql(sql, epsilon=1, bounds={"x": (0.0, 1.0)})
+        assert floats.cached
+        assert floats.fingerprint == ints.fingerprint
+        with pytest.raises(InvalidArgumentError, match="must be a number"):
+            s.sql(sql, epsilon=1, bounds={"x": (False, True)})
