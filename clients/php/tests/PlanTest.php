@@ -120,15 +120,9 @@ final class PlanTest extends TestCase
                 $e->getMessage(),
             );
         }
-        $deadline = microtime(true) + 10;
-        while (true) {
-            $charges = array_slice($planCharges(), $earlier);
-            $status = $charges === [] ? null : $charges[0]->status;
-            if ($status === 'committed' || microtime(true) > $deadline) {
-                break;
-            }
-            usleep(100_000);
-        }
+        [$charges, $status] = self::awaitCommitted(
+            static fn (): array => array_slice($planCharges(), $earlier),
+        );
         self::assertCount(1, $charges, 'charged once');
         self::assertSame('committed', $status);
         $again = $veil->queryPlan($dataset, $plan, ['epsilon' => '1/4']);

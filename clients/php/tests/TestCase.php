@@ -26,6 +26,26 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
         return new Client($server->baseUrl, $server->keys[$analyst], $options);
     }
 
+    /**
+     * The charges `$charges()` lists, polled until the first is committed (a timed-out query
+     * still runs on the server) or 10 s have passed, and that first charge's status.
+     *
+     * @param callable(): list<object> $charges
+     * @return array{0: list<object>, 1: ?string}
+     */
+    protected static function awaitCommitted(callable $charges): array
+    {
+        $deadline = microtime(true) + 10;
+        while (true) {
+            $found = $charges();
+            $status = $found === [] ? null : $found[0]->status;
+            if ($status === 'committed' || microtime(true) > $deadline) {
+                return [$found, $status];
+            }
+            usleep(100_000);
+        }
+    }
+
     /** ε of a pure budget, exactly, as the ledger writes it ("1/2"). */
     protected static function exactEpsilon(Budget $budget): string
     {

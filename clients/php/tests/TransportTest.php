@@ -36,15 +36,9 @@ final class TransportTest extends TestCase
             self::assertStringContainsString('from its cache at no cost', $e->getMessage());
         }
 
-        $deadline = microtime(true) + 10;
-        while (true) {
-            $charges = array_values(array_filter($veil->history($dataset), static fn ($h) => $h->query === $sql));
-            $status = $charges === [] ? null : $charges[0]->status;
-            if ($status === 'committed' || microtime(true) > $deadline) {
-                break;
-            }
-            usleep(100_000);
-        }
+        [$charges, $status] = self::awaitCommitted(static fn (): array => array_values(
+            array_filter($veil->history($dataset), static fn ($h) => $h->query === $sql),
+        ));
         self::assertCount(1, $charges, 'charged once');
         self::assertSame('committed', $status);
 
