@@ -62,13 +62,28 @@ def log_in(browser: WebDriver, server: Server, key: str) -> None:
 
 
 def submit(browser: WebDriver, button: str) -> None:
-    """Click ``button`` and wait until the page it loads has replaced this one."""
-    from selenium.webdriver.support import expected_conditions
+    """Click ``button`` and wait until the page it loads has replaced this one: the old
+    button is stale. ChromeDriver reports a node the new page has dropped either as a stale
+    element or, when the old document goes mid-call, as an inspector error "Node with given
+    id does not belong to the document" (seen in CI): both mean it is gone."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.support.wait import WebDriverWait
 
     old = browser.find_element(*_by(button))
     old.click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(old))
+
+    def gone(_: object) -> bool:
+        try:
+            old.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc.msg):
+                return True
+            raise
+        return False
+
+    WebDriverWait(browser, 20).until(gone)
 
 
 def card_text(browser: WebDriver, analyst: str, dataset: str) -> str:
