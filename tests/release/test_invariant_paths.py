@@ -258,11 +258,11 @@ def test_bucket_counts_read_every_key_of_two_key_columns(encoded: bool) -> None:
 
 
 @pytest.mark.parametrize("encoded", [False, True], ids=["plain-keys", "dictionary-keys"])
-def test_a_listed_column_splits_into_one_cell_row_per_listed_cell(encoded: bool) -> None:
+def test_a_listed_column_splits_into_one_list_of_cells_per_group(encoded: bool) -> None:
     """DuckDB's one statement lists a fine grid's cells per group (``Lowered.listed``):
-    ``split_together`` keeps the group rows as ``main`` and turns each list into cell rows
-    keyed by their group's keys (plain, or dictionary-encoded as an ENUM arrives), which
-    ``bucket_counts`` counts — a repeated cell once with its count; a NULL list (a query
+    ``split_together`` keeps the group rows as ``main`` and each list beside its group's keys
+    (plain, or dictionary-encoded as an ENUM arrives), which ``bucket_counts`` reads as each
+    group's rows — counted, a repeated cell once with its count; a NULL list (a query
     without GROUP BY over no rows) has no cell."""
     median = (AggregateCall("n", "count"), AggregateCall("m", "quantile", "income", Fraction(1, 2)))
     lowered = lower(compiled(median), dialect("duckdb"), salt=1)
@@ -287,6 +287,31 @@ def test_a_listed_column_splits_into_one_cell_row_per_listed_cell(encoded: bool)
     assert main.to_pylist() == [{"__n": 0}]
     assert cells["quantile(income, 1/2)"].num_rows == 0
     assert bucket_counts(AGG, cells["quantile(income, 1/2)"], []) == {}
+
+
+def test_listed_cells_arrive_per_group_across_chunks_as_the_rows_they_listed() -> None:
+    """A listed cell table in several Arrow chunks (DuckDB returns batches): each group's
+    ``RowCells`` holds exactly its list's cells, in their order, whatever chunk it came in."""
+    lists = pa.chunked_array(
+        [pa.array([[5, 1, 5], [9]], pa.large_list(pa.int64())),
+         pa.array([[2, 2, 8, 0], [], [4]], pa.large_list(pa.int64()))]
+    )  # fmt: skip
+    keys = pa.chunked_array([["NY", None], ["CA", "TX", "NY"]])
+    table = pa.table({"__k0": keys, "__b": lists})
+    unknown = compiled(keys=(GroupKey("state"),))  # a NULL key is a group of its own
+    got = bucket_counts(unknown, table, ["__k0"])
+    rows = {key: cells.rows.tolist() for key, cells in got.items()}
+    # an empty list has no cell; a key twice (never from a GROUP BY) keeps both lists' rows
+    assert rows == {("NY",): [5, 1, 5, 4], (None,): [9], ("CA",): [2, 2, 8, 0]}
+    assert [c.tolist() for c in got[("CA",)]] == [[0, 2, 8], [1, 2, 1]]
+
+
+@pytest.mark.parametrize("hole", ["list", "cell"])
+def test_a_null_in_a_listed_cell_table_is_an_internal_error(hole: str) -> None:
+    lists = [None] if hole == "list" else [[3, None]]
+    table = pa.table({"__k0": ["NY"], "__b": pa.array(lists, pa.list_(pa.int64()))})
+    with pytest.raises(InternalError, match="NULL"):
+        bucket_counts(AGG, table, ["__k0"])
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────

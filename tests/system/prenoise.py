@@ -107,7 +107,11 @@ def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345, together: bool =
         table = cells[name] if name in cells else engine.execute(tree)
         for raw, row in zip(group_keys(agg, table, lowered.keys), table.to_pylist(), strict=True):
             cell = per.setdefault(released_key(agg, raw), {})  # a cell may come in several rows
-            cell[int(row["__b"])] = cell.get(int(row["__b"]), 0) + int(row["__c"])
+            # a listed table (DuckDB's fine grids) holds each group's cells as one list
+            listed = row["__b"] if isinstance(row["__b"], list) else None
+            pairs = [(b, 1) for b in listed] if listed is not None else [(row["__b"], row["__c"])]
+            for b, c in pairs:
+                cell[int(b)] = cell.get(int(b), 0) + int(c)
         buckets[name] = per
     return Exact(agg, stats, buckets)
 

@@ -44,7 +44,8 @@ bounded rows grouped by ``GROUPING SETS ((keys), (keys, __q0), …)`` — the sa
 counts as the separate statements (a conformance test compares them on every engine), without
 a second bounding window. On DuckDB (``Dialect.cells_as_rows``) the per-group statistics
 instead carry, per quantile of a fine grid, the list of its bounded rows' cells
-(``ARRAY_AGG``, one aggregation of the rows: the cells' counts are added up in Python) —
+(``ARRAY_AGG``, one aggregation of the rows: each group's list is read as its rows, of
+which the draw sorts only a window around the target rank, ``veil.release.quantiles``) —
 DuckDB's hash aggregation of a million distinct cells cost ~0.6 s of CPU at 10 M rows, and a
 second branch ``UNION ALL`` shipping each row's cell ~0.1 s, that the list does not; a coarse
 grid's counts per (group, cell) follow by ``UNION ALL``. Modes keep their own statements.

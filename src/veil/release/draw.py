@@ -38,13 +38,11 @@ from veil.release.keys import decode_key, released_key
 from veil.release.measured import Column, Key, Measured, pylist
 from veil.release.modes import choose_mode, choose_top
 from veil.release.post import post_process_columns
-from veil.release.quantiles import choose_quantile
+from veil.release.quantiles import Cells, RowCells, choose_quantile, choose_quantile_rows
 from veil.release.result import Columns, Lazy, Result, Usage
 
 __all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
 
-Cells = tuple[Any, Any]
-"""One group's occupied quantile cells and their exact row counts (``bucket_counts``)."""
 _NO_CELLS: Cells = ((), ())
 
 
@@ -166,8 +164,11 @@ def _choices(
         per_key = counts.get(m.name, {})
         picks: list[int] = []
         for k in keys:
-            cells, cell_counts = per_key.get(k, _NO_CELLS)
-            picks.append(choose(m, cells, cell_counts, source=source))
+            cells = per_key.get(k, _NO_CELLS)
+            if isinstance(cells, RowCells) and choose is choose_quantile:
+                picks.append(choose_quantile_rows(m, cells, source=source))
+            else:
+                picks.append(choose(m, *cells, source=source))
         out[m.name] = picks
     return out
 

@@ -26,6 +26,7 @@ from veil.errors import InternalError
 from veil.plan.domain import int64_values
 from veil.plan.nodes import Aggregate, KeyValue, Measurement
 from veil.release.keys import group_keys
+from veil.release.quantiles import Cells, RowCells
 
 __all__ = ["ExactStats", "bucket_counts", "exact_stats", "may_wrap"]
 
@@ -488,16 +489,49 @@ def _repeats(
     return distinct, cells, counts
 
 
-def bucket_counts(
-    agg: Aggregate, table: pa.Table, keys: Sequence[str]
-) -> dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]]:
+def _is_list(t: pa.DataType) -> bool:
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def _listed_counts(agg: Aggregate, table: pa.Table, keys: Sequence[str]) -> dict[Key, Cells]:
+    """:func:`bucket_counts` of a listed cell table (keys, ``__b`` a list per group, see
+    ``split_together``): each group's list as its :class:`RowCells`, a view of one flat
+    array (no copy, no sort: the quantile's draw selects what it needs)."""
+    column = table.column(BUCKET_COLUMN)
+    if column.null_count:  # split_together keeps the groups with a list only
+        raise InternalError("a listed quantile cell table holds a NULL list; this is a bug")
+    groups: list[NDArray[np.int64]] = []
+    for lists in column.chunks:  # chunk by chunk: combining them would copy every cell
+        flat = pc.list_flatten(lists)
+        if flat.null_count:  # a cell is a clamped integer: never NULL
+            raise InternalError("a listed quantile cell is NULL; this is a bug")
+        values = np.asarray(flat.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+        sizes = np.asarray(pc.list_value_length(lists).to_numpy(zero_copy_only=False), np.int64)
+        groups += np.split(values, np.cumsum(sizes)[:-1]) if sizes.size else []
+    identities = group_keys(agg, table.select(list(keys)), keys) if keys else [()] * len(groups)
+    out: dict[Key, Cells] = {}
+    for key, rows in zip(identities, groups, strict=True):
+        if not rows.size:
+            continue
+        prior = out.get(key)
+        if isinstance(prior, RowCells):  # never for an injective key decoding; merged, not lost
+            rows = np.concatenate((prior.rows, rows))
+        out[key] = RowCells(rows)
+    return out
+
+
+def bucket_counts(agg: Aggregate, table: pa.Table, keys: Sequence[str]) -> dict[Key, Cells]:
     """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays);
-    a cell the table holds in several rows gets the sum of their counts.
+    a cell the table holds in several rows gets the sum of their counts. A listed table (a
+    list of cells per group, DuckDB's fine grids) gives each group's :class:`RowCells`
+    instead, which reads as the same pair.
 
     Vectorised: rows are grouped by dictionary codes of the key columns (equal keys, equal
     codes) and sorted once by (group, cell), so only one row per group is decoded by
     ``group_keys``; a million cells cost one sort, not a Python loop per cell.
     """
+    if _is_list(table.column(BUCKET_COLUMN).type):
+        return _listed_counts(agg, table, keys)
     cells = np.asarray(table.column(BUCKET_COLUMN).to_numpy(), dtype=np.int64)
     counts = np.asarray(table.column(BUCKET_COUNT_COLUMN).to_numpy(), dtype=np.int64)
     if not table.num_rows:
@@ -569,7 +603,7 @@ def bucket_counts(
     identities = (
         group_keys(agg, representatives, keys) if keys else [()] * (bounds.size + 1)
     )  # (a table without columns has no rows: a query without GROUP BY is one group)
-    out: dict[Key, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
+    out: dict[Key, Cells] = {}
     for key, b, c in zip(
         identities, np.split(cells, bounds), np.split(counts, bounds), strict=True
     ):

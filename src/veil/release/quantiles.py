@@ -41,6 +41,12 @@ exp(u_x/scale) exactly; each trial accepts with probability ≳ 1/2. No float de
 outcome and no work is done per candidate. The runs' distances fall and then rise along
 the grid (ranks grow with the cell), so each class is one range of runs on either side of
 the nearest run, found by binary search (:func:`sample_runs`), not by a pass over the runs.
+A group whose rows arrive as a list (DuckDB's fine grids, :class:`RowCells`) is not sorted
+whole: every candidate further than the last class's threshold from the target is in the last
+class whatever its exact distance, so only a window of rows around the target rank is sorted
+(found by selection in linear time) and the stretches outside stay single runs whose exact
+distances are counted only if one of their candidates is proposed (:func:`row_runs`, with
+its proof note) — the same class sizes, hence the same candidate from the same draws.
 
 **Confidence** (:func:`rank_halfwidth`). Some candidate covers τ (the intervals [lt_j, le_j]
 tile [0, n]), so the normaliser is ≥ 1 and P(distance > r) < limit·exp(−r/scale) = 1 − level
@@ -52,7 +58,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -71,12 +77,16 @@ from veil.random import RandomSource
 
 __all__ = [
     "EXTREME_MISS",
+    "Cells",
+    "RowCells",
     "Runs",
     "choose_quantile",
+    "choose_quantile_rows",
     "extreme_rank",
     "quantile_runs",
     "quantile_scores",
     "rank_halfwidth",
+    "row_runs",
     "score_change",
     "split_together",
 ]
@@ -84,6 +94,7 @@ __all__ = [
 _LOG2E_LOW = Fraction(14426950408889634, 10**16)  # < log2(e) = 1.44269504088896340735…
 _BAD_CELLS = "quantile cells must be distinct, inside the grid, with counts ≥ 1"
 _WIDE = 1 << 62  # scaled ranks at or above this are kept as Python integers (no overflow)
+_BIN_BITS = 12  # row_runs narrows its selection to coarse bins of a cell's top 12 bits
 
 
 def _q(m: Measurement) -> Fraction:
@@ -118,6 +129,21 @@ class Runs:
     """True when ``distance`` falls and then rises along the grid (a quantile's runs: ranks
     grow with the cell, so the distance to the target does); :func:`sample_runs` then finds
     each class's runs by binary search instead of a pass over every run."""
+    far: tuple[int, ...] = ()
+    """Runs that stand for a stretch of the grid left out of a window (:func:`row_runs`): each
+    candidate in them is at a distance of at least the last class's threshold, so its class is
+    known without its distance, and ``distance`` holds a stand-in; :attr:`exact` gives a
+    candidate's own distance when one of them is proposed."""
+    exact: Callable[[int], int] | None = None
+    """The scaled distance of one candidate of a ``far`` run, computed from the group's rows."""
+
+    def distance_of(self, run: int, candidate: int) -> int:
+        """The exact scaled distance of ``candidate``, which lies in ``run``."""
+        if run in self.far:
+            if self.exact is None:
+                raise InternalError("a windowed quantile run without its exact distances")
+            return self.exact(candidate)
+        return int(self.distance[run])
 
 
 def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
@@ -144,21 +170,43 @@ def quantile_runs(m: Measurement, buckets: Any, counts: Any) -> Runs:
     n = int(c.sum()) if cells * top < _WIDE else sum(c.tolist())
     factor, target = _factor(q), _target(m, n)
     wide = factor * (n + 1) >= _WIDE or target >= _WIDE
+    return _runs(b, c, 0, target, factor, (0, m.limit), wide=wide)
+
+
+def _runs(
+    b: NDArray[np.int64],
+    c: NDArray[np.int64],
+    base: int,
+    target: Any,
+    factor: int,
+    span: tuple[int, int],
+    *,
+    wide: bool = False,
+) -> Runs:
+    """The runs of the stretch ``span`` = [begin, end) of the grid holding the occupied cells
+    ``b`` (ascending, distinct, inside the span) with counts ``c``, ``base`` rows lying below
+    the stretch: gap, cell, gap, …, cell, gap (a gap may be empty), scored against the scaled
+    ``target``. The whole grid is the span (0, limit) with base 0."""
+    cells = b.size
     dtype: Any = object if wide else np.int64
-    # ranks before and after each cell: 0, c0, c0 + c1, …, n (scaled by the factor)
+    # ranks before and after each cell: base, base + c0, base + c0 + c1, … (scaled by the
+    # factor)
     ranks = np.zeros(cells + 1, dtype=dtype)
     np.cumsum(c.astype(dtype) if wide else c, out=ranks[1:])
+    if base:
+        ranks += base
     ranks *= factor
     # runs in grid order: gap 0, cell 0, gap 1, …, cell M−1, gap M (a gap may be empty:
     # length 0, never drawn); a gap's candidates all cover the one rank below it
+    begin, end = span
     start = np.empty(2 * cells + 1, dtype=np.int64)
-    start[0] = 0
+    start[0] = begin
     start[1::2] = b
     start[2::2] = b
     start[2::2] += 1
     length = np.ones(2 * cells + 1, dtype=np.int64)
-    length[0:-1:2] = b  # a gap ends where the next cell (or the grid) begins
-    length[-1] = m.limit
+    length[0:-1:2] = b  # a gap ends where the next cell (or the stretch) begins
+    length[-1] = end
     length[0::2] -= start[0::2]
     distance = np.empty(2 * cells + 1, dtype=dtype)
     gaps = ranks
@@ -291,7 +339,7 @@ def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
             u -= weights[j]
             j += 1
         run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
-        s = int(runs.distance[run])
+        s = runs.distance_of(run, candidate)
         trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
         if trial.below(_acceptance(gamma * s, j)):
             return candidate
@@ -312,7 +360,140 @@ def choose_quantile(
     return sample_runs(runs, m.scale, resolve_source(source))
 
 
-def quantile_scores(m: Measurement, cells: Mapping[int, int] | tuple[Any, Any]) -> list[Fraction]:
+@dataclass(frozen=True, eq=False)
+class RowCells:
+    """One group's quantile cells as the engine listed them: one cell per bounded row, in no
+    order (DuckDB's ``ARRAY_AGG``, :attr:`veil.compile.lower.Lowered.listed`).
+
+    Iterating gives the (cells ascending, counts) pair every other reader of a group's cells
+    takes (``bucket_counts``' form); :func:`choose_quantile_rows` draws from the rows as they
+    are, without sorting them all.
+    """
+
+    rows: NDArray[np.int64]
+
+    @functools.cached_property
+    def pair(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The occupied cells, ascending, and their row counts."""
+        cells, counts = np.unique(self.rows, return_counts=True)
+        return cells.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
+
+    def __iter__(self) -> Iterator[NDArray[np.int64]]:
+        return iter(self.pair)
+
+    def __len__(self) -> int:
+        return 2
+
+
+Cells = tuple[Any, Any] | RowCells
+"""One group's quantile (or mode) cells: occupied cells and their exact row counts
+(``bucket_counts``), or the listed rows' cells (:class:`RowCells`, which reads as that pair)."""
+
+
+def row_runs(m: Measurement, rows: RowCells) -> Runs:
+    """The runs of one group from its rows' cells, drawing exactly as
+    :func:`quantile_runs` of the same cells and counts does — the same class sizes and, from
+    the same random bytes, the same candidate — while sorting only a window of them.
+
+    **The window** (proof note). With the class thresholds t_k of :func:`sample_runs`
+    (γ = 1/(F·scale), cap = 64 + bits(limit)), a candidate of scaled distance s ≥ T = t_cap
+    is in the last class whatever s is. Let x_(1) ≤ … ≤ x_(n) be the rows' cells, r_lo =
+    ⌊(τF − T)/F⌋ and r_hi = ⌈(τF + T)/F⌉ (τF the scaled target). A candidate c < x_(r_lo+1)
+    has le_c = #{x ≤ c} ≤ r_lo, so s_c ≥ τF − F·le_c ≥ T (a cell's distance is at least
+    τF − F·le, a gap's at rank le equals it); a candidate c > x_(r_hi) has lt_c = #{x < c} ≥
+    r_hi, so s_c ≥ F·lt_c − τF ≥ T. Every candidate outside [x_(r_lo+1), x_(r_hi)] is
+    therefore in the last class, and the runs inside are exactly the whole grid's runs there
+    (their ranks offset by the rows below the window). Two order statistics found by
+    selection (a histogram of the cells' top bits picks the coarse bins holding them, then
+    ``np.partition`` of those bins' rows: linear time) and one sort of the window's few rows
+    replace a sort of every row. Each stretch outside becomes one run whose ``distance`` is a
+    stand-in (≥ T and ≥ its neighbours', so the runs stay unimodal) and whose candidates'
+    exact distances are counted from the rows when one is proposed (:attr:`Runs.exact`: the
+    acceptance needs s itself). The runs tile the grid in the same order, so the class sizes
+    and the grid position of the p-th candidate of each class are the whole grid's.
+
+    Precondition: ``rows`` are integers in [0, m.limit) (anything else is an
+    :class:`InternalError`).
+    """
+    q = _q(m)
+    v = np.asarray(rows.rows, dtype=np.int64).reshape(-1)
+    n = v.size
+    if n and (int(v.min()) < 0 or int(v.max()) >= m.limit):
+        raise InternalError(_BAD_CELLS)
+    factor, target = _factor(q), _target(m, n)
+    gamma = 1 / (factor * m.scale)
+    cap = 64 + m.limit.bit_length()
+    threshold = int(_thresholds(gamma, cap)[1][cap - 1])  # T = t_cap (clipped to int64)
+    low = (target - threshold) // factor if target >= threshold else -1  # r_lo
+    high = -((threshold + target) // -factor)  # r_hi = ⌈(τF + T)/F⌉
+    if factor * (n + 1) >= _WIDE or (low < 0 and high > n):
+        return quantile_runs(m, *rows.pair)  # nothing outside the window (or wide ranks)
+    # the two order statistics, by selection among the rows of the coarse bins (the cell's
+    # top 12 bits) that hold them: rows of a lower bin are below x_(r_lo+1), of a higher one
+    # above x_(r_hi)
+    shift = max(m.limit.bit_length() - _BIN_BITS, 0)
+    top = v >> shift
+    ends = np.cumsum(np.bincount(top))  # rows in bins 0 … b
+    first = int(np.searchsorted(ends, low, side="right")) if low >= 0 else 0
+    last = int(np.searchsorted(ends, high - 1, side="right")) if high <= n else ends.size - 1
+    below = int(ends[first - 1]) if first else 0
+    near = v[(top >= first) & (top <= last)]
+    part = np.partition(near, [k - below for k in (low, high - 1) if 0 <= k < n])
+    begin = int(part[low - below]) if low >= 0 else 0
+    end = int(part[high - 1 - below]) + 1 if high <= n else m.limit
+    # rows: the window's cells and counts, then the rows below it
+    inside = near[(near >= begin) & (near < end)]
+    base = below + int(np.count_nonzero(near < begin))
+    cells, counts = np.unique(inside, return_counts=True)
+    window = _runs(cells, counts.astype(np.int64), base, target, factor, (begin, end))
+    stand_in = max(threshold, factor * n)  # ≥ T, and ≥ every distance (each ≤ F·n)
+    start, length, distance = [window.start], [window.length], [window.distance]
+    far: list[int] = []
+    if begin > 0:
+        start.insert(0, np.zeros(1, dtype=np.int64))
+        length.insert(0, np.array([begin], dtype=np.int64))
+        distance.insert(0, np.array([stand_in], dtype=np.int64))
+        far.append(0)
+    if end < m.limit:
+        far.append(sum(a.size for a in start))
+        start.append(np.array([end], dtype=np.int64))
+        length.append(np.array([m.limit - end], dtype=np.int64))
+        distance.append(np.array([stand_in], dtype=np.int64))
+
+    def exact(candidate: int) -> int:
+        lt = int(np.count_nonzero(v < candidate))
+        le = lt + int(np.count_nonzero(v == candidate))
+        if le == lt:  # a gap: its candidates cover the one rank lt
+            s = abs(factor * lt - target)
+        else:  # an occupied cell covers [lt, le]
+            s = max(factor * lt - target, target - factor * le, 0)
+        if s < threshold:  # the window holds every candidate nearer than T
+            raise InternalError("a quantile candidate outside its window is nearer than T")
+        return s
+
+    return Runs(
+        np.concatenate(start),
+        np.concatenate(length),
+        np.concatenate(distance),
+        factor,
+        unimodal=True,
+        far=tuple(far),
+        exact=exact,
+    )
+
+
+def choose_quantile_rows(
+    m: Measurement, rows: RowCells, *, source: RandomSource | None = None
+) -> int:
+    """:func:`choose_quantile` of a group's listed rows (:class:`RowCells`): the same law, and
+    the same candidate from the same random bytes (:func:`row_runs`)."""
+    runs = row_runs(m, rows)
+    if m.sensitivity == 0:
+        return 0
+    return sample_runs(runs, m.scale, resolve_source(source))
+
+
+def quantile_scores(m: Measurement, cells: Mapping[int, int] | Cells) -> list[Fraction]:
     """The exact score u_j (in ranks) of every candidate, from a group's cell counts — for
     tests and audits of small grids (one Fraction per candidate: ``m.limit`` must be small)."""
     if m.limit > 1 << 20:
@@ -330,14 +511,16 @@ def _distance_at(runs: Runs, points: NDArray[np.int64]) -> NDArray[Any]:
     return runs.distance[np.searchsorted(runs.start, points, side="right") - 1]
 
 
-def _cells(cells: Mapping[int, int] | tuple[Any, Any]) -> tuple[Any, Any]:
+def _cells(cells: Mapping[int, int] | Cells) -> tuple[Any, Any]:
     if isinstance(cells, Mapping):
         return list(cells), list(cells.values())
+    if isinstance(cells, RowCells):
+        return cells.pair
     return cells
 
 
 def score_change(
-    m: Measurement, a: Mapping[int, int] | tuple[Any, Any], b: Mapping[int, int] | tuple[Any, Any]
+    m: Measurement, a: Mapping[int, int] | Cells, b: Mapping[int, int] | Cells
 ) -> Fraction:
     """max_j |u_j(a) − u_j(b)| over the whole grid for one group's cells on two datasets (a
     count map, or the (cells, counts) pair of ``bucket_counts``) — what the sensitivity
@@ -374,7 +557,7 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
     :class:`veil.compile.lower.Lowered`). Vectorised (Arrow slices or filters); total: every row the
     statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
     set (never: a quantile's cell is a clamped integer), in none; a ``listed`` column's lists
-    become one row per cell, keyed by its ``main`` row's keys (each row's cell, count 1)."""
+    stay one list per group, beside its ``main`` row's keys (:func:`_listed`)."""
     names = [column for _, column in lowered.cells]
     if not names:
         raise InternalError("splitting a statement that carries no quantile cells")
@@ -410,20 +593,11 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
 
 
 def _listed(lowered: Lowered, rows: pa.Table, column: str) -> pa.Table:
-    """The cell table (keys, ``__b``, ``__c`` = 1) of ``main``'s ``rows`` whose ``column``
-    holds each group's list of cells: one row per cell, its keys the dictionary codes of its
-    group's row (no key is copied or encoded per cell; a NULL list — no row — has no cell)."""
-    lists = rows.column(column).combine_chunks()
-    # rows: (the index of the cell's group row, the cell), grouped by their row
-    parent = pc.list_parent_indices(lists)
-    values = pc.list_flatten(lists).cast(pa.int64())
-    keys = []
-    for key in lowered.keys:
-        dictionary = rows.column(key).combine_chunks()
-        if pa.types.is_dictionary(dictionary.type):
-            dictionary = dictionary.dictionary_decode()
-        keys.append(pa.DictionaryArray.from_arrays(parent, dictionary))
-    ones = pa.array(np.ones(len(values), dtype=np.int64))
-    return pa.table(
-        [*keys, values, ones], names=[*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN]
-    )
+    """The cell table (keys, ``__b``) of ``main``'s ``rows`` whose ``column`` holds each
+    group's list of cells: one row per group with a list — its keys as ``main`` has them and
+    its list as it is (``bucket_counts`` reads each as a group's :class:`RowCells`, no cell
+    copied or keyed one by one); a NULL list (no row) has no cell."""
+    kept = rows.select([*lowered.keys, column])
+    if kept.column(column).null_count:  # (a filter copies every list: only when needed)
+        kept = kept.filter(pc.is_valid(kept.column(column)))
+    return kept.rename_columns([*lowered.keys, BUCKET_COLUMN])
