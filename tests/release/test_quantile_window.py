@@ -145,7 +145,7 @@ def test_a_proposal_outside_the_window_is_decided_on_its_exact_distance(end: str
     must read that candidate's exact distance; the draws then match the whole grid's."""
     rng = np.random.default_rng(5)
     m = measurement(Fraction(1, 2), Fraction(1), 1 << 32)
-    rows = RowCells(data("narrow", 2_000, 1 << 32, rng))
+    rows = RowCells(data("narrow", 5_000, 1 << 32, rng))
     window, whole = row_runs(m, rows), quantile_runs(m, *rows.pair)
     gamma, cap = 1 / (window.factor * m.scale), 64 + (1 << 32).bit_length()
     sizes = _per_class_unimodal(window, gamma, cap)

@@ -95,6 +95,7 @@ _LOG2E_LOW = Fraction(14426950408889634, 10**16)  # < log2(e) = 1.44269504088896
 _BAD_CELLS = "quantile cells must be distinct, inside the grid, with counts ≥ 1"
 _WIDE = 1 << 62  # scaled ranks at or above this are kept as Python integers (no overflow)
 _BIN_BITS = 12  # row_runs narrows its selection to coarse bins of a cell's top 12 bits
+_SMALL = 2048  # row_runs sorts a group of at most this many rows whole
 
 
 def _q(m: Measurement) -> Fraction:
@@ -421,13 +422,13 @@ def row_runs(m: Measurement, rows: RowCells) -> Runs:
     if n and (int(v.min()) < 0 or int(v.max()) >= m.limit):
         raise InternalError(_BAD_CELLS)
     factor, target = _factor(q), _target(m, n)
-    gamma = 1 / (factor * m.scale)
-    cap = 64 + m.limit.bit_length()
-    threshold = int(_thresholds(gamma, cap)[1][cap - 1])  # T = t_cap (clipped to int64)
+    threshold = _last_threshold(m.scale, factor, m.limit)
     low = (target - threshold) // factor if target >= threshold else -1  # r_lo
     high = -((threshold + target) // -factor)  # r_hi = ⌈(τF + T)/F⌉
-    if factor * (n + 1) >= _WIDE or (low < 0 and high > n):
-        return quantile_runs(m, *rows.pair)  # nothing outside the window (or wide ranks)
+    if factor * (n + 1) >= _WIDE or n <= _SMALL or (low < 0 and high > n):
+        # nothing outside the window (or wide ranks, or so few rows that one sort of them
+        # costs less than selecting a window)
+        return quantile_runs(m, *rows.pair)
     # the two order statistics, by selection among the rows of the coarse bins (the cell's
     # top 12 bits) that hold them: rows of a lower bin are below x_(r_lo+1), of a higher one
     # above x_(r_hi)
@@ -480,6 +481,14 @@ def row_runs(m: Measurement, rows: RowCells) -> Runs:
         far=tuple(far),
         exact=exact,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _last_threshold(scale: Fraction, factor: int, limit: int) -> int:
+    """T = t_cap of :func:`sample_runs` for a grid of ``limit`` candidates (clipped to int64):
+    a candidate at scaled distance ≥ T is in the last class (once per measurement)."""
+    gamma, cap = 1 / (factor * scale), 64 + limit.bit_length()
+    return int(_thresholds(gamma, cap)[1][cap - 1])
 
 
 def choose_quantile_rows(
