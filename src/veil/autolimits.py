@@ -116,6 +116,7 @@ from veil.plan.nodes import Aggregate, AggregateCall, GroupKey, Plan
 from veil.plan.tree import aggregate_of
 
 if TYPE_CHECKING:
+    from veil.autolimits_target import TargetedLimits
     from veil.random import RandomSource
     from veil.release.explain import Explanation
     from veil.release.result import Result
@@ -200,7 +201,8 @@ class ChosenLimits:
     the noisy estimate of the share of rows the bounding drops, ``dropped_bar`` its ≈95 %
     half-width; ``loss`` the step's privacy loss and ``cost`` what it was charged now (zero
     when answered from the cache, ``cached``); ``cap`` the largest T candidate; ``mode``
-    ``"auto"`` or ``"auto_groups"``."""
+    ``"auto"`` or ``"auto_groups"``; ``targeted``, with accuracy targets, the
+    :class:`veil.autolimits_target.TargetedLimits` (the ε the query ran at, and its range)."""
 
     max_rows: int
     max_groups: int
@@ -213,6 +215,7 @@ class ChosenLimits:
     cached: bool
     cap: int
     mode: str = AUTO
+    targeted: TargetedLimits | None = None
 
     def line(self) -> str:
         state = "from the cache" if self.cached else f"cost {self.loss}"

@@ -21,7 +21,9 @@ Contract of :func:`choose_epsilon`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -44,9 +46,28 @@ __all__ = [
     "check_targets",
     "choose_epsilon",
     "highest_epsilon",
+    "probing",
     "smallest_epsilon",
     "target_bars",
 ]
+
+_QUIET: ContextVar[bool] = ContextVar("veil_quiet_probes", default=False)
+
+
+def probing() -> bool:
+    """Whether a quiet search is probing (:func:`smallest_epsilon` with ``quiet=True``): its
+    explanations at ε it will not run warn nothing (per thread and task, a context variable)."""
+    return _QUIET.get()
+
+
+@contextmanager
+def _quiet(on: bool) -> Iterator[None]:
+    token = _QUIET.set(on or _QUIET.get())
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
 
 _CONSTANT = ("count", "count_distinct", "sum", "wcount", "wsum")  # w…: survey weights
 _LOWEST = Fraction(1, 10**6)
@@ -280,18 +301,21 @@ def smallest_epsilon(
     tolerance: float = 0.001,
     start: Any = None,
     highest: Fraction | None = None,
+    quiet: bool = False,
     **options: Any,
 ) -> tuple[Explanation, Fraction, dict[str, float]] | None:
     """The search of :func:`choose_epsilon` on a checked plan and targets: the explanation at
     the smallest ε meeting every target (to ``tolerance``), that ε and the targets' bars there;
     ``None`` when they are not met at ``highest`` (default :func:`highest_epsilon`). Whether
-    the budget covers it is the caller's to say. ``options``: :meth:`Session.explain`'s."""
+    the budget covers it is the caller's to say. ``options``: :meth:`Session.explain`'s;
+    ``quiet``: no probe warns (:func:`probing`), the explanation returned included."""
     _check_tolerance(tolerance)
     if highest is None:
         highest = highest_epsilon(session)[0]
 
     def probe(eps: Fraction) -> tuple[bool, Explanation, dict[str, float]]:
-        e = session.explain(plan, epsilon=eps, **options)
+        with _quiet(quiet):
+            e = session.explain(plan, epsilon=eps, **options)
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
 
