@@ -11,15 +11,25 @@ the targets — depend on the limits the data will choose. So:
    ``(T, G, R)`` of the mode (:func:`veil.autolimits.shape`); ``ε_min``, the smallest ε meeting
    every target at the smallest candidate ``(1, 1, 1)``, and ``ε_max`` at the largest (each a
    search of :func:`veil.accuracy.search.smallest_epsilon`: explanations only). The limits
-   step costs ``ε_L = limits_share / (1 − limits_share) · ε_min`` — what ``limits="auto"``
-   would spend at the whole ε ``ε_min / (1 − limits_share)`` — and the choice weighs rows
-   dropped against the noise of the query at ``ε_min`` at each candidate, as that
-   ``limits="auto"`` query would: raising T is worth it while the rows it keeps exceed the
-   extra noise (in rows) the query would have at the targets' cheapest ε, which the larger ε
-   then buys back. Refused: targets that ``ε_min`` plus ``ε_L`` cannot meet within the owner's
-   largest cost of one query (or 10⁴), or that the grant does not cover.
+   step costs ``ε_L``, the least ε (three significant digits, rounded up) at which its
+   threshold ``τ = ⌈ln(B/β)/ε_L⌉`` (:func:`veil.autobounds.threshold`, B bins, β = 1/20) is at
+   most ``N₀``, the query's noise in rows at the smallest candidate and ``ε_min``
+   (:func:`veil.autolimits._noise`): a bin holding as many units as that noise — enough,
+   alone, to make one more row per unit worth its noise in the choice below — is seen. For a
+   count or a sum ``N₀ ≈ 1.15·K/ε_min`` (K public groups), so ``ε_L ≈ 5·ε_min/K`` over 20
+   bins. (``limits_share``, a share of a *given* ε, is refused with targets: with the
+   ``limits_share/(1 − limits_share)·ε_min`` this module first used, a loose target left the
+   step blind — τ about 47 times ``N₀`` — and 3,000 units of 1–20 rows each with a target of
+   ±100 on their count got ``max_rows=1``: nine rows in ten dropped, reported as ≈0 %.) The choice
+   weighs rows dropped against the noise of the query at ``ε_min`` at each candidate, as
+   ``limits="auto"`` does at its query's ε: raising T is worth it while the rows it keeps
+   exceed the extra noise in rows the query would have at the targets' cheapest ε, which the
+   larger ε then buys back. Refused: targets that ``ε_min`` cannot meet within the owner's
+   largest cost of one query (or 10⁴), or whose cheapest whole cost ``ε_L + ε_min`` is above
+   that cap or the grant.
 2. **The limits step**, an ordinary charged and cached veil query at ``ε_L``, and the choice
-   of ``(T, G, R)`` from its noisy counts, as :mod:`veil.autolimits` does at main ε ``ε_min``.
+   of ``(T, G, R)`` from its noisy counts, as :mod:`veil.autolimits` makes it with the query's
+   noise at ``ε_min``.
 3. ``ε_T``: the smallest ε meeting every target at the limits chosen — ``ε_min`` or ``ε_max``
    at the end candidates, else a search between them (explanations: no data read).
 4. **The query** at the limits chosen and ``ε_T`` (and the query's δ), charged and cached.
@@ -66,6 +76,7 @@ from veil.accuracy.search import (
     Choice,
     check_targets,
     highest_epsilon,
+    quietly,
     smallest_epsilon,
 )
 from veil.accuracy.targets import Target, parse_targets
@@ -264,7 +275,8 @@ def _plan(
     eps_min = cheapest[1]
     bins = len(found.t_grid) * max(1, len(found.g_grid))
     step_eps = limits_epsilon(_noise(aggregate_of(cheapest[0].plan)), bins, eps_min)
-    p = measured(session, found, step_eps, eps_min, delta, bounds, quantile_buckets)
+    with quietly():  # ε_min may not run: the query warns where it does
+        p = measured(session, found, step_eps, eps_min, delta, bounds, quantile_buckets)
     if p.step_epsilon != step_eps or p.main_epsilon != eps_min:
         raise InternalError("the limits step's or the query's epsilon is not the one decided")
     if session.owner is not None and session.owner.max_epsilon is not None:

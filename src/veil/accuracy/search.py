@@ -47,6 +47,7 @@ __all__ = [
     "choose_epsilon",
     "highest_epsilon",
     "probing",
+    "quietly",
     "smallest_epsilon",
     "target_bars",
 ]
@@ -61,7 +62,8 @@ def probing() -> bool:
 
 
 @contextmanager
-def _quiet(on: bool) -> Iterator[None]:
+def quietly(on: bool = True) -> Iterator[None]:
+    """Within: compilations at an ε that may not run warn nothing (:func:`probing`)."""
     token = _QUIET.set(on or _QUIET.get())
     try:
         yield
@@ -314,7 +316,7 @@ def smallest_epsilon(
         highest = highest_epsilon(session)[0]
 
     def probe(eps: Fraction) -> tuple[bool, Explanation, dict[str, float]]:
-        with _quiet(quiet):
+        with quietly(quiet):
             e = session.explain(plan, epsilon=eps, **options)
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
