@@ -86,9 +86,9 @@ whole is ``(ε, δ)``-DP by sequential composition; the choice is a function of 
 counts and of public compilations alone, total for any counts; the grids, the caps and every
 refusal depend on the query, the schema, the declared limits and the parameters only.
 
-Not done: combining ``limits="auto"`` / ``"auto_groups"`` with ``bounds="auto"`` or accuracy
-targets; groups of unequal size within a unit (the estimate takes a unit's groups as equally
-large, so it may under-state what a binding R drops).
+With ``bounds="auto"`` too: :mod:`veil.autoboth`; with accuracy targets instead of ε:
+:mod:`veil.autolimits_target`. Not done: groups of unequal size within a unit (the estimate
+takes a unit's groups as equally large, so it may under-state what a binding R drops).
 """
 
 from __future__ import annotations

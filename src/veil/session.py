@@ -790,7 +790,9 @@ class Session:
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
         ``limits="auto"`` spends ``limits_share`` of ε (default 0.1) to choose the contribution
-        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
+        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`); with
+        ``target`` instead of ε, the limits step's ε is set by the targets and the query runs
+        at the smallest ε meeting them at the limits chosen (:mod:`veil.autolimits_target`).
         """
         if limits is not None and target is not None:
             if is_auto(bounds):
@@ -1133,7 +1135,9 @@ class Session:
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
         ``weights``: as in :meth:`sql`. ``limits="auto"``: the cost of the limits step and the
-        query together (see :meth:`sql`).
+        query together (see :meth:`sql`); with ``target``, the range of that cost over the
+        candidate limits, the explanation at the dearest (``targeted``:
+        :class:`veil.autolimits_target.TargetedLimits`).
         """
         if limits is not None and target is not None:
             if is_auto(bounds):
