@@ -320,3 +320,21 @@ def test_a_catalog_s_largest_cost_caps_the_whole_request(tmp_path: Path) -> None
         result = s.sql(SQL, target="n=±400", limits="auto")  # ε ≈ 0.2 at T = 24: released
         assert result.auto_limits.max_rows in (16, 24)
         assert result.cost.eps <= Fraction(1, 2)  # its own limits step and the query
+
+
+@pytest.mark.slow
+def test_targets_with_auto_limits_run_on_postgresql_as_on_duckdb() -> None:
+    pytest.importorskip("psycopg")
+    import postgres_support
+
+    rows = [1 + (i % 6) for i in range(600)]
+    qualified = postgres_support.load(_table(rows))
+    with veil.Session.postgres(
+        postgres_support.PG_URL, {"t": qualified}, privacy_unit="uid",
+        budget=veil.Budget(epsilon=10),
+    ) as s:  # fmt: skip
+        pg = s.sql(SQL, target="n=±50", limits="auto", source=SeededSource("pg"))
+    duck = _session(_table(rows)).sql(SQL, target="n=±50", limits="auto", source=SeededSource("pg"))
+    assert pg.auto_limits.max_rows == duck.auto_limits.max_rows
+    assert pg.cost == duck.cost
+    assert pg.error_bars(0.95)[0][0] <= 50
