@@ -188,7 +188,7 @@ def test_explain_shows_the_steps_cost_and_reads_nothing() -> None:
         ({"limits": "auto", "limits_share": 0}, "limits_share must lie strictly between"),
         ({"limits": "auto", "max_rows": 5}, "max_rows=5 is given too"),
         ({"limits": "auto", "max_groups": 2}, "max_groups=2 is given too"),
-        ({"limits": "auto", "target": {"n": 5}}, "cannot be combined yet"),
+        ({"limits": "auto", "target": {"n": "±5"}}, "pass target= or epsilon=1, not both"),
         ({"limits": "auto", "bounds_share": 0.2}, "no bounds are 'auto'"),
         ({"limits_share": 0.2}, "limits is not 'auto'"),
     ],

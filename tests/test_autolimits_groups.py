@@ -242,7 +242,7 @@ def test_explain_shows_the_joint_histogram_its_cost_and_reads_nothing() -> None:
         (SQL, {"limits_share": 1}, "limits_share must lie strictly between"),
         (SQL, {"max_groups": 2}, "limits='auto_groups' chooses the contribution limits, but "
                                  "max_groups=2 is given too"),
-        (SQL, {"target": {"n": 5}}, "cannot be combined yet"),
+        (SQL, {"target": {"n": "±5"}}, "pass target= or epsilon=1, not both"),
         ("SELECT COUNT(*) AS n FROM t", {}, "no GROUP BY"),
     ],
 )  # fmt: skip

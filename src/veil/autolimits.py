@@ -86,9 +86,9 @@ whole is ``(ε, δ)``-DP by sequential composition; the choice is a function of 
 counts and of public compilations alone, total for any counts; the grids, the caps and every
 refusal depend on the query, the schema, the declared limits and the parameters only.
 
-Not done: combining ``limits="auto"`` / ``"auto_groups"`` with ``bounds="auto"`` or accuracy
-targets; groups of unequal size within a unit (the estimate takes a unit's groups as equally
-large, so it may under-state what a binding R drops).
+With ``bounds="auto"`` too: :mod:`veil.autoboth`; with accuracy targets instead of ε:
+:mod:`veil.autolimits_target`. Not done: groups of unequal size within a unit (the estimate
+takes a unit's groups as equally large, so it may under-state what a binding R drops).
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ from veil.plan.nodes import Aggregate, AggregateCall, GroupKey, Plan
 from veil.plan.tree import aggregate_of
 
 if TYPE_CHECKING:
+    from veil.autolimits_target import TargetedLimits
     from veil.random import RandomSource
     from veil.release.explain import Explanation
     from veil.release.result import Result
@@ -200,7 +201,8 @@ class ChosenLimits:
     the noisy estimate of the share of rows the bounding drops, ``dropped_bar`` its ≈95 %
     half-width; ``loss`` the step's privacy loss and ``cost`` what it was charged now (zero
     when answered from the cache, ``cached``); ``cap`` the largest T candidate; ``mode``
-    ``"auto"`` or ``"auto_groups"``."""
+    ``"auto"`` or ``"auto_groups"``; ``targeted``, with accuracy targets, the
+    :class:`veil.autolimits_target.TargetedLimits` (the ε the query ran at, and its range)."""
 
     max_rows: int
     max_groups: int
@@ -213,6 +215,7 @@ class ChosenLimits:
     cached: bool
     cap: int
     mode: str = AUTO
+    targeted: TargetedLimits | None = None
 
     def line(self) -> str:
         state = "from the cache" if self.cached else f"cost {self.loss}"
@@ -286,6 +289,17 @@ def _checked(
 ) -> tuple[Fraction, Fraction]:
     """The refusals every mode shares (free, before anything is read): the request, no limit
     given with it, ε, a privacy unit. Returns (share, ε)."""
+    return checked_request(session, limits, share, given), _epsilon(epsilon)
+
+
+def checked_request(
+    session: Session,
+    limits: object,
+    share: Number | None,
+    given: tuple[int | None, int | None, int | None],
+) -> Fraction:
+    """:func:`_checked` without ε (accuracy targets choose it): the request, no limit given
+    with it, a privacy unit. Returns the share."""
     part = check_request(limits, share)
     if any(v is not None for v in given):
         names = ("max_groups", "max_rows_per_group", "max_rows")
@@ -296,15 +310,14 @@ def _checked(
             f"limits={limits!r}",
             cli=f"--limits {limits} chooses the limits; drop --{name.replace('_', '-')}",
         )
-    eps = _epsilon(epsilon)
     if session.privacy_unit is None:
         raise InvalidArgumentError(
-            f"limits={limits!r} chooses how many rows each privacy unit keeps, but the session has "
-            "no privacy unit (each row is a unit: nothing to bound); pass privacy_unit= to "
+            f"limits={limits!r} chooses how many rows each privacy unit keeps, but the session "
+            "has no privacy unit (each row is a unit: nothing to bound); pass privacy_unit= to "
             f"the session, or drop limits={limits!r}",
             cli=f"--limits {limits} needs a privacy unit: pass --privacy-unit user_id (say)",
         )
-    return part, eps
+    return part
 
 
 def _step(
@@ -364,24 +377,31 @@ def _noises(
     return tuple(noise), budget
 
 
-def _prepare(
+@dataclass(frozen=True)
+class Shape:
+    """What either mode decides from the query and the declared limits alone, before any ε:
+    the main plan, the histogram's per-unit keys and grids, and the candidates ``(T, G, R)``
+    — the first componentwise the smallest, the last the largest."""
+
+    mode: str
+    plan: Plan
+    agg: Aggregate
+    keys: tuple[GroupKey, ...]
+    t_grid: tuple[int, ...]
+    g_grid: tuple[int, ...]  # () for limits="auto"
+    limits: tuple[tuple[int, int, int], ...]
+
+
+def shape(
     session: Session,
     query: str | Plan,
     *,
-    epsilon: object,
-    delta: Number | None,
-    bounds: Any,
     limits: object,
-    share: Number | None,
+    bounds: Any,
     domains: Mapping[str, Sequence[Any]] | None,
-    given: tuple[int | None, int | None, int | None],
-    quantile_buckets: int | None,
-    bounds_part: Fraction = Fraction(0),
-) -> _Prepared:
-    """Everything decidable without data, for either mode: the request, the grids, the
-    histogram step and the main query compiled at every candidate. ``bounds_part``: the share
-    of ε the bounds steps take (``veil.autoboth``); the query gets ``1 − share − bounds_part``."""
-    part, eps = _checked(session, limits, share, epsilon, given)
+) -> Shape:
+    """The grids and candidates of either mode (the request checked already): refused, free,
+    when there is nothing to choose or (``auto_groups``) no GROUP BY."""
     unit = session.privacy_unit
     if unit is None:
         raise InternalError("no privacy unit after the checks")
@@ -395,27 +415,11 @@ def _prepare(
         )
     plan = query if isinstance(query, Plan) else session.plan(query, bounds=bounds, domains=domains)
     agg = aggregate_of(plan)
-    step_eps, main_eps = eps * part, eps * (1 - part - bounds_part)
     t_grid = candidates(cap)
     rows_key = GroupKey(unit, edges=histogram_edges(t_grid), alias="rows", per_unit=True)
     if mode == AUTO:
-        hist, step_loss, scale = _step(session, agg, (rows_key,), step_eps)
         triples = tuple((t, min(t, g_cap), min(t, r_cap)) for t in t_grid)
-        noise, budget = _noises(
-            session, plan, triples, main_eps, delta, bounds, quantile_buckets, mode
-        )
-
-        def choose(counts: Sequence[int]) -> Picked:
-            c = choose_limit(t_grid, counts, noise, scale)
-            t, g, r = next(x for x in triples if x[0] == c.limit)
-            return Picked(t, g, r, c.dropped, c.bar, c.rows)
-
-        what = f"rows per unit over {len(t_grid)} bins"
-        grids = f"max_rows candidates {', '.join(map(str, t_grid))}"
-        return _Prepared(
-            mode, plan, hist, what, step_loss, scale, step_eps, main_eps, triples, noise,
-            step_loss + budget, choose, grids,
-        )  # fmt: skip
+        return Shape(mode, plan, agg, (rows_key,), t_grid, (), triples)
     columns = tuple(k.column for k in agg.keys if not k.per_unit)
     if not columns:
         raise InvalidArgumentError(
@@ -439,9 +443,62 @@ def _prepare(
         unit, edges=histogram_edges(g_grid), alias="groups", per_unit=True, within=columns,
         distinct=True,
     )  # fmt: skip
-    hist, step_loss, scale = _step(session, agg, (groups_key, rows_key), step_eps)
     triples = joint_candidates(g_cap, r_cap, cap)
+    return Shape(mode, plan, agg, (groups_key, rows_key), t_grid, g_grid, triples)
+
+
+def _prepare(
+    session: Session,
+    query: str | Plan,
+    *,
+    epsilon: object,
+    delta: Number | None,
+    bounds: Any,
+    limits: object,
+    share: Number | None,
+    domains: Mapping[str, Sequence[Any]] | None,
+    given: tuple[int | None, int | None, int | None],
+    quantile_buckets: int | None,
+    bounds_part: Fraction = Fraction(0),
+) -> _Prepared:
+    """Everything decidable without data, for either mode: the request, the grids, the
+    histogram step and the main query compiled at every candidate. ``bounds_part``: the share
+    of ε the bounds steps take (``veil.autoboth``); the query gets ``1 − share − bounds_part``."""
+    part, eps = _checked(session, limits, share, epsilon, given)
+    found = shape(session, query, limits=limits, bounds=bounds, domains=domains)
+    return measured(session, found, eps * part, eps * (1 - part - bounds_part), delta, bounds,
+                    quantile_buckets)  # fmt: skip
+
+
+def measured(
+    session: Session,
+    found: Shape,
+    step_eps: Fraction,
+    main_eps: Fraction,
+    delta: Number | None,
+    bounds: Any,
+    quantile_buckets: int | None,
+) -> _Prepared:
+    """``found`` at a cost: the histogram step compiled at ``step_eps`` and the main query at
+    ``main_eps`` at every candidate (its noise there, and every refusal: free)."""
+    mode, plan, triples, t_grid, g_grid = (
+        found.mode, found.plan, found.limits, found.t_grid, found.g_grid
+    )  # fmt: skip
+    hist, step_loss, scale = _step(session, found.agg, found.keys, step_eps)
     noise, budget = _noises(session, plan, triples, main_eps, delta, bounds, quantile_buckets, mode)
+    if mode == AUTO:
+
+        def choose(counts: Sequence[int]) -> Picked:
+            c = choose_limit(t_grid, counts, noise, scale)
+            t, g, r = next(x for x in triples if x[0] == c.limit)
+            return Picked(t, g, r, c.dropped, c.bar, c.rows)
+
+        what = f"rows per unit over {len(t_grid)} bins"
+        grids = f"max_rows candidates {', '.join(map(str, t_grid))}"
+        return _Prepared(
+            mode, plan, hist, what, step_loss, scale, step_eps, main_eps, triples, noise,
+            step_loss + budget, choose, grids,
+        )  # fmt: skip
 
     def joint(counts: Sequence[int]) -> Picked:
         return choose_joint(g_grid, t_grid, counts, scale, triples, noise)

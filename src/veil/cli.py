@@ -585,6 +585,9 @@ def _answer(
     try:
         epsilon = ask.epsilon
         choice = None
+        if aim is not None and aim.targets and ask.limits is not None:
+            _answer_targeted_limits(session, sql, ask, aim, fmt, explain_only=explain_only)
+            return
         if aim is not None and aim.targets:
             from veil.cli_target import choose, grant_chosen
 
@@ -609,13 +612,7 @@ def _answer(
                 limits_share=ask.limits_share,
             )  # fmt: skip
         if not ask.ledger:
-            _stderr().print(
-                "warning: no --ledger: this query's cost is not tracked across runs (each run "
-                "gets a fresh in-memory budget, so repeating it leaks without limit); keep a "
-                "budget with --ledger sqlite:///ledger.db and `veil budget grant`",
-                markup=False,
-                style="yellow",
-            )
+            _warn_untracked()
         remaining = session.remaining() if ask.ledger else None
         if choice is not None:
             from veil.cli_target import print_targeted_result
@@ -626,6 +623,42 @@ def _answer(
     finally:
         session.close()
         session.ledger.close()
+
+
+def _warn_untracked() -> None:
+    _stderr().print(
+        "warning: no --ledger: this query's cost is not tracked across runs (each run "
+        "gets a fresh in-memory budget, so repeating it leaks without limit); keep a "
+        "budget with --ledger sqlite:///ledger.db and `veil budget grant`",
+        markup=False,
+        style="yellow",
+    )
+
+
+def _answer_targeted_limits(
+    session: Session, sql: str, ask: _Ask, aim: Aim, fmt: OutputFormat, *, explain_only: bool
+) -> None:
+    """``--target`` with ``--limits auto``: the limits step, then the query at the smallest ε
+    meeting the targets at the limits chosen (:mod:`veil.autolimits_target`). Without
+    ``--ledger`` the one-shot budget is the most the request can cost."""
+    from veil.cli_target import print_limits_explained, print_limits_result, refuse_limits_curve
+
+    refuse_limits_curve(aim)
+    options: dict[str, Any] = {
+        "target": aim.targets, "delta": ask.delta, "bounds": ask.bounds_arg(),
+        "bounds_share": ask.bounds_share, "limits": ask.limits, "limits_share": ask.limits_share,
+    }  # fmt: skip
+    if explain_only or not ask.ledger:
+        explanation = session.explain(sql, **options)  # free: reads no data
+        if explain_only:
+            print_limits_explained(explanation, fmt)
+            return
+        session.ledger.grant(session.analyst, session.dataset, explanation.cost)
+    with scanning("scanning the private table…") as progress:
+        result = session.sql(sql, progress=progress, **options)
+    if not ask.ledger:
+        _warn_untracked()
+    print_limits_result(result, fmt, session.remaining() if ask.ledger else None)
 
 
 def _explain_aimed(

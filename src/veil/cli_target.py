@@ -29,6 +29,7 @@ from veil.errors import InvalidArgumentError, VeilWarning
 if TYPE_CHECKING:  # veil.accuracy loads numpy: only when a command runs (veil --help is fast)
     from veil.accounting.budget import Budget
     from veil.accuracy import Choice, Curve, Target
+    from veil.autolimits_target import TargetedLimits
     from veil.release.explain import Explanation
     from veil.release.result import Result
     from veil.session import Session
@@ -38,6 +39,7 @@ __all__ = [
     "choice_json",
     "curve_json",
     "curve_table",
+    "limits_target_json",
     "parse_aim",
     "parse_level",
     "parse_references",
@@ -477,4 +479,91 @@ def print_targeted_result(
     console = Console(highlight=False)
     console.print(chosen_line(choice), markup=False)
     console.print(choice_table(choice))
+    print_result(result, fmt, remaining=remaining)
+
+
+# ------------------------------------------------------------------------ with --limits auto
+
+
+def refuse_limits_curve(aim: Aim) -> None:
+    """``--curve`` / ``--plot`` with ``--target`` and ``--limits auto``: refused, free (the
+    bars versus ε depend on the limits the data will choose)."""
+    if aim.curve or aim.plot is not None:
+        flag = "--curve" if aim.curve else "--plot"
+        raise InvalidArgumentError(
+            f"{flag} with --target and --limits auto is not drawn: the bars versus ε depend on "
+            "the limits the data will choose; drop it, or give --max-rows (say) instead of "
+            "--limits auto"
+        )
+
+
+def targeted_json(t: TargetedLimits) -> dict[str, Any]:
+    """What accuracy targets with auto limits decided (:class:`TargetedLimits`), as JSON:
+    the limits step's ε, the range of the query's ε over the candidates, the grant's cover."""
+
+    def at(limits: tuple[int, int, int]) -> dict[str, int]:
+        return {"max_rows": limits[0], "max_groups": limits[1], "max_rows_per_group": limits[2]}
+
+    top = t.epsilon_max
+    return {
+        "mode": t.mode,
+        "limits_epsilon": float(t.limits_epsilon),
+        "limits_epsilon_exact": str(t.limits_epsilon),
+        "epsilon_min": float(t.epsilon_min),
+        "epsilon_min_exact": str(t.epsilon_min),
+        "epsilon_max": None if top is None else float(top),
+        "epsilon_max_exact": None if top is None else str(top),
+        "cheapest": at(t.cheapest),
+        "dearest": at(t.dearest),
+        "covers_cheapest": t.covers_cheapest,
+        "covers_dearest": t.covers_dearest,
+    }
+
+
+def limits_target_json(t: TargetedLimits) -> dict[str, Any]:
+    """The ``target`` object of an answer or explanation with auto limits: the choice's
+    (:func:`choice_json`: at the limits chosen, or in an explanation at the dearest
+    candidate) and ``limits``, :func:`targeted_json`."""
+    if t.choice is None:
+        raise InvalidArgumentError("accuracy targets with auto limits carry no choice: a bug")
+    return choice_json(t.choice) | {"limits": targeted_json(t)}
+
+
+def print_limits_explained(explanation: Explanation, fmt: OutputFormat) -> None:
+    """An explanation of ``--target`` with ``--limits auto``: the range first, then the
+    targets at the dearest candidate and the usual explanation (its notes say the rest)."""
+    from veil.cli_output import explanation_payload, print_explanation
+
+    t: TargetedLimits = explanation.targeted
+    if fmt is not OutputFormat.table:
+        payload = explanation_payload(explanation) | {"target": limits_target_json(t)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    console = Console(highlight=False)
+    console.print(t.range_line(), markup=False)
+    if t.choice is not None:
+        console.print(choice_table(t.choice))
+    print_explanation(explanation, fmt)
+
+
+def print_limits_result(result: Result, fmt: OutputFormat, remaining: Budget | None) -> None:
+    """A result of ``--target`` with ``--limits auto``: ε at the limits chosen, each target
+    against its bar there, then the answer."""
+    from veil.cli_errors import stderr
+    from veil.cli_output import print_result, result_payload
+
+    t: TargetedLimits = result.auto_limits.targeted
+    if fmt is OutputFormat.json:
+        payload = result_payload(result, remaining=remaining) | {"target": limits_target_json(t)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    first = t.lines()[0]
+    if fmt is OutputFormat.csv:  # the data alone on stdout, the choice on stderr
+        stderr().print(first, markup=False)
+        print_result(result, fmt, remaining=remaining)
+        return
+    console = Console(highlight=False)
+    console.print(first, markup=False)
+    if t.choice is not None:
+        console.print(choice_table(t.choice))
     print_result(result, fmt, remaining=remaining)

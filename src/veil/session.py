@@ -35,10 +35,11 @@ from sqlglot import exp
 
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
-from veil.accuracy.search import Choice, choose_epsilon
+from veil.accuracy.search import Choice, choose_epsilon, probing
 from veil.autoboth import auto_both_explain, auto_both_sql
 from veil.autobounds import auto_explain, auto_sql, is_auto, split_request
 from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
+from veil.autolimits_target import targeted_limits_explain, targeted_limits_sql
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
 from veil.compile.dialect import dialect as dialect_of
 from veil.compile.lower import Lowered, lower, to_sql
@@ -594,6 +595,21 @@ class Session:
             return None
         return self.weights if weights is None else weights
 
+    def _limits_plan(
+        self,
+        query: str | Plan,
+        bounds: AutoBoundsArg,
+        domains: DomainsArg,
+        weights: str | Literal[False] | None,
+    ) -> Plan:
+        """The plan auto limits explain: SQL's as :meth:`plan` makes it, a plan weighted only
+        by an explicit ``weights=`` column (never the session's a second time)."""
+        if isinstance(query, str):
+            return self.plan(
+                query, bounds=cast(BoundsArg, bounds), domains=domains, weights=weights
+            )
+        return weigh(query, weights if isinstance(weights, str) else None)
+
     def query(self, table: str) -> Query:
         """A query builder over ``table``; ``.run(epsilon=…)`` / ``.explain(…)`` come back here."""
         self._open()
@@ -774,10 +790,23 @@ class Session:
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
         0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
         ``limits="auto"`` spends ``limits_share`` of ε (default 0.1) to choose the contribution
-        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`).
+        limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`); with
+        ``target`` instead of ε, the limits step's ε is set by the targets and the query runs
+        at the smallest ε meeting them at the limits chosen (:mod:`veil.autolimits_target`).
         """
+        if limits is not None and target is not None:
+            if is_auto(bounds):
+                _refuse_auto_target(target)
+            _refuse_stray_share(bounds_share)
+            return targeted_limits_sql(
+                self, self.plan(text, bounds=cast(BoundsArg, bounds), domains=domains,
+                                weights=weights),
+                text=text, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
+                limits=limits, limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets,
+            )  # fmt: skip
         if limits is not None:
-            _refuse_auto_limits_with(target)
             if is_auto(bounds):
                 _refuse_auto_weights(self._weights(weights))
                 return auto_both_sql(
@@ -848,9 +877,11 @@ class Session:
         limits: str | None = None,
         limits_share: Number | None = None,
         bounds_share: Number | None = None,
+        target: Any = None,
     ) -> Result:
         """Answer ``plan`` (see the module docstring for the protocol).
 
+        ``target`` (instead of ``epsilon``): accuracy targets, as in :meth:`sql`.
         ``limits="auto"``: the contribution limits chosen first (see :meth:`sql`).
         ``bounds="auto"`` (or ``{"income": "auto"}``, ``{"income": {"auto": KEY}}``) with
         ``bounds_share``: the bounds chosen first, as in :meth:`sql` — the same steps, charges,
@@ -871,6 +902,16 @@ class Session:
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
         self._open()
+        if target is not None and is_auto(bounds):
+            _refuse_auto_target(target)
+        if limits is not None and target is not None:
+            _refuse_stray_share(bounds_share)
+            return targeted_limits_sql(
+                self, plan, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
+                limits=limits, limits_share=limits_share, domains=None,
+                given=(max_groups, max_rows_per_group, max_rows), consistent=consistent,
+                source=source, progress=progress, quantile_buckets=quantile_buckets, text=text,
+            )  # fmt: skip
         if limits is not None:
             if is_auto(bounds):
                 _refuse_auto_weights(_weights_of(plan))
@@ -900,6 +941,11 @@ class Session:
             )  # fmt: skip
         _refuse_stray_share(bounds_share)
         bounds = cast(BoundsArg, bounds)
+        if target is not None:
+            epsilon = self._targeted(
+                plan, target, epsilon, delta, bounds, max_groups, max_rows_per_group, max_rows,
+                quantile_buckets,
+            ).epsilon  # fmt: skip
         if progress is not None and not callable(progress):
             raise InvalidArgumentError(
                 f"progress must be a function taking a fraction (or None), got {progress!r}"
@@ -1089,10 +1135,22 @@ class Session:
         ``epsilon``): the explanation at the smallest ε meeting the accuracy targets.
         ``bounds="auto"``: the cost of the bounds steps and the query together (see :meth:`sql`).
         ``weights``: as in :meth:`sql`. ``limits="auto"``: the cost of the limits step and the
-        query together (see :meth:`sql`).
+        query together (see :meth:`sql`); with ``target``, the range of that cost over the
+        candidate limits, the explanation at the dearest (``targeted``:
+        :class:`veil.autolimits_target.TargetedLimits`).
         """
+        if limits is not None and target is not None:
+            if is_auto(bounds):
+                _refuse_auto_target(target)
+            _refuse_stray_share(bounds_share)
+            return targeted_limits_explain(
+                self, self._limits_plan(query, bounds, domains, weights), target=target,
+                epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
+                limits_share=limits_share, domains=domains,
+                given=(max_groups, max_rows_per_group, max_rows),
+                quantile_buckets=quantile_buckets,
+            )  # fmt: skip
         if limits is not None:
-            _refuse_auto_limits_with(target)
             if is_auto(bounds):
                 _refuse_auto_weights(self._auto_weights(query, weights))
                 return auto_both_explain(
@@ -1103,10 +1161,7 @@ class Session:
                 )  # fmt: skip
             _refuse_stray_share(bounds_share)
             return auto_limits_explain(
-                self,
-                self.plan(query, bounds=cast(BoundsArg, bounds), domains=domains, weights=weights)
-                if isinstance(query, str)
-                else weigh(query, weights if isinstance(weights, str) else None),
+                self, self._limits_plan(query, bounds, domains, weights),
                 epsilon=epsilon, delta=delta, bounds=bounds, limits=limits,
                 limits_share=limits_share, domains=domains,
                 given=(max_groups, max_rows_per_group, max_rows),
@@ -1233,7 +1288,10 @@ _WISE_DELTA = Fraction(1, 10**5)
 
 def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
     """A ``VeilWarning`` for what is allowed but rarely meant (decided from the query alone:
-    whether a warning appears never depends on the data)."""
+    whether a warning appears never depends on the data); none while a quiet search probes ε
+    it will not run (:func:`veil.accuracy.search.probing`)."""
+    if probing():
+        return
     if budget.kind != "zcdp" and budget.eps > _WISE_EPSILON:
         warnings.warn(
             f"epsilon={float(budget.eps):g} for one query protects little (outputs may differ "
@@ -1278,15 +1336,6 @@ def _refuse_auto_weights(weights: object) -> None:
 def _weights_of(plan: Plan) -> str | None:
     """The survey-weights column a plan's aggregates are weighted by (``None``: unweighted)."""
     return next((a.weights for a in aggregate_of(plan).aggregates if a.weights), None)
-
-
-def _refuse_auto_limits_with(target: Any) -> None:
-    """``limits="auto"`` does not combine (yet) with accuracy targets."""
-    if target is not None:
-        raise InvalidArgumentError(
-            "target= and limits='auto' cannot be combined yet; pass limits='auto' with "
-            "epsilon=, or give the limits (max_rows=…) with target="
-        )
 
 
 def _refuse_stray_share(share: Number | None) -> None:

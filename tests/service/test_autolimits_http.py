@@ -130,3 +130,60 @@ def test_auto_groups_over_http_choose_both_limits_within_the_owners(service: Ser
     assert got.auto_limits is not None
     assert got.auto_limits.mode == "auto_groups"
     assert got.auto_limits.cached  # the same histograms as above
+
+
+def test_targets_with_auto_limits_over_http_and_in_the_python_client(service: Service) -> None:
+    _heavy(service, max_groups=2, max_rows_per_group=8)
+    body = {"dataset": "heavy", "sql": SQL, "target": ["n=±40"], "limits": "auto"}
+    before = service.ledger.remaining("bob", "heavy")
+    code, explained = _post(service, "bob", "/v1/explain", body)
+    assert code == 200, explained
+    limits = explained["target"]["limits"]
+    assert limits["cheapest"]["max_rows"] == 1
+    assert limits["dearest"]["max_rows"] == 16  # the owner's 2 × 8 caps the candidates
+    step = Fraction(limits["limits_epsilon_exact"])
+    top = step + Fraction(limits["epsilon_max_exact"])
+    assert Fraction(explained["cost"]["exact"]["epsilon"]) == top
+    assert limits["covers_dearest"] is True
+    assert service.ledger.remaining("bob", "heavy") == before  # explain is free
+    code, answer = _post(service, "bob", "/v1/query", body)
+    assert code == 200, answer
+    eps = Fraction(answer["target"]["epsilon_exact"])
+    assert answer["target"]["limits"]["limits_epsilon_exact"] == str(step)
+    assert Fraction(answer["cost"]["exact"]["epsilon"]) == step + eps
+    assert service.ledger.remaining("bob", "heavy") == veil.Budget(epsilon=10 - step - eps)
+    n = answer["columns"].index("n")
+    assert all(row[n] <= 40 for row in answer["error_bars"])
+    assert 1 <= answer["auto_limits"]["max_rows"] <= 16
+    from veil.client import Client
+
+    transport = service.client._transport  # type: ignore[attr-defined]
+    with Client("http://127.0.0.1", service.keys["bob"], transport=transport) as bob:
+        again = bob.query("heavy", SQL, target="n=±40", limits="auto")
+        e = bob.explain("heavy", SQL, target="n=±40", limits="auto")
+    assert again.cached  # the same steps: from the cache, free
+    assert again.cost == veil.Budget(epsilon=0)
+    assert any("at the limits chosen" in note for note in again.notes)
+    assert e.cost == veil.Budget(epsilon=top)
+    assert service.ledger.remaining("bob", "heavy") == veil.Budget(epsilon=10 - step - eps)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"limits_share": "1/5"}, "with target= the limits step's ε is set by the targets"),
+        ({"epsilon": 1}, "give target or epsilon=1.0, not both"),
+        ({"bounds": "auto"}, "target= and bounds='auto' cannot be combined yet"),
+    ],
+)
+def test_targets_with_auto_limits_refuse_free_over_http(
+    service: Service, extra: dict[str, object], said: str
+) -> None:
+    _heavy(service, max_groups=2, max_rows_per_group=8)
+    body = {"dataset": "heavy", "sql": SQL, "target": ["n=±40"], "limits": "auto", **extra}
+    before = service.ledger.remaining("bob", "heavy")
+    for path in ("/v1/query", "/v1/explain"):
+        code, problem = _post(service, "bob", path, body)
+        assert code == 400, problem
+        assert said in problem["detail"], problem
+    assert service.ledger.remaining("bob", "heavy") == before

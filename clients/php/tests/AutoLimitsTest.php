@@ -34,6 +34,29 @@ final class AutoLimitsTest extends TestCase
         self::assertEqualsWithDelta((float) $before->epsilon - 0.5, (float) $after->epsilon, 1e-9);
     }
 
+    public function testTargetsWithAutoLimitsRunAtTheEpsilonMeetingThemAtTheLimitsChosen(): void
+    {
+        $veil = self::client();
+        $options = ['target' => 'n=±50', 'limits' => 'auto'];
+        $explained = $veil->explain(self::DATASET, self::SQL, $options);
+        $before = $veil->remainingBudget(self::DATASET);
+        $result = $veil->query(self::DATASET, self::SQL, $options);
+
+        // explain: the limits step's ε and the range over the candidates; its cost the dearest
+        self::assertStringStartsWith("accuracy targets with limits='auto'", $explained->notes[0]);
+        self::assertNotNull($result->autoLimits);
+        self::assertLessThanOrEqual(3, $result->autoLimits['max_rows']); // the owner's cap
+        self::assertLessThanOrEqual(50.0, (float) $result->estimate()->errorBar);
+        self::assertLessThanOrEqual((float) $explained->cost->epsilon + 1e-9, (float) $result->cost->epsilon);
+        self::assertStringContainsString('at the limits chosen', implode("\n", $result->notes));
+        $after = $veil->remainingBudget(self::DATASET);
+        self::assertEqualsWithDelta(
+            (float) $before->epsilon - (float) $result->cost->epsilon,
+            (float) $after->epsilon,
+            1e-9,
+        );
+    }
+
     public function testAutoGroupsIsSentToTheServiceWhichJudgesIt(): void
     {
         // the client no longer refuses 'auto_groups' itself: the service does, here because the

@@ -21,7 +21,9 @@ Contract of :func:`choose_epsilon`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -39,7 +41,35 @@ from veil.release.explain import Explanation
 if TYPE_CHECKING:
     from veil.session import Session
 
-__all__ = ["Choice", "check_targets", "choose_epsilon", "target_bars"]
+__all__ = [
+    "Choice",
+    "check_targets",
+    "choose_epsilon",
+    "highest_epsilon",
+    "probing",
+    "quietly",
+    "smallest_epsilon",
+    "target_bars",
+]
+
+_QUIET: ContextVar[bool] = ContextVar("veil_quiet_probes", default=False)
+
+
+def probing() -> bool:
+    """Whether a quiet search is probing (:func:`smallest_epsilon` with ``quiet=True``): its
+    explanations at ε it will not run warn nothing (per thread and task, a context variable)."""
+    return _QUIET.get()
+
+
+@contextmanager
+def quietly(on: bool = True) -> Iterator[None]:
+    """Within: compilations at an ε that may not run warn nothing (:func:`probing`)."""
+    token = _QUIET.set(on or _QUIET.get())
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
 
 _CONSTANT = ("count", "count_distinct", "sum", "wcount", "wsum")  # w…: survey weights
 _LOWEST = Fraction(1, 10**6)
@@ -230,8 +260,7 @@ def choose_epsilon(
     remaining budget (with the ε they need)."""
     if "epsilon" in options:
         raise InvalidArgumentError("pass target= or epsilon=, not both: the target chooses ε")
-    if not (0 < tolerance < 1):
-        raise InvalidArgumentError(f"tolerance={tolerance!r} must be in (0, 1); 0.001 is 0.1 %")
+    _check_tolerance(tolerance)
     targets = parse_targets(target, references=references, min_group_size=min_group_size)
     domains = options.pop("domains", None)
     plan = (
@@ -242,18 +271,56 @@ def choose_epsilon(
         )
     )
     assumptions = check_targets(plan, targets)
+    found = smallest_epsilon(session, plan, targets, tolerance=tolerance, start=start, **options)
+    if found is None:
+        raise InvalidArgumentError(
+            f"the targets ({'; '.join(map(str, targets))}) need more than "
+            f"{highest_epsilon(session)[1]}; loosen them (nothing was charged)"
+        )
+    best, eps, bars = found
+    if best.covered is False and best.remaining is not None:
+        raise _short(best.cost, best.remaining, targets)
+    return Choice(eps, bars, targets, best, tuple(assumptions))
+
+
+def highest_epsilon(session: Session) -> tuple[Fraction, str]:
+    """The largest ε a search may try, and its name: 10⁴, or the data owner's largest cost
+    of one query."""
+    owner = session.owner
+    if owner is not None and owner.max_epsilon is not None and owner.max_epsilon < _HIGHEST:
+        return owner.max_epsilon, (
+            f"epsilon={float(owner.max_epsilon):g}, the largest cost of one query on dataset "
+            f"{owner.name!r}"
+        )
+    return _HIGHEST, f"epsilon={float(_HIGHEST):g}"
+
+
+def smallest_epsilon(
+    session: Session,
+    plan: Plan,
+    targets: tuple[Target, ...],
+    *,
+    tolerance: float = 0.001,
+    start: Any = None,
+    highest: Fraction | None = None,
+    quiet: bool = False,
+    **options: Any,
+) -> tuple[Explanation, Fraction, dict[str, float]] | None:
+    """The search of :func:`choose_epsilon` on a checked plan and targets: the explanation at
+    the smallest ε meeting every target (to ``tolerance``), that ε and the targets' bars there;
+    ``None`` when they are not met at ``highest`` (default :func:`highest_epsilon`). Whether
+    the budget covers it is the caller's to say. ``options``: :meth:`Session.explain`'s;
+    ``quiet``: no probe warns (:func:`probing`), the explanation returned included."""
+    _check_tolerance(tolerance)
+    if highest is None:
+        highest = highest_epsilon(session)[0]
 
     def probe(eps: Fraction) -> tuple[bool, Explanation, dict[str, float]]:
-        e = session.explain(plan, epsilon=eps, **options)
+        with quietly(quiet):
+            e = session.explain(plan, epsilon=eps, **options)
         bars = target_bars(e, targets)
         return _meets(bars, targets), e, bars
 
-    # the largest ε a probe may try: 10⁴, or the data owner's largest cost of one query
-    highest, cap = _HIGHEST, f"epsilon={float(_HIGHEST):g}"
-    owner = session.owner
-    if owner is not None and owner.max_epsilon is not None and owner.max_epsilon < highest:
-        highest = owner.max_epsilon
-        cap = f"epsilon={float(highest):g}, the largest cost of one query on dataset {owner.name!r}"
     # the bracket: from ε = 1 by doubling, or from a public hint ``start`` by steps growing
     # from 4·tolerance (squared each time: a good hint brackets ε* in a few probes)
     hi = min(Fraction(1), highest)
@@ -265,7 +332,7 @@ def choose_epsilon(
     if ok:
         while True:
             if hi <= _LOWEST:  # met even at the floor: the floor is the answer
-                return _result(best, hi, bars, targets, assumptions)
+                return best, hi, bars
             lo = max(_LOWEST, (hi / step).limit_denominator(10**12))
             l_ok, l_best, l_bars = probe(lo)
             if not l_ok:
@@ -277,10 +344,7 @@ def choose_epsilon(
         while not ok:
             lo = hi
             if hi >= highest:
-                raise InvalidArgumentError(
-                    f"the targets ({'; '.join(map(str, targets))}) need more than {cap}; "
-                    "loosen them (nothing was charged)"
-                )
+                return None
             hi = min(highest, (hi * step).limit_denominator(10**12))
             ok, best, bars = probe(hi)
             if start is not None:
@@ -295,19 +359,12 @@ def choose_epsilon(
             hi, best, bars = mid, m_e, m_bars
         else:
             lo = mid
-    return _result(best, hi, bars, targets, assumptions)
+    return best, hi, bars
 
 
-def _result(
-    best: Explanation,
-    eps: Fraction,
-    bars: dict[str, float],
-    targets: tuple[Target, ...],
-    assumptions: list[str],
-) -> Choice:
-    if best.covered is False and best.remaining is not None:
-        raise _short(best.cost, best.remaining, targets)
-    return Choice(eps, bars, targets, best, tuple(assumptions))
+def _check_tolerance(tolerance: float) -> None:
+    if not (0 < tolerance < 1):
+        raise InvalidArgumentError(f"tolerance={tolerance!r} must be in (0, 1); 0.001 is 0.1 %")
 
 
 def _short(cost: Budget, remaining: Budget, targets: tuple[Target, ...]) -> BudgetExhaustedError:

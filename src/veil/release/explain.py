@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 from veil.accounting.budget import Budget
 from veil.aggregates import kind
@@ -278,6 +278,8 @@ class Explanation:
     notes: tuple[str, ...] = ()
     remaining: Budget | None = None  # the caller's remaining budget (None: no grant)
     covered: bool | None = None  # whether it covers ``cost`` (None: no grant to ask)
+    # with accuracy targets and auto limits: veil.autolimits_target.TargetedLimits
+    targeted: Any = field(default=None, compare=False)
 
     @property
     def canonical(self) -> dict[str, object]:

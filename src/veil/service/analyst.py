@@ -32,7 +32,7 @@ from veil.accounting.ledger import Standing
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
-from veil.cli_target import choice_json
+from veil.cli_target import choice_json, limits_target_json
 from veil.errors import InvalidArgumentError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
@@ -59,7 +59,7 @@ from veil.service.state import (
 from veil.session import Session
 
 if TYPE_CHECKING:
-    from veil.accuracy import Choice
+    from veil.accuracy import Choice, Target
 
 __all__ = ["router"]
 
@@ -219,6 +219,8 @@ def _choice(session: Session, body: ExplainRequest) -> Choice | None:
         raise InvalidArgumentError(
             "target is for a query given as sql; give the query as sql, or an epsilon"
         )
+    if body.limits is not None:  # chosen after the limits step: Session.sql(target=…)
+        return None
     from veil.accuracy import choose_epsilon
 
     options = {k: v for k, v in _options(body).items() if k != "epsilon"}
@@ -229,6 +231,18 @@ def _choice(session: Session, body: ExplainRequest) -> Choice | None:
         references=body.references,
         min_group_size=body.min_group_size,
         **options,
+    )
+
+
+def _limits_targets(body: ExplainRequest) -> tuple[Target, ...] | None:
+    """``body``'s targets when it asks for auto limits too (checked by :func:`_choice`
+    first): the session chooses the limits, then ε (:mod:`veil.autolimits_target`)."""
+    if body.target is None or body.limits is None:
+        return None
+    from veil.accuracy import parse_targets
+
+    return parse_targets(
+        list(body.target), references=body.references, min_group_size=body.min_group_size
     )
 
 
@@ -294,12 +308,17 @@ def _run_query(
             options = _options(body)
             if choice is not None:
                 options["epsilon"] = choice.epsilon
+            targets = _limits_targets(body)
+            if targets is not None:
+                options["target"] = targets
             result = session.sql(body.sql, consistent=body.consistent, **options)
         remaining = session.remaining()
         state.metrics.query(ds.name, cached=result.cached)
         payload = result_payload(result, remaining=remaining)
         if choice is not None:
             payload["target"] = choice_json(choice)
+        elif result.auto_limits is not None and result.auto_limits.targeted is not None:
+            payload["target"] = limits_target_json(result.auto_limits.targeted)
         if (
             standing is not None
             and result.cached
@@ -375,6 +394,12 @@ def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: Explain
                 session.explain_query(_built(session, ds.name, body.plan), **_options(body))
             )
         assert body.sql is not None  # the model holds exactly one
+        targets = _limits_targets(body)
+        if targets is not None:  # the range over the candidate limits, at the dearest
+            explained = session.explain(body.sql, target=targets, **_options(body))
+            return explanation_payload(explained) | {
+                "target": limits_target_json(explained.targeted)
+            }
         return explanation_payload(session.explain(body.sql, **_options(body)))
 
     return _answered(state, who, ds, body, ask)

@@ -176,8 +176,8 @@ class ExplainRequest(_Body):
     )
     limits_share: Num | None = Field(
         default=None,
-        description="with limits 'auto': the share of epsilon spent choosing them, strictly "
-        "between 0 and 1 (default 0.1)",
+        description="with limits 'auto' and epsilon: the share of epsilon spent choosing them, "
+        "strictly between 0 and 1 (default 0.1)",
     )
     privacy_unit: Name | None = Field(
         default=None,
@@ -189,7 +189,8 @@ class ExplainRequest(_Body):
         min_length=1,
         max_length=64,
         description="accuracy targets instead of epsilon ('n=±50', 'mean=±2%', 'n=±50@90%'): "
-        "the query is explained or run at the smallest ε meeting every one (sql only)",
+        "the query is explained or run at the smallest ε meeting every one (sql only); with "
+        "limits 'auto', at the limits chosen, after a limits step whose ε the targets set",
     )
     references: dict[Column, float] | None = Field(
         default=None, description="the public value each relative (%) target is taken of"

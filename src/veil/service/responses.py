@@ -66,14 +66,49 @@ class TargetMet(_Out):
     met: bool
 
 
+class CandidateLimits(_Out):
+    """One candidate of auto limits."""
+
+    max_rows: int
+    max_groups: int
+    max_rows_per_group: int
+
+
+class TargetLimits(_Out):
+    """Accuracy targets with auto limits: the limits step's ε, and the range of the query's
+    smallest ε meeting the targets over the candidate limits (found before reading data)."""
+
+    mode: str = Field(description="'auto' or 'auto_groups'")
+    limits_epsilon: float = Field(description="ε of the limits step (ε_L)")
+    limits_epsilon_exact: str
+    epsilon_min: float = Field(description="the query's ε at the smallest candidate")
+    epsilon_min_exact: str
+    epsilon_max: float | None = Field(
+        description="the query's ε at the largest candidate (null: above the cap)"
+    )
+    epsilon_max_exact: str | None
+    cheapest: CandidateLimits
+    dearest: CandidateLimits
+    covers_cheapest: bool | None = Field(
+        description="whether the grant covered ε_L and the query at the cheapest candidate"
+    )
+    covers_dearest: bool | None = Field(
+        description="… at the dearest: if so the query cannot stop for lack of budget after "
+        "the limits step"
+    )
+
+
 class Targeted(_Out):
-    """The smallest ε meeting every target (found without reading data or charging)."""
+    """The smallest ε meeting every target (found without reading data or charging); with
+    auto limits, at the limits chosen (in an explanation: at the dearest candidate), and
+    ``limits`` says the range."""
 
     epsilon: float
     epsilon_exact: str
     cost: BudgetOut
     targets: list[TargetMet]
     assumptions: list[str] = Field(description="the public assumptions the bars rest on")
+    limits: TargetLimits | None = Field(default=None, description="with auto limits")
 
 
 class GroupBoundsOut(_Out):
