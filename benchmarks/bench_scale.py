@@ -1,6 +1,6 @@
 """veil at every size against a baseline timed in the same run (issue 15's targets).
 
-Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar|aggregates|small|groups]``
+Run: ``python benchmarks/bench_scale.py [--repeat 5] [--only scalar|aggregates|small|groups|…]``
 (``--only`` may be repeated). Each case is timed alternately with its baseline (so both see the
 same load on a shared machine), ``--repeat`` times; the median of the runs is printed with the
 ratio veil / baseline and the issue's target beside it.
@@ -55,6 +55,18 @@ Sections:
   plain statement). Target ≤ 1.3× (issues 15, 17). Printed beside: the CPU seconds of each
   (the process's, every DuckDB thread included) and their ratio, which a shared machine's load
   moves less, and the 1-minute load average.
+- ``maxgroups``: the engine time of veil's own statement (lowered with a fresh salt per run,
+  as ``aggregates``' engine share) for ``SELECT state, COUNT(*), SUM(income) … GROUP BY
+  state`` on the shared benchmark table (``--maxgroups-rows``, 1 M by default; the 50 states
+  as public keys, income in [0, 1e6]), run on plain DuckDB at ``max_groups`` = 2, 3, 5 against
+  the same statement at ``max_groups`` = 1 (``max_rows_per_group`` 1, and 3 against 1 at 3),
+  interleaved (and ``max_rows_per_group`` = 3 against 1 at ``max_groups`` = 1, no target); then
+  at ``max_groups`` = 3 with unknown keys (partition selection). Every user
+  of that table lives in one state, so there the group bound never binds and costs only its
+  ranking; the same cases then run on a view of the table in which each row's state is drawn
+  from a hash of (user, income) — a user's 1–10 rows in as many states, nearly one row per
+  (user, state), the bound binding for most users. Target: ``max_groups`` = 3 ≤ 2×
+  ``max_groups`` = 1 (issue 15). CPU seconds and the load average beside, as ``quantiles``.
 """
 
 from __future__ import annotations
@@ -511,12 +523,98 @@ def quantiles(repeat: int, rows: int = 10_000_000) -> None:
     con.close()
 
 
+MAXGROUPS = (  # (max_groups, max_rows_per_group) against (the same) with max_groups = 1
+    ((3, 1), (1, 1)),
+    ((2, 1), (1, 1)),
+    ((5, 1), (1, 1)),
+    ((3, 3), (1, 3)),
+    ((1, 3), (1, 1)),  # no target: rows per group, not groups
+)
+
+
+def maxgroups(repeat: int, rows: int = 1_000_000) -> None:
+    import logging
+
+    import duckdb
+
+    import _data
+    from veil.compile import dialect, lower, to_sql
+    from veil.plan.tree import aggregate_of
+
+    logging.getLogger("veil").setLevel(logging.ERROR)
+    path = _data.ensure_table(rows)
+    print(
+        f"== max_groups: veil's statement on plain DuckDB, {rows:,} rows, against max_groups = 1 "
+        f"(median of {repeat} interleaved runs)"
+    )
+    session = Session.local(
+        tables={"people": str(path)}, connection=duckdb.connect(), privacy_unit="user_id",
+        budget=Budget(epsilon=10**6, delta=Fraction(1, 10**6)), analyst="bench",
+        ledger="sqlite://",
+    )  # fmt: skip
+    sql = "SELECT state, COUNT(*) AS n, SUM(income) AS total FROM people GROUP BY state"
+    states = "[" + ", ".join(f"'{s}'" for s in _data.STATES) + "]"
+    shapes = (
+        ("one state per user", f"SELECT * FROM read_parquet('{path}')"),
+        (
+            "a state per row",
+            f"SELECT user_id, list_extract({states}, 1 + CAST(hash(user_id, income) % 50 AS "
+            f"INTEGER)) AS state, age, income FROM read_parquet('{path}')",
+        ),
+    )
+    for shape, view in shapes:
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW people AS {view}")
+        pairs = con.sql("SELECT count(*) FROM (SELECT DISTINCT user_id, state FROM people)")
+        print(f"-- {shape}: {(pairs.fetchall()[0][0] or 0) / rows:.2f} (user, state) per row")
+
+        def statement(g: int, r: int, public: bool = True, con: Any = con) -> Job:
+            options: dict[str, Any] = {
+                "bounds": {"income": _data.INCOME_BOUNDS},
+                "max_groups": g,
+                "max_rows_per_group": r,
+            }
+            if public:
+                options["domains"] = {"state": list(_data.STATES)}
+            else:
+                options["delta"] = 1e-6  # partition selection
+            explained = session.explain(sql, epsilon=1, **options)
+            agg = aggregate_of(explained.plan)  # type: ignore[arg-type]
+
+            def run() -> object:
+                salt = int.from_bytes(os.urandom(8), "little") >> 1  # fresh, as veil's
+                tree = lower(agg, dialect("duckdb"), salt=salt).main
+                return con.sql(to_sql(tree, "duckdb")).fetchall()
+
+            return run
+
+        cases = [
+            (f"G = {g}, R = {r} against G = 1, R = {r1}", statement(g, r), statement(1, r1), g)
+            for (g, r), (_, r1) in MAXGROUPS
+        ]
+        cases.append(
+            ("G = 3 against G = 1, unknown keys", statement(3, 1, False), statement(1, 1, False), 3)
+        )
+        for label, job, baseline, g in cases:
+            secs, base, cpu, cpu_base = interleaved_cpu(job, baseline, repeat)
+            ratio = secs / base
+            target = f"≤ 2×: {'met' if ratio <= 2 else 'MISSED'}" if g == 3 else "(none)"
+            print(
+                f"{label:<36} {secs * 1e3:>7.1f} ms against {base * 1e3:>7.1f} ms  ratio "
+                f"{ratio:>5.2f}×   target {target}   (CPU {cpu * 1e3:.0f} / "
+                f"{cpu_base * 1e3:.0f} ms: {cpu / cpu_base:.2f}×; load {os.getloadavg()[0]:.1f})"
+            )
+        con.close()
+    session.close()
+
+
 SECTIONS: dict[str, Callable[..., None]] = {
     "scalar": scalar,
     "aggregates": aggregates,
     "small": small,
     "groups": groups,
     "quantiles": quantiles,
+    "maxgroups": maxgroups,
 }
 
 
@@ -530,12 +628,18 @@ def main() -> None:
         "--rows", type=lambda s: int(s.replace("_", "")), default=10_000_000,
         help="rows of the quantiles section's table",
     )  # fmt: skip
+    parser.add_argument(
+        "--maxgroups-rows", type=lambda s: int(s.replace("_", "")), default=1_000_000,
+        help="rows of the maxgroups section's table",
+    )  # fmt: skip
     args = parser.parse_args()
     for name in args.only or list(SECTIONS):
         if name == "quantiles":
             quantiles(args.repeat, args.rows)
         elif name == "groups":
             groups(args.repeat, args.group_rows, args.public_keys)
+        elif name == "maxgroups":
+            maxgroups(args.repeat, args.maxgroups_rows)
         else:
             SECTIONS[name](args.repeat)
 

@@ -64,22 +64,31 @@ def test_one_row_per_unit_lowers_to_a_single_row_number_window() -> None:
 def test_general_limits_rank_rows_per_group_and_groups_per_unit() -> None:
     agg = compiled(keys=(GroupKey("state"), GroupKey("age")), contribution=Contribution(2, 3))
     sql = to_sql(lower(agg, dialect("duckdb"), salt=7).main, "duckdb")
-    assert (
-        'ROW_NUMBER() OVER (PARTITION BY "__unit", "__k0", "__k1" '
-        'ORDER BY HASH(7, HASH(7, "__unit", "__k0", "__k1")))' in sql
+    # each unit's first 3 rows per group, then its first 2 groups among those rows: DENSE_RANK
+    # gives a group's rows one rank (no DISTINCT pairs, no join back)
+    assert sql.startswith(
+        'WITH __rows AS (SELECT "user_id" AS "__unit", "state" AS "__k0", "age" AS "__k1" '
+        'FROM "people"), __bounded AS (SELECT * FROM (SELECT *, DENSE_RANK() OVER (PARTITION '
+        'BY "__unit" ORDER BY HASH(7, HASH(7, "__unit", "__k0", "__k1")), "__k0", "__k1") AS '
+        '"__gr" FROM (SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "__unit", '
+        '"__k0", "__k1" ORDER BY HASH(7, HASH(7, "__unit", "__k0", "__k1"))) AS "__rn" FROM '
+        '__rows) AS __ranked WHERE "__rn" <= 3) AS __group_rows) AS __groups_ranked '
+        'WHERE "__gr" <= 2) '
     )
-    # the groups are ranked on the distinct (unit, group) pairs, then the rows joined back
+    assert "JOIN" not in sql
+
+
+def test_one_row_per_group_ranks_the_groups_by_row_number() -> None:
+    agg = compiled(keys=(GroupKey("state"), GroupKey("age")), contribution=Contribution(2, 1))
+    sql = to_sql(lower(agg, dialect("duckdb"), salt=7).main, "duckdb")
+    # one row per (unit, group) after the row bound: the rows' ROW_NUMBER is the groups' rank
     assert (
-        'ROW_NUMBER() OVER (PARTITION BY "__unit" ORDER BY '
-        'HASH(7, HASH(7, "__unit", "__k0", "__k1")), "__k0", "__k1") AS "__gr" '
-        'FROM (SELECT DISTINCT "__unit", "__k0", "__k1" FROM __rows) AS __pairs' in sql
-    )
-    assert 'WHERE "__gr" <= 2' in sql
-    assert (
-        'ON "__r"."__unit" = "__g"."__unit" AND "__r"."__k0" IS NOT DISTINCT FROM "__g"."__k0" '
-        'AND "__r"."__k1" IS NOT DISTINCT FROM "__g"."__k1"' in sql
-    )
-    assert 'WHERE "__rn" <= 3' in sql
+        'SELECT *, ROW_NUMBER() OVER (PARTITION BY "__unit" ORDER BY HASH(7, HASH(7, "__unit", '
+        '"__k0", "__k1")), "__k0", "__k1") AS "__gr" FROM (SELECT * FROM (SELECT *, '
+        'ROW_NUMBER() OVER (PARTITION BY "__unit", "__k0", "__k1" ORDER BY HASH(7, HASH(7, '
+        '"__unit", "__k0", "__k1"))) AS "__rn" FROM __rows) AS __ranked WHERE "__rn" <= 1)'
+    ) in sql
+    assert "DENSE_RANK" not in sql
 
 
 def test_no_group_rank_when_a_unit_cannot_exceed_max_groups_anyway() -> None:

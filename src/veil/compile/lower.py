@@ -6,14 +6,14 @@ The main statement computes, per group, every exact integer statistic the measur
       SELECT unit AS __unit, key AS __k0, CAST(col AS DOUBLE) AS __x0 FROM t WHERE …),
     __bounded AS (              -- at most max_rows_per_group rows per (unit, group) and at most
       SELECT * FROM (           -- max_groups groups per unit, in a keyed-hash order
-        SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit, __k0 ORDER BY HASH(salt, …)) AS __rn
-        FROM (SELECT __r.* FROM __rows __r JOIN (       -- the unit's first G groups: its
-          SELECT __unit, __k0 FROM (                    -- distinct (unit, group) pairs ranked
-            SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit
-                        ORDER BY HASH(salt, __unit, __k0), __k0) AS __gr
-            FROM (SELECT DISTINCT __unit, __k0 FROM __rows)) WHERE __gr <= G) __g
-          ON __r.__unit = __g.__unit AND __r.__k0 IS NOT DISTINCT FROM __g.__k0))
-      WHERE __rn <= R)
+        SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit     -- the unit's first G groups,
+                    ORDER BY HASH(salt, __unit, __k0), __k0) -- ranked among the rows kept
+                  AS __gr                                    -- per group (DENSE_RANK if R > 1)
+        FROM (SELECT * FROM (
+                SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit, __k0
+                            ORDER BY HASH(salt, …)) AS __rn FROM __rows)
+              WHERE __rn <= R))
+      WHERE __gr <= G)
                                 -- with max_rows T < G·R, then the first T of those per unit:
                                 -- ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY HASH(…)) <= T
     SELECT __k0, COUNT(*) AS __n, SUM(<clamped fixed-point integer>) AS __m1, …
@@ -35,8 +35,17 @@ Totality (DESIGN §1: whether the statement fails must not depend on one person'
 The keyed hash covers the secret per-query salt, the unit and every column
 the aggregation uses, so the order depends only on the unit's own rows and ties are only
 between rows that contribute identically. The group rank breaks hash ties by the keys, so
-distinct groups never share a rank (a ROW_NUMBER over the distinct pairs is the DENSE_RANK of
-their rows: one sort of the pairs instead of a second sort of every row). Quantile
+distinct groups never share a rank. It ranks the rows the row bound kept, not every row: each
+group keeps its first row, so those rows hold all of the unit's groups, and no row is joined
+back (the form before ranked the distinct (unit, group) pairs and joined every row to the kept
+ones, which also dropped the rows of a NULL unit). DuckDB runs ``__rn <= 1`` as a hash
+aggregation (``arg_min``), so with R = 1 the group rank sorts one row per (unit, group): on the
+1 M-row benchmark table (one state per user) ``max_groups = 3`` costs 1.1–1.2× the engine time
+of ``max_groups = 1`` (before, 2.2–2.4×). Where nearly every row is a (unit, group) of its own,
+3.1–3.7× (before 3.6–4.2×), and ``max_rows_per_group = 3`` costs more than before there
+(3.4–4.2× the R = 1 statement, before 2.8–3.2×): nearly every row is ranked twice. One sort of
+every row by (group hash, keys, row hash) would cost 2.1–2.4× on such data but 2.6–3.2× on the
+benchmark table. PostgreSQL and Spark gain on both kinds of data. Quantile
 measurements add one statement each: row counts per (group, bucket) over the same bounded rows
 (same salt, same order, hence the same rows). What the Session runs is ``together``: the main
 statement and every quantile's (group, bucket) counts in one statement, one scan of the
@@ -669,26 +678,27 @@ class _Lowering:
         # per-group row (group) bound redundant: T rows are at most T in a group (T groups)
         total = t is not None and not one and t < min(g, self._possible_groups()) * r
         row_hash = self._hash(["__unit", *self.keys, *self.x.values(), *self.candidates.values()])
-        windows: list[exp.Expr] = []
-        cond: list[exp.Expr] = []
         part = [_col("__unit")] if one else [_col("__unit"), *(_col(k) for k in self.keys)]
         rn = exp.Window(
             this=exp.RowNumber(),
             partition_by=part,
             order=exp.Order(expressions=[exp.Ordered(this=row_hash)]),
         )
-        windows.append(_as(rn, "__rn"))  # also what count_units reads
-        if not (total and t is not None and r >= t):
-            cond.append(exp.LTE(this=_col("__rn"), expression=_rank_limit(r)))
-        source: exp.Expr = exp.Table(this=exp.to_identifier("__rows"))
-        if not one and self.keys and g < self._possible_groups() and not (total and g >= (t or 0)):
-            source = self._in_first_groups(g)
-        inner = exp.select(exp.Star(), *windows, copy=False).from_(source, copy=False)
-        kept = exp.select(exp.Star(), copy=False).from_(
-            inner.subquery("__ranked", copy=False), copy=False
+        ranked = exp.select(exp.Star(), _as(rn, "__rn"), copy=False).from_(
+            exp.Table(this=exp.to_identifier("__rows")), copy=False
         )
-        if cond:
-            kept = kept.where(_and(cond), copy=False)
+        kept = exp.select(exp.Star(), copy=False).from_(
+            ranked.subquery("__ranked", copy=False), copy=False
+        )
+        per_group = not (total and t is not None and r >= t)
+        if per_group:
+            kept = kept.where(exp.LTE(this=_col("__rn"), expression=_rank_limit(r)), copy=False)
+        # rows: (__unit, __k…, __x…, __rn) — with G = R = 1 each unit's first row, otherwise its
+        # first R rows (every row when R ≥ T binds) of each group it is in; __rn, the row's rank
+        # in its group, is also what count_units reads
+        if not one and self.keys and g < self._possible_groups() and not (total and g >= (t or 0)):
+            kept = self._in_first_groups(kept, g, single=per_group and r == 1)
+            # rows: of those, the rows of each unit's first G groups
         if not total or t is None:
             return kept
         # then at most T of the kept rows per unit, the first T in the same keyed-hash order (a
@@ -711,46 +721,35 @@ class _Lowering:
             .where(within, copy=False)
         )
 
-    def _in_first_groups(self, g: int) -> exp.Expr:
-        """The rows of each unit's first ``g`` groups in the keyed-hash order of its (unit,
-        group) pairs (ties by the keys): the distinct pairs are ranked — ``ROW_NUMBER`` over
-        distinct pairs is the ``DENSE_RANK`` of their rows — and the rows joined back to the
-        kept pairs, on the unit and, null-safe, every key (a NULL group is a group). Ranking
-        the pairs instead of every row is one sort of the pairs, not a second sort of the rows:
-        2.3× faster than the rank over rows at 1 M rows, the same rows kept."""
-        keys = [_col(k) for k in self.keys]
+    def _in_first_groups(self, kept: exp.Select, g: int, single: bool) -> exp.Select:
+        """Of the rows ``kept`` (each unit's first rows of every group it is in), those of the
+        unit's first ``g`` groups in the keyed-hash order of its (unit, group) pairs, ties
+        broken by the keys. Every group of a unit keeps its first row, so ranking the kept rows
+        ranks all of the unit's groups: ``DENSE_RANK`` gives the rows of a group its rank, as
+        they are peers (one hash, equal keys — NULL keys are peers in an ``ORDER BY``) and
+        distinct groups never are (their keys differ); with one row per (unit, group)
+        (``single``: the row bound R = 1 applied) it is ``ROW_NUMBER``. A NULL unit is one
+        partition, hence one unit, as in the row bound.
+
+        One window over at most R rows per (unit, group), after the row bound (which DuckDB
+        runs as a hash aggregation), instead of ranking the distinct (unit, group) pairs and
+        joining every row back to the kept pairs: no row is joined, and where units have several
+        rows per group few rows are ranked (``tests/system/test_max_groups.py`` checks the rows
+        kept against the definition, hash ties between groups included)."""
         group_hash = self._hash(["__unit", *self.keys])
-        order = [exp.Ordered(this=group_hash), *(exp.Ordered(this=k.copy()) for k in keys)]
-        distinct = (
-            exp.select(_col("__unit"), *keys, copy=False)
-            .distinct(copy=False)
-            .from_(exp.Table(this=exp.to_identifier("__rows")), copy=False)
-        )
+        order = [exp.Ordered(this=group_hash), *(exp.Ordered(this=_col(k)) for k in self.keys)]
+        rank = exp.RowNumber() if single else exp.Anonymous(this="DENSE_RANK", expressions=[])
         gr = exp.Window(
-            this=exp.RowNumber(), partition_by=[_col("__unit")], order=exp.Order(expressions=order)
+            this=rank, partition_by=[_col("__unit")], order=exp.Order(expressions=order)
         )
         ranked = exp.select(exp.Star(), _as(gr, "__gr"), copy=False).from_(
-            distinct.subquery("__pairs", copy=False), copy=False
+            kept.subquery("__group_rows", copy=False), copy=False
         )
-        kept = (
-            exp.select(_col("__unit"), *(_col(k) for k in self.keys), copy=False)
-            .from_(ranked.subquery("__ranked_pairs", copy=False), copy=False)
+        return (
+            exp.select(exp.Star(), copy=False)
+            .from_(ranked.subquery("__groups_ranked", copy=False), copy=False)
             .where(exp.LTE(this=_col("__gr"), expression=_rank_limit(g)), copy=False)
         )
-        on: list[exp.Expr] = [exp.EQ(this=_col("__unit", "__r"), expression=_col("__unit", "__g"))]
-        on += [exp.NullSafeEQ(this=_col(k, "__r"), expression=_col(k, "__g")) for k in self.keys]
-        joined = (
-            exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__r")), copy=False)
-            .from_(
-                exp.Table(
-                    this=exp.to_identifier("__rows"),
-                    alias=exp.TableAlias(this=exp.to_identifier("__r")),
-                ),
-                copy=False,
-            )
-            .join(kept.subquery("__g", copy=False), on=_and(on), join_type="inner", copy=False)
-        )
-        return joined.subquery("__in_groups", copy=False)
 
     def _possible_groups(self) -> int | float:
         n = 1
