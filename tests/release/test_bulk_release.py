@@ -29,7 +29,7 @@ from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, S
 from veil.plan.canonical import measurement_fingerprint
 from veil.release.draw import Measured, finish, measure
 from veil.release.exact import ExactStats, _integer, exact_stats
-from veil.release.measured import FORMAT, PRODUCT_FORMAT
+from veil.release.measured import FORMAT, PACKED_FORMAT, PRODUCT_FORMAT
 
 TABLE = Scan(
     "t",
@@ -603,4 +603,5 @@ def test_a_product_form_that_does_not_fit_its_rows_is_not_served() -> None:
     assert Measured.from_json(form | {"keys": {"product": [2, 3]}}) is not None
     for shape in ([2, 2], [6, 0], []):
         assert Measured.from_json(form | {"keys": {"product": shape}}) is None
-    assert Measured.from_json(form | {"veil_measured": 4, "keys": {"product": [2, 3]}}) is None
+    unknown = {"veil_measured": PACKED_FORMAT + 1}  # a form no release has written yet
+    assert Measured.from_json(form | unknown | {"keys": {"product": [2, 3]}}) is None
