@@ -247,3 +247,17 @@ def test_bounds_pairs_that_compare_equal_are_the_same_bounds_and_booleans_are_re
         assert floats.fingerprint == ints.fingerprint
         with pytest.raises(InvalidArgumentError, match="must be a number"):
             s.sql(sql, epsilon=1, bounds={"x": (False, True)})
+
+
+def test_domains_of_mixed_types_get_their_own_plans_and_the_same_inputs_reuse_one() -> None:
+    table = pa.table({"x": [1.0, 2.5, 0.0], "u": [1, 2, 3]})
+    sql = "SELECT x, COUNT(*) AS n FROM t GROUP BY x"
+    with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+        domains = ([1, 2.5], [1.0, 2.5], [True, 2.5], [2.5, 1], [0.0, 2], [-0.0, 2])
+        plans = [s.plan(sql, domains={"x": d}) for d in domains]
+        for d, p in zip(domains, plans, strict=True):
+            held = aggregate_of(p).keys[0].domain
+            assert held is not None
+            assert [(type(v), repr(v)) for v in held] == [(type(v), repr(v)) for v in d]
+            assert s.plan(sql, domains={"x": list(d)}) is p  # the same values: reused
+        assert len({id(p) for p in plans}) == len(domains)

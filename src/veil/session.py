@@ -110,14 +110,17 @@ _MEMO_LOCK = threading.Lock()
 
 def _exact_values(values: Any) -> tuple[object, ...]:
     """A declared domain as part of a memo key that tells apart what compares equal: each
-    value's type (``1``, ``True``, ``1.0``) and where a float zero is negative (``-0.0``)."""
+    value's type (``1``, ``True``, ``1.0``) and where a float zero is negative (``-0.0``).
+    The types are written once when every value has the same one (a type, never equal to a
+    tuple of them), else value by value."""
     vs = tuple(values)
-    types = tuple(map(type, vs))
+    kinds = set(map(type, vs))
+    types: object = next(iter(kinds)) if len(kinds) == 1 else tuple(map(type, vs))
     negative = (
         tuple(
             i for i, v in enumerate(vs) if type(v) is float and v == 0 and math.copysign(1, v) < 0
         )
-        if float in types
+        if float in kinds
         else ()
     )
     return types, vs, negative

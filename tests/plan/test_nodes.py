@@ -172,3 +172,66 @@ def test_aggregate_of_finds_the_aggregate_and_replace_rebuilds_the_chain() -> No
 def test_plans_without_aggregation_are_refused_when_compiled() -> None:
     with pytest.raises(UnsupportedQueryError, match="exactly one aggregation"):
         aggregate_of(PEOPLE)
+
+
+# ── hashes (a plan is a memo key on every query) ─────────────────────────────────────────────
+
+
+_UNIT_KEY = GroupKey("u", edges=(0, 1, 2), per_unit=True, within=("a",))
+_MODE = AggregateCall("m", "mode", "a", domain=("x", "y"))
+_ONE_FIELD_APART = [
+    ("column", GroupKey("a", domain=(1, 2)), GroupKey("b", domain=(1, 2), alias="a")),
+    ("domain", GroupKey("a", domain=(1, 2)), GroupKey("a", domain=(1, 3))),
+    ("edges", GroupKey("a", edges=(0, 1)), GroupKey("a", edges=(0, 2))),
+    ("alias", GroupKey("a", domain=(1, 2)), GroupKey("a", domain=(1, 2), alias="c")),
+    ("per_unit", GroupKey("u", edges=(0, 1)), GroupKey("u", edges=(0, 1), per_unit=True)),
+    ("within", _UNIT_KEY, GroupKey("u", edges=(0, 1, 2), per_unit=True, within=("b",))),
+    ("distinct", _UNIT_KEY, GroupKey("u", edges=(0, 1, 2), per_unit=True, within=("a",),
+                                     distinct=True)),
+    ("alias", _MODE, AggregateCall("n", "mode", "a", domain=("x", "y"))),
+    ("function", AggregateCall("q", "min", "a"), AggregateCall("q", "max", "a")),
+    ("column", _MODE, AggregateCall("m", "mode", "b", domain=("x", "y"))),
+    ("quantile", AggregateCall("q", "quantile", "a", quantile=Fraction(1, 2)),
+     AggregateCall("q", "quantile", "a", quantile=Fraction(1, 4))),
+    ("weight", _MODE, AggregateCall("m", "mode", "a", domain=("x", "y"), weight=Fraction(2))),
+    ("domain", _MODE, AggregateCall("m", "mode", "a", domain=("x", "z"))),
+    ("top", AggregateCall("t", "top_k", "a", top=(1, 2)),
+     AggregateCall("t", "top_k", "a", top=(2, 2))),
+    ("weights", AggregateCall("w", "wsum", "a", weights="w"),
+     AggregateCall("w", "wsum", "a", weights="v")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "node", "other"), _ONE_FIELD_APART)
+def test_a_key_or_call_hashes_every_field(name: str, node: object, other: object) -> None:
+    import dataclasses
+
+    apart = [
+        f.name
+        for f in dataclasses.fields(node)  # type: ignore[arg-type]
+        if getattr(node, f.name) != getattr(other, f.name)
+    ]
+    assert apart == [name]
+    assert other != node
+    assert hash(other) != hash(node)
+
+
+def test_every_field_of_a_key_and_a_call_has_a_hash_case() -> None:
+    import dataclasses
+
+    for node in (GroupKey, AggregateCall):
+        cases = {name for name, n, _ in _ONE_FIELD_APART if type(n) is node}
+        # a new field: add it to the node's __hash__ and a case here
+        assert cases == {f.name for f in dataclasses.fields(node)}
+
+
+def test_keys_whose_domains_compare_equal_hash_equal_and_a_domain_hashes_once() -> None:
+    ints, bools = GroupKey("a", domain=(1, 0)), GroupKey("a", domain=(True, False))
+    assert ints == bools  # == conflates them: the memos add the domains' digests
+    assert hash(ints) == hash(bools)
+    big = tuple(range(10**5))
+    key = GroupKey("a", domain=big)
+    assert hash(key) == hash(GroupKey("a", domain=tuple(big)))
+    assert hash(key) == hash(
+        ("a", hash(big), None, "a", False, (), False)
+    )  # the domain's hash, not the domain

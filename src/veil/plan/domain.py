@@ -13,52 +13,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from collections.abc import Callable
-from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from veil.plan.memo import MEMO_SIZE, ByIdentity
 from veil.plan.nodes import KeyValue
 
 __all__ = ["MEMO_SIZE", "domain_digest", "domain_json", "int64_values"]
 
 Domain = tuple[KeyValue, ...]
-T = TypeVar("T")
-
-MEMO_SIZE = 8
-"""How many domains each memo remembers (the most recently used)."""
 
 _TEXT = pa.large_string()
 _ESCAPED = r'[\x00-\x1f"\\]'
 """What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: a string without these is
 written as itself between double quotes."""
-
-
-class _ByIdentity(Generic[T]):
-    """A small memo of ``compute(domain)`` keyed by the domain object's identity (the object is
-    kept, so its id is not reused while remembered)."""
-
-    def __init__(self, compute: Callable[[Domain], T]) -> None:
-        self._compute = compute
-        self._lock = threading.Lock()
-        self._found: dict[int, tuple[Domain, T]] = {}
-
-    def __call__(self, domain: Domain) -> T:
-        with self._lock:
-            hit = self._found.pop(id(domain), None)
-            if hit is not None and hit[0] is domain:
-                self._found[id(domain)] = hit  # most recent last
-                return hit[1]
-        value = self._compute(domain)
-        with self._lock:
-            self._found[id(domain)] = (domain, value)
-            while len(self._found) > MEMO_SIZE:
-                del self._found[next(iter(self._found))]
-        return value
 
 
 def _int64_values(domain: Domain) -> NDArray[np.int64] | None:
@@ -70,7 +41,7 @@ def _int64_values(domain: Domain) -> NDArray[np.int64] | None:
         return None
 
 
-int64_values = _ByIdentity(_int64_values)
+int64_values = ByIdentity(_int64_values)
 """``domain`` as an int64 array when every value is an ``int`` (not a bool) within 64 bits,
 else None (remembered per domain object)."""
 
@@ -108,7 +79,7 @@ def _domain_json(domain: Domain) -> bytes:
     return json.dumps(typed, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-domain_json = _ByIdentity(_domain_json)
+domain_json = ByIdentity(_domain_json)
 """The UTF-8 text ``json.dumps([[type(v).__name__, v] for v in domain], separators=(",", ":"),
 ensure_ascii=False)``, byte for byte: a domain of 64-bit ints or of strings JSON writes as
 they are is written by Arrow a column at a time, any other value by value (remembered per
@@ -119,7 +90,7 @@ def _domain_digest(domain: Domain) -> bytes:
     return hashlib.sha256(domain_json(domain)).digest()
 
 
-domain_digest = _ByIdentity(_domain_digest)
+domain_digest = ByIdentity(_domain_digest)
 """The SHA-256 of :func:`domain_json`: equal for two domains exactly when they hold the same
 values of the same types in the same order (``1``, ``True`` and ``1.0`` apart, ``0.0`` and
 ``-0.0`` apart, as the fingerprints tell them) — a memo key where ``==`` on the tuples would

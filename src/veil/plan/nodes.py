@@ -39,6 +39,7 @@ from veil.errors import (
     UnsupportedQueryError,
 )
 from veil.noise.families import MECHANISMS, Mechanism
+from veil.plan.memo import ByIdentity
 from veil.plan.weighting import check_weights, product_name
 
 if TYPE_CHECKING:
@@ -118,6 +119,15 @@ def declare_hint(
         f"declare its type: schema={{{table!r}: {{{column!r}: 'DOUBLE'}}}} in Python, "
         f"--column {column}:DOUBLE in the CLI"
     )
+
+
+def _hash_of(values: tuple[KeyValue, ...] | None) -> int:
+    return hash(values)
+
+
+_domain_hash = ByIdentity(_hash_of)
+"""The hash of a public domain (a tuple, or None), remembered by the tuple's identity: hashing
+a million values takes milliseconds, and a domain's tuple never changes."""
 
 
 def _set(obj: object, name: str, value: object) -> None:
@@ -321,6 +331,14 @@ class GroupKey:
                 f"a per-unit key of {self.column!r} bins the rows per unit: it needs edges"
             )
 
+    def __hash__(self) -> int:
+        """The hash of the fields, the domain's remembered by its identity
+        (:data:`_domain_hash`): a plan is hashed as a memo key on every query."""
+        return hash(
+            (self.column, _domain_hash(self.domain), self.edges, self.alias, self.per_unit,
+             self.within, self.distinct)
+        )  # fmt: skip
+
     @property
     def is_public(self) -> bool:
         """True when the released key set does not depend on the data."""
@@ -433,6 +451,14 @@ class AggregateCall:
                     f"budget weight of {self.alias!r} must be > 0, got {float(w):g}"
                 )
             _set(self, "weight", w)
+
+    def __hash__(self) -> int:
+        """The hash of the fields, the domain's remembered by its identity (as
+        :meth:`GroupKey.__hash__`)."""
+        return hash(
+            (self.alias, self.function, self.column, self.quantile, self.weight,
+             _domain_hash(self.domain), self.top, self.weights)
+        )  # fmt: skip
 
     @property
     def kind(self) -> AggregateKind:
