@@ -145,6 +145,17 @@ class Statements:
         self.insert_alert_event = sql(
             "INSERT INTO veil_events (budget_id, at, event, detail) VALUES (?, ?, 'alert', ?)"
         )
+        # delivery: the undelivered alerts (of one budget, or all) claimed in one statement
+        # (a row another process claimed first is no longer notified = 0: each goes once)
+        claim = (
+            "UPDATE veil_alerts SET notified = 1 WHERE notified = 0{} "
+            "RETURNING id, budget_id, threshold, used, at"
+        )
+        self.claim_alerts = sql(claim.format(" AND budget_id = ?"))
+        self.claim_every_alert = sql(claim.format(""))
+        self.alerted_budget = sql(
+            "SELECT analyst, dataset, kind, epsilon, delta, rho FROM veil_budgets WHERE id = ?"
+        )
         self.insert_hit = sql(
             "INSERT INTO veil_events (budget_id, at, event, fingerprint, data_version, "
             "answer_id, detail, loss_kind, epsilon, delta, rho) "

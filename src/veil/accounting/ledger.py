@@ -1162,33 +1162,33 @@ class Ledger:
 
     def _deliver(self, *, budget_id: int | None) -> None:
         """Claim undelivered alerts (each exactly once across processes) and fire them."""
-        query = select(alerts, budgets.c.analyst, budgets.c.dataset).join(
-            budgets, budgets.c.id == alerts.c.budget_id
-        )
-        query = query.where(alerts.c.notified == 0)
-        if budget_id is not None:
-            query = query.where(alerts.c.budget_id == budget_id)
-        with self._tx() as conn:
-            pending = conn.execute(query.order_by(alerts.c.id)).all()
-            claimed = []
-            for a in pending:
-                done = conn.execute(
-                    update(alerts)
-                    .where(alerts.c.id == a.id, alerts.c.notified == 0)
-                    .values(notified=1)
-                )
-                if done.rowcount == 1:
-                    b = conn.execute(select(budgets).where(budgets.c.id == a.budget_id)).one()
-                    claimed.append(
-                        Alert(
-                            a.analyst,
-                            a.dataset,
-                            Fraction(a.threshold),
-                            Fraction(a.used),
-                            self._granted(b),
-                            datetime.fromisoformat(a.at),
-                        )
+        sql = self._sql
+
+        def claim(cur: Any) -> list[Alert]:
+            if budget_id is None:
+                cur.execute(sql.claim_every_alert)
+            else:
+                cur.execute(sql.claim_alerts, (budget_id,))
+            claimed = sorted(cur.fetchall())  # rows: (id, budget_id, threshold, used, at)
+            budgets: dict[int, tuple[Any, ...]] = {}
+            for _, b_id, _, _, _ in claimed:
+                if b_id not in budgets:
+                    cur.execute(sql.alerted_budget, (b_id,))
+                    budgets[b_id] = cur.fetchone()
+            alerts = []
+            for _, b_id, threshold, used, at in claimed:
+                analyst, dataset, kind, epsilon, delta, rho = budgets[b_id]
+                granted = _granted_of(kind, epsilon, delta, rho)
+                alerts.append(
+                    Alert(
+                        analyst, dataset, Fraction(threshold), Fraction(used), granted,
+                        datetime.fromisoformat(at),
                     )
+                )  # fmt: skip
+            return alerts
+
+        with self._write() as cur:  # never batched: a group commit is for the charges
+            claimed = claim(cur)
         for alert in claimed:
             logger.warning("%s", alert)
             for callback in self._callbacks:
