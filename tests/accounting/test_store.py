@@ -28,6 +28,37 @@ def test_a_new_ledger_records_its_schema_version(sqlite_url: str) -> None:
     assert _version(sqlite_url) == store.SCHEMA_VERSION
 
 
+def _schema(conn: Connection) -> list[tuple[str, ...]]:
+    rows = conn.exec_driver_sql(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+    )
+    return [tuple(r) for r in rows]
+
+
+def test_a_new_in_memory_ledger_has_the_schema_create_all_makes(sqlite_url: str) -> None:
+    """An in-memory ledger's tables are created from statements compiled once per process,
+    without looking for them first: the same tables, indexes and version as a new file's."""
+    with Ledger(sqlite_url) as on_file, on_file._engine.connect() as conn:
+        made = _schema(conn)
+    for _ in range(2):  # the second from the statements already compiled
+        with Ledger("sqlite://") as memory:
+            with memory._engine.connect() as conn:
+                assert _schema(conn) == made
+                version = conn.exec_driver_sql("SELECT version FROM veil_schema_version").all()
+                assert [tuple(r) for r in version] == [(store.SCHEMA_VERSION,)]
+            memory.grant("alice", "people", Budget(epsilon=1))
+            assert memory.remaining("alice", "people") == Budget(epsilon=1)
+    assert any(kind == "index" for kind, *_ in made)
+    engine, memory = store.open_engine("sqlite://")
+    assert memory
+    for _ in range(2):  # a database that holds the tables already: looked for, as on a file
+        store.prepare_schema(engine, memory=True)
+        with engine.connect() as conn:
+            assert _schema(conn) == made
+            assert conn.exec_driver_sql("SELECT count(*) FROM veil_schema_version").scalar() == 1
+    engine.dispose()
+
+
 def test_opening_an_older_ledger_runs_the_missing_migrations(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -341,7 +341,7 @@ class Ledger:
         batched = group_commit and self._sqlite
         self._group = GroupCommit(self._write, (UserError, _NoBudget)) if batched else None
         try:
-            prepare_schema(self._engine)
+            prepare_schema(self._engine, memory=memory)
         except SQLAlchemyError as exc:
             self._engine.dispose()
             raise LedgerError(f"cannot open the ledger at {self.url}: {exc}") from exc

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     create_engine,
+    create_mock_engine,
     event,
     insert,
     select,
@@ -286,8 +287,35 @@ def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:
     )
 
 
-def prepare_schema(engine: Engine) -> None:
-    """Create the tables if missing and migrate an older schema to :data:`SCHEMA_VERSION`."""
+_EMPTY_SCHEMA: list[tuple[str, ...]] = []  # create_all's statements for an empty SQLite database
+
+
+def _create_statements(conn: Connection) -> tuple[str, ...]:
+    """The statements ``metadata.create_all`` issues on an empty SQLite database, compiled by
+    ``conn``'s dialect once per process (each new engine would compile them anew)."""
+    if not _EMPTY_SCHEMA:
+        elements: list[Any] = []
+        mock = create_mock_engine(
+            make_url("sqlite://"), lambda ddl, *_a, **_k: elements.append(ddl)
+        )
+        metadata.create_all(mock, checkfirst=False)
+        _EMPTY_SCHEMA.append(tuple(str(e.compile(dialect=conn.dialect)) for e in elements))
+    return _EMPTY_SCHEMA[0]
+
+
+def prepare_schema(engine: Engine, *, memory: bool = False) -> None:
+    """Create the tables if missing and migrate an older schema to :data:`SCHEMA_VERSION`.
+    ``memory``: the engine's database is in-memory SQLite (``open_engine``'s); when it holds
+    nothing yet, the tables are created without looking for each first."""
+    if memory:
+        with engine.begin() as conn:
+            if not conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar_one():
+                for statement in _create_statements(conn):
+                    conn.exec_driver_sql(statement)
+                conn.exec_driver_sql(
+                    "INSERT INTO veil_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
+                )
+                return
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # serialise concurrent first-time setups (DDL is transactional in PostgreSQL)
