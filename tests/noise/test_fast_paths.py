@@ -293,6 +293,18 @@ def test_a_plain_value_gets_the_gaussian_noise_of_its_numpy_form() -> None:
         _both(mech.gaussian, value, general, sensitivity=2**-30, epsilon=1, delta=1e-9)
 
 
+def _wide_exp_table(x: Fraction, count: int) -> tuple[list[int], list[int]]:
+    """Brackets of ``2^_PREC·exp(-x·m)`` for m = 0..count-1 by interval multiplication (the
+    recurrence the samplers' tables round, written out whole)."""
+    prec = samplers._PREC
+    base_lo, base_hi = exp_neg_bounds(x, prec)
+    lo, hi = [1 << prec], [1 << prec]
+    for _ in range(count - 1):
+        lo.append((lo[-1] * base_lo) >> prec)
+        hi.append(-((-hi[-1] * base_hi) >> prec))
+    return lo, hi
+
+
 @pytest.mark.parametrize(
     "x",
     [Fraction(1, 17), Fraction(5, 3), Fraction(7, 3_000_003), Fraction(1, 2**40), Fraction(40)],
@@ -301,7 +313,38 @@ def test_the_32_bit_tables_round_the_wide_recurrence_entry_by_entry(x: Fraction)
     # the tables a new scale builds, rounded as they are made: exactly the wide table rounded
     shift = samplers._PREC - 32
     for count in (1, 2, 257, 4097):
-        e_lo, e_hi = samplers._exp_table(x, count)
+        e_lo, e_hi = _wide_exp_table(x, count)
         lo, hi = samplers._exp_table_32(x, count)
         assert lo == [v >> shift for v in e_lo]
         assert hi == [-((-v) >> shift) for v in e_hi]
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        Fraction(1),
+        1 + Fraction(1, 4096),
+        Fraction(1, 17),
+        Fraction(5, 3),
+        Fraction(40),
+        Fraction(1, 4096),  # no entry reaches (0, 1) within 4096
+        Fraction(7, 3_000_003),
+        Fraction(1, 2**130),  # the upper bracket of 2^P·e^{-x} is 2^P or more
+    ],
+)
+def test_the_laplace_table_stops_computing_at_its_first_zero_one_entry_with_the_same_values(
+    x: Fraction,
+) -> None:
+    """Every entry after the first (0, 1) is (0, 1): the table written with them is the one
+    computed entry by entry from the wide recurrence (2^31·2e^{-xm} over 1 + e^{-x})."""
+    bits, one = 31, 1 << samplers._PREC
+    for size in (1, 40, 4096):
+        e_lo, e_hi = _wide_exp_table(x, size + 1)
+        lo, hi = [1 << bits], [1 << bits]
+        for m in range(1, size + 1):
+            a, b = samplers._scaled(2 * e_lo[m], 2 * e_hi[m], one + e_lo[1], one + e_hi[1], bits)
+            lo.append(a)
+            hi.append(b)
+        assert samplers._laplace_table(x, size, bits) == (lo, hi)
+    if x >= 1:
+        assert samplers._laplace_table(x, 4096, bits)[1][60:] == [1] * (4097 - 60)

@@ -172,21 +172,13 @@ def _fill(n: int, propose: Proposal) -> NDArray[np.int64]:
     return out
 
 
-def _exp_table(x: Fraction, count: int) -> tuple[list[int], list[int]]:
-    """Brackets of ``2^_PREC·exp(-x·m)`` for m = 0..count-1 by interval multiplication."""
-    base_lo, base_hi = exp_neg_bounds(x, _PREC)
-    lo, hi = [1 << _PREC], [1 << _PREC]
-    for _ in range(count - 1):
-        lo.append((lo[-1] * base_lo) >> _PREC)
-        hi.append(-((-hi[-1] * base_hi) >> _PREC))
-    return lo, hi
-
-
 def _exp_table_32(x: Fraction, count: int) -> tuple[list[int], list[int]]:
-    """:func:`_exp_table` rounded to 32 bits (lower brackets down, upper brackets up): the
-    same recurrence at ``_PREC`` bits, each entry rounded as it is made, so the values are
-    exactly ``[lo >> s for lo in e_lo]`` and ``[-((-hi) >> s) for hi in e_hi]`` with
-    ``s = _PREC - 32``, without a second pass over the wide entries."""
+    """Brackets of ``2^32·exp(-x·m)`` for m = 0..count-1: the brackets ``e_lo[m] ≤
+    2^_PREC·exp(-x·m) ≤ e_hi[m]`` by interval multiplication (``e_lo[m+1] = ⌊e_lo[m]·b_lo /
+    2^_PREC⌋``, ``e_hi[m+1] = ⌈e_hi[m]·b_hi / 2^_PREC⌉``, ``b`` the brackets of
+    ``2^_PREC·e^{-x}``, ``e[0] = 2^_PREC``), each entry rounded to 32 bits as it is made
+    (lower brackets down, upper brackets up): exactly ``[lo >> s for lo in e_lo]`` and
+    ``[-((-hi) >> s) for hi in e_hi]`` with ``s = _PREC - 32``."""
     base_lo, base_hi = exp_neg_bounds(x, _PREC)
     shift = _PREC - 32
     lo, neg_hi = 1 << _PREC, -(1 << _PREC)  # the upper bracket kept negated: floors round it up
@@ -382,6 +374,37 @@ def geometric(
 # ------------------------------------------------------------------------ discrete Laplace
 
 
+def _laplace_table(x: Fraction, size: int, bits: int) -> tuple[list[int], list[int]]:
+    """Brackets ``lo[m] ≤ 2^bits·S(m) ≤ hi[m]`` of the discrete Laplace magnitude's survival
+    ``S(m) = 2e^{-xm}/(1 + e^{-x})`` (``S(0) = 1``) for ``m = 0..size``: ``2^bits·2e^{-xm}``
+    over ``1 + e^{-x}``, each bracketed by :func:`_exp_table_32`'s recurrence at ``_PREC`` bits,
+    rounded outward.
+
+    Once an entry is ``(0, 1)`` every later one is, and they are written without computing
+    them (a scale near 1 reaches it within ~25 entries of a 4096-entry table). Proof: the
+    recurrence's lower brackets never increase (``e_lo[m+1] = ⌊e_lo[m]·b_lo/2^P⌋`` with
+    ``b_lo ≤ 2^P·e^{-x} < 2^P``), so a floor that reached 0 stays 0; the upper ones are
+    ``e_hi[m+1] = ⌈e_hi[m]·b_hi/2^P⌉ ≥ 1``, so every upper entry is at least 1, and they never
+    increase when ``b_hi ≤ 2^P`` — when ``b_hi > 2^P`` instead, ``e_hi[m] ≥ 2^P`` for every m,
+    every upper entry is at least ``2^bits/2 > 1`` and no entry is ``(0, 1)``."""
+    base_lo, base_hi = exp_neg_bounds(x, _PREC)
+    one = 1 << _PREC
+    den_lo, den_hi = one + base_lo, one + base_hi  # 2^P·(1 + e^{-x}), bracketed
+    lo, hi = [1 << bits], [1 << bits]
+    e_lo, e_hi = one, one
+    for m in range(1, size + 1):
+        e_lo = (e_lo * base_lo) >> _PREC
+        e_hi = -((-e_hi * base_hi) >> _PREC)
+        a, b = _scaled(2 * e_lo, 2 * e_hi, den_lo, den_hi, bits)
+        lo.append(a)
+        hi.append(b)
+        if a == 0 and b == 1:  # and so is every later entry (see above)
+            lo.extend([0] * (size - m))
+            hi.extend([1] * (size - m))
+            break
+    return lo, hi
+
+
 @lru_cache(maxsize=16)
 def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     """``|X|`` of a discrete Laplace, ``P(|X| = m) ∝ (2 - [m = 0])·e^{-x·m}``.
@@ -389,13 +412,7 @@ def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     Survival ``S(m) = 2e^{-xm}/(1 + e^{-x})`` for ``m ≥ 1``; 31 bits (the 32nd is the sign).
     """
     bits = 31
-    e_lo, e_hi = _exp_table(x, size + 1)
-    one = 1 << _PREC
-    lo, hi = [1 << bits], [1 << bits]
-    for m in range(1, size + 1):
-        a, b = _scaled(2 * e_lo[m], 2 * e_hi[m], one + e_lo[1], one + e_hi[1], bits)
-        lo.append(a)
-        hi.append(b)
+    lo, hi = _laplace_table(x, size, bits)
     xf = float(x)
     const = math.log(2.0) - math.log1p(math.exp(-xf))  # |X| ≈ (ln(2/(1+p)) − ln W)/x
     inv_x = 1.0 / xf if xf < 1e30 else 0.0
