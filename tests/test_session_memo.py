@@ -261,3 +261,47 @@ def test_domains_of_mixed_types_get_their_own_plans_and_the_same_inputs_reuse_on
             assert [(type(v), repr(v)) for v in held] == [(type(v), repr(v)) for v in d]
             assert s.plan(sql, domains={"x": list(d)}) is p  # the same values: reused
         assert len({id(p) for p in plans}) == len(domains)
+
+
+def test_a_domain_marshalled_alike_but_of_other_types_is_never_answered_with_its_plan() -> None:
+    """A plain domain's plan is remembered by its marshal bytes; marshal writes a NumPy scalar
+    (or any buffer) as bytes, so a domain of such values is remembered value by value: the
+    int64s or bytes whose bytes are those floats' are refused, not given the floats' plan."""
+    import marshal
+
+    import numpy as np
+
+    table = pa.table({"x": [1.0, 2.0], "u": [1, 2]})
+    sql = "SELECT x, COUNT(*) AS n FROM t GROUP BY x"
+    with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+        floats = [np.float64(1.0), np.float64(2.0)]
+        plan = s.plan(sql, domains={"x": floats})
+        assert s.plan(sql, domains={"x": list(floats)}) is plan  # remembered, value by value
+        plain = s.plan(sql, domains={"x": [1.0, 2.0]})
+        assert plain is not plan
+        assert s.plan(sql, domains={"x": [1.0, 2.0]}) is plain
+        as_tuple = s.plan(sql, domains={"x": (1.0, 2.0)})
+        assert aggregate_of(as_tuple).keys == aggregate_of(plain).keys
+        for alike in ([f.view(np.int64) for f in floats], [f.tobytes() for f in floats]):
+            assert marshal.dumps(alike, 2) == marshal.dumps(floats, 2)
+            with pytest.raises(InvalidArgumentError, match="must hold str/int/float/bool/None"):
+                s.plan(sql, domains={"x": alike})
+
+
+def test_a_domain_marshal_refuses_is_remembered_value_by_value() -> None:
+    """A str subclass is not written by marshal: such a domain is keyed by its values and
+    their types, its own plan (apart from the plain strings') and reused."""
+
+    class Label(str):
+        __slots__ = ()
+
+    table = pa.table({"k": ["a", "b"], "u": [1, 2]})
+    sql = "SELECT k, COUNT(*) AS n FROM t GROUP BY k"
+    with Session.local({"t": table}, budget=Budget(epsilon=10), privacy_unit="u") as s:
+        labelled = s.plan(sql, domains={"k": [Label("a"), "b"]})
+        assert s.plan(sql, domains={"k": [Label("a"), "b"]}) is labelled
+        plain = s.plan(sql, domains={"k": ["a", "b"]})
+        assert plain is not labelled
+        held = aggregate_of(labelled).keys[0].domain
+        assert held is not None
+        assert type(held[0]) is Label

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import json
+import marshal
 import math
 import os
 import threading
@@ -124,6 +125,36 @@ def _exact_values(values: Any) -> tuple[object, ...]:
         else ()
     )
     return types, vs, negative
+
+
+_PLAIN = frozenset({int, str, float, bool, type(None)})
+
+
+def _marshalled(domains: Mapping[str, Any]) -> tuple[tuple[str, bytes], ...] | None:
+    """The declared domains (lists or tuples) each written by ``marshal`` (format 2, no
+    references; one pass in C), by column; None when one is not a list or tuple, or holds a
+    value marshal refuses.
+
+    A memo key only for domains of plain values (:func:`_plain`): marshal writes each plain
+    value as a code of its exact type (``int``, ``bool``, ``float``, ``str``, ``None``) and
+    its value (a float's eight bytes, its sign included), so two lists of plain values with
+    equal bytes hold equal values of equal types in the same order. It writes other objects
+    with the buffer protocol as *bytes* (a NumPy scalar, a ``bytearray``), which no plain
+    value is written as: bytes equal to a plain list's are that plain list's."""
+    out = []
+    for c, vs in sorted(domains.items()):
+        if type(vs) not in (list, tuple):
+            return None
+        try:
+            out.append((c, marshal.dumps(vs, 2)))
+        except (ValueError, TypeError, BufferError):  # a value marshal cannot write
+            return None
+    return tuple(out)
+
+
+def _plain(values: Any) -> bool:
+    """Whether every value is of a plain type: int, str, float, bool or None exactly."""
+    return set(map(type, values)) <= _PLAIN
 
 
 def _exact_bounds(bounds: Mapping[str, ColumnBounds]) -> tuple[object, ...]:
@@ -560,29 +591,34 @@ class Session:
         declarable = self._engine_roles().declared
         # a plan is a function of the text, the schemas and these settings alone (public
         # inputs, no data): the same question again reuses it (a server's repeated queries)
-        memo = (
+        head = (
             text,
             declarable,
             tuple(schemas.items()),
             self.privacy_unit,
             _exact_bounds(merged),  # per-group labels with their types and zeros' signs
             self.contribution,
-            # each value with its type and each zero's sign (1, True and 1.0 are different
-            # keys, and so are 0.0 and -0.0), a column at a time
-            tuple((c, *_exact_values(vs)) for c, vs in sorted(keys.items())),
         )
-        found = _PLANS.get(memo)
+        # the domains: each value with its type and each zero's sign (1, True and 1.0 are
+        # different keys, and so are 0.0 and -0.0) — marshalled in one pass when a plan was
+        # remembered so (plain values only), else written value by value with their types
+        fast = _marshalled(keys)
+        found = None if fast is None else _PLANS.get((*head, fast))
         if found is None:
-            found = parse(
-                text,
-                schemas,
-                privacy_unit=self.privacy_unit,
-                bounds=list(merged.values()),
-                contribution=self.contribution,
-                domains=keys,
-                declarable=declarable,
-            )
-            _remember(_PLANS, memo, found)
+            exact = (*head, tuple((c, *_exact_values(vs)) for c, vs in sorted(keys.items())))
+            found = _PLANS.get(exact)
+            if found is None:
+                found = parse(
+                    text,
+                    schemas,
+                    privacy_unit=self.privacy_unit,
+                    bounds=list(merged.values()),
+                    contribution=self.contribution,
+                    domains=keys,
+                    declarable=declarable,
+                )
+                plain = fast is not None and all(map(_plain, keys.values()))
+                _remember(_PLANS, (*head, fast) if plain else exact, found)
         return weigh(found, self._weights(weights))
 
     def _auto_weights(self, query: str | Plan, weights: str | Literal[False] | None) -> str | None:
