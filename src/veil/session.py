@@ -1007,20 +1007,25 @@ class Session:
         # Both depend only on the measurement and the table's schema: a pair that passed
         # once passes again, and is not re-checked.
         table = _table(agg)
-        # the footers' stored types are not in the Arrow schema (a millisecond Parquet column
-        # reads as microseconds): an engine that refuses by them keys the memo by them too
         roles = self._engine_roles()
-        stored = roles.stored.unreadable_columns(table) if roles.stored is not None else frozenset()
-        checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
         # an engine that prepares binds the very statement it will run, after the cache
-        # lookup and before reserving: the check and the preparation in one bind
+        # lookup and before reserving: the check and the preparation in one bind (its own
+        # reads of the schema and the footers), so neither is read here
         preparing = roles.preparing
-        if preparing is None and checked not in _CHECKED:
-            probe = lower(agg, sql_dialect, salt=0)
-            together = () if probe.together is None else (probe.together,)
-            for tree in (probe.main, *together, *(t for _, t in probe.quantiles)):
-                self.engine.check(tree)
-            _remember(_CHECKED, checked, True)
+        if preparing is None:
+            # the footers' stored types are not in the Arrow schema (a millisecond Parquet
+            # column reads as microseconds): an engine that refuses by them keys the memo by
+            # them too
+            stored = (
+                roles.stored.unreadable_columns(table) if roles.stored is not None else frozenset()
+            )
+            checked = (self.engine.dialect, table, self.engine.schema(table), fp, stored)
+            if checked not in _CHECKED:
+                probe = lower(agg, sql_dialect, salt=0)
+                together = () if probe.together is None else (probe.together,)
+                for tree in (probe.main, *together, *(t for _, t in probe.quantiles)):
+                    self.engine.check(tree)
+                _remember(_CHECKED, checked, True)
         version = self.engine.data_version(_table(agg))
         hit = self.ledger.cached_answer(
             self.analyst, self.dataset, fingerprint=fp, data_version=version, loss=loss
