@@ -3,6 +3,7 @@ cache, history, exactness."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from fractions import Fraction
 from pathlib import Path
@@ -158,6 +159,37 @@ def test_grants_add_up_and_refuse_a_different_kind(ledger: Ledger) -> None:
     assert ledger.grant("alice", "people", Budget(epsilon=0, delta=1e-6)) == Budget(
         epsilon=1.5, delta=1e-6
     )
+
+
+def test_a_grant_that_loses_the_race_to_create_the_budget_is_added_to_it(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes granting a new budget at once: both find no row, one inserts it, the
+    other's insert breaks the unique (analyst, dataset) key and is retried as a top-up."""
+    ledger.grant("alice", "people", Budget(epsilon=1), alert_thresholds=[1])  # the winner's
+    real = ledger._sql
+    blind = copy.copy(real)  # the loser's first look, taken before the winner's commit
+    blind.budget_locked = real.budget_locked.replace("WHERE", "WHERE 1 = 0 AND", 1)
+    monkeypatch.setattr(ledger, "_sql", blind)
+    grant = ledger._grant
+    looks: list[object] = []
+
+    def racing(*args: object) -> Budget:
+        looks.append(ledger._sql)
+        try:
+            return grant(*args)  # type: ignore[arg-type]
+        finally:
+            ledger._sql = real
+
+    monkeypatch.setattr(ledger, "_grant", racing)
+    assert ledger.grant("alice", "people", Budget(epsilon=0.5)) == Budget(epsilon=1.5)
+    assert looks == [blind, real]
+    assert ledger.granted("alice", "people") == Budget(epsilon=1.5)
+    details = [r.detail for r in ledger.history("alice", "people") if r.event == "grant"]
+    assert details == [f"total {Budget(epsilon=1)!r}", f"total {Budget(epsilon=1.5)!r}"]
+    ledger.reserve("alice", "people", Budget(epsilon=1.5), fingerprint="q").commit()
+    # the winner's thresholds were kept: one alert, at 100 %
+    assert [a[2] for a in ledger.alerts() if a[:2] == ("alice", "people")] == [Fraction(1)]
 
 
 def test_budgets_are_separate_per_analyst_and_dataset(ledger: Ledger) -> None:

@@ -136,6 +136,28 @@ class Statements:
             "ON a.budget_id = b.id AND a.fingerprint = ? AND a.data_version = ? "
             "AND a.loss_key = ? WHERE b.analyst = ? AND b.dataset = ? ORDER BY a.id LIMIT 1"
         )
+        self.has_budget = sql("SELECT id FROM veil_budgets WHERE analyst = ? AND dataset = ?")
+        # a grant: the budget (locked), then a new one or its new total, and the grant event
+        self.budget_locked = sql(
+            f"SELECT {_BUDGET_COLUMNS} FROM veil_budgets b "
+            f"WHERE b.analyst = ? AND b.dataset = ?{lock}"
+        )
+        self.insert_budget = sql(
+            "INSERT INTO veil_budgets (analyst, dataset, kind, epsilon, delta, rho, "
+            "spent_epsilon, spent_delta, spent_rho, thresholds, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, '0', '0', '0', ?, ?, ?) RETURNING id"
+        )
+        # a part the total has not (ε of a zCDP grant, ρ of another) and thresholds not
+        # given: kept as they are
+        self.top_up_budget = sql(
+            "UPDATE veil_budgets SET kind = ?, delta = ?, updated_at = ?, "
+            "epsilon = COALESCE(?, epsilon), rho = COALESCE(?, rho), "
+            "thresholds = COALESCE(?, thresholds) WHERE id = ?"
+        )
+        self.insert_grant_event = sql(
+            "INSERT INTO veil_events (budget_id, at, event, detail, loss_kind, epsilon, delta, "
+            "rho) VALUES (?, ?, 'grant', ?, ?, ?, ?, ?)"
+        )
         self.charge_status = sql("SELECT status FROM veil_events WHERE id = ? AND event = 'charge'")
         self.alerts_done = sql("SELECT threshold FROM veil_alerts WHERE budget_id = ?")
         self.insert_alert = sql(

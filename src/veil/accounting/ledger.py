@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from veil.accounting import records, spending
 from veil.accounting.budget import Budget, Number, exact
@@ -72,6 +72,7 @@ __all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation", "St
 logger = logging.getLogger("veil.ledger")
 
 DEFAULT_THRESHOLDS: tuple[Fraction, ...] = (Fraction(1, 2), Fraction(4, 5), Fraction(1))
+_DEFAULT_SHARES = json.dumps([str(t) for t in DEFAULT_THRESHOLDS])  # as a budget row stores them
 
 
 def _name(value: object, what: str) -> str:
@@ -267,6 +268,12 @@ def _granted_of(kind: str, epsilon: str | None, delta: str, rho: str | None) -> 
     return records.loss_from(kind, epsilon, delta, rho)
 
 
+def _granted_values(total: Budget) -> tuple[str, str | None, str, str | None]:
+    """A granted total as the budget row's (kind, epsilon, delta, rho) text columns."""
+    loss = records.loss_columns(total)
+    return total.kind, loss["epsilon"], str(total.delta), loss["rho"]
+
+
 @functools.lru_cache(maxsize=4096)
 def _fraction(text: str) -> Fraction:
     return Fraction(text)
@@ -337,6 +344,9 @@ class Ledger:
         self._keep_writer = self._sqlite and not memory  # see _write
         self._writer: Any = None
         self._driver_error: type[BaseException] = self._engine.dialect.loaded_dbapi.Error
+        self._integrity_error: type[BaseException] = (
+            self._engine.dialect.loaded_dbapi.IntegrityError
+        )
         # SQLite only: see the class's docstring
         batched = group_commit and self._sqlite
         self._group = GroupCommit(self._write, (UserError, _NoBudget)) if batched else None
@@ -555,7 +565,7 @@ class Ledger:
                 return self._grant(analyst, dataset, budget, thresholds)
             except LedgerError as exc:
                 # two processes creating the same grant: the loser retries as a top-up
-                if attempt or not isinstance(exc.__cause__, IntegrityError):
+                if attempt or not isinstance(exc.__cause__, self._integrity_error):
                     raise
         raise InternalError("grant retry fell through")  # pragma: no cover
 
@@ -563,30 +573,22 @@ class Ledger:
         self, analyst: str, dataset: str, budget: Budget, thresholds: list[Fraction] | None
     ) -> Budget:
         now = records.now()
-        with self._tx() as conn:
-            row = self._find_budget(conn, analyst, dataset)
-            if row is None:
+        sql = self._sql
+        given = None if thresholds is None else json.dumps([str(t) for t in thresholds])
+
+        with self._write() as cur:
+            cur.execute(sql.budget_locked, (analyst, dataset))
+            found = cur.fetchone()
+            if found is None:
                 total = budget
-                ts = thresholds if thresholds is not None else list(DEFAULT_THRESHOLDS)
-                budget_id = records.new_id(
-                    conn.execute(
-                        insert(budgets).values(
-                            analyst=analyst,
-                            dataset=dataset,
-                            kind=total.kind,
-                            epsilon=None if total.epsilon is None else str(total.epsilon),
-                            delta=str(total.delta),
-                            rho=None if total.rho is None else str(total.rho),
-                            spent_epsilon="0",
-                            spent_delta="0",
-                            spent_rho="0",
-                            thresholds=json.dumps([str(t) for t in ts]),
-                            created_at=now,
-                            updated_at=now,
-                        )
-                    )
+                shares = given if given is not None else _DEFAULT_SHARES
+                cur.execute(
+                    sql.insert_budget,
+                    (analyst, dataset, *_granted_values(total), shares, now, now),
                 )
+                (budget_id,) = cur.fetchone()
             else:
+                row = BudgetRow(*found)
                 old = self._granted(row)
                 if (old.kind == "zcdp") != (budget.kind == "zcdp"):
                     raise LedgerError(
@@ -596,28 +598,15 @@ class Ledger:
                 total = old + budget
                 check_grant(total)  # nor may top-ups add up to δ ≥ 1/2
                 budget_id = row.id
-                values: dict[str, str] = {
-                    "kind": total.kind,
-                    "delta": str(total.delta),
-                    "updated_at": now,
-                }
-                if total.epsilon is not None:
-                    values["epsilon"] = str(total.epsilon)
-                if total.rho is not None:
-                    values["rho"] = str(total.rho)
-                if thresholds is not None:
-                    values["thresholds"] = json.dumps([str(t) for t in thresholds])
-                conn.execute(update(budgets).where(budgets.c.id == row.id).values(**values))
-            conn.execute(
-                insert(events).values(
-                    budget_id=budget_id,
-                    at=now,
-                    event="grant",
-                    detail=f"total {total!r}",
-                    **records.loss_columns(budget),
-                )
-            )
-        return total
+                kind, epsilon, delta, rho = _granted_values(total)
+                cur.execute(sql.top_up_budget, (kind, delta, now, epsilon, rho, given, row.id))
+            loss = records.loss_columns(budget)
+            cur.execute(
+                sql.insert_grant_event,
+                (budget_id, now, f"total {total!r}", loss["loss_kind"], loss["epsilon"],
+                 loss["delta"], loss["rho"]),
+            )  # fmt: skip
+            return total
 
     def grants(self) -> list[tuple[str, str]]:
         """Every (analyst, dataset) that holds a budget, sorted."""
@@ -663,14 +652,9 @@ class Ledger:
         ]  # fmt: skip
 
     def has_grant(self, analyst: str, dataset: str) -> bool:
-        """Whether ``analyst`` holds a budget on ``dataset``."""
-        with self._tx(read=True) as conn:
-            found = conn.execute(
-                select(budgets.c.id).where(
-                    budgets.c.analyst == analyst, budgets.c.dataset == dataset
-                )
-            ).first()
-        return found is not None
+        """Whether ``analyst`` holds a budget on ``dataset`` (one driver-level read: a
+        session opened with a budget asks it of each new ledger object)."""
+        return self._read_one(self._sql.has_budget, (analyst, dataset)) is not None
 
     def standing(self, analyst: str, dataset: str) -> Standing | None:
         """``analyst``'s grant on ``dataset``, what it has spent, and the dataset's catalog
