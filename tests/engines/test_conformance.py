@@ -35,6 +35,7 @@ from sqlglot import exp
 
 import veil
 from system.prenoise import Exact, exact, session_aggregate
+from veil.compile import dialect, lower, to_sql
 from veil.compile.dialect import DIALECTS
 from veil.engines.base import Engine
 from veil.errors import SchemaError, VeilError
@@ -424,3 +425,56 @@ def test_bounding_keeps_the_same_number_of_rows_and_groups_per_unit(
                         assert abs(s[m.name]) <= s["__n"] * m.limit
     finally:
         engine.close()
+
+
+ROW_LEVEL = [
+    pytest.param(
+        "SELECT g, COUNT(*), SUM(x), MEDIAN(x) FROM t GROUP BY g",
+        {"bounds": {"x": (-6, 6)}, "domains": {"g": ["a", "zz", None]}},
+        id="strings-with-null-and-a-fine-quantile",
+    ),
+    pytest.param(
+        "SELECT k, COUNT(*), AVG(x), QUANTILE(k, 0.5) AS q, MODE(k) FROM t GROUP BY k",
+        {"bounds": {"x": (-4, 4), "k": (0, 3)}, "domains": {"k": [0, 1, 2, 99]}},
+        id="integers-as-a-range-coarse-quantile-and-mode",
+    ),
+    pytest.param(
+        "SELECT g, k, COUNT(*) FROM t GROUP BY g, k",
+        {"domains": {"g": ["b", "c"]}, "delta": 1e-6},
+        id="a-public-key-beside-an-unknown-one",
+    ),
+]
+
+
+def _in_domains(table: pa.Table, domains: dict[str, list[Any]]) -> pa.Table:
+    """The rows of ``table`` whose value is listed in every declared domain (NULL if listed)."""
+    kept = [r for r in table.to_pylist() if all(r[c] in vs for c, vs in domains.items())]
+    return pa.Table.from_pylist(kept, schema=table.schema)
+
+
+@pytest.mark.parametrize("build", ENGINES)
+@pytest.mark.parametrize(("sql", "options"), ROW_LEVEL)
+def test_without_a_unit_a_domain_kept_after_grouping_gives_the_groups_of_its_rows_alone(
+    build: Build, sql: str, options: dict[str, Any], tmp_path: Path
+) -> None:
+    """With no privacy unit nothing is bounded, so the lowering keeps a declared domain after
+    the grouping (``HAVING``) instead of filtering the rows: every statistic, cell and count
+    must be those of the same query over the table holding only the domain's rows (where the
+    two forms cannot differ) — on every engine, the one statement and the separate ones."""
+    table = _people()
+    filtered = _in_domains(table, options["domains"])
+    assert 0 < filtered.num_rows < table.num_rows  # rows on both sides of the domain
+    session = veil.Session.local({"t": table}, budget=BUDGET)  # no privacy unit
+    agg = session_aggregate(session, sql, epsilon=1, **options)
+    lowered = lower(agg, dialect("duckdb"), salt=1)
+    assert "HAVING" in to_sql(lowered.main, "duckdb")  # the case takes the path under test
+    engine, reference = build(table, tmp_path).engine, build(filtered, tmp_path).engine
+    try:
+        for together in (False, True) if lowered.together is not None else (False,):
+            got = exact(engine, agg, together=together)
+            want = exact(reference, agg, together=together)
+            assert want.stats, "the reference has no group: the case tests nothing"
+            assert _stats(got) == _stats(want)
+    finally:
+        engine.close()
+        reference.close()
