@@ -12,38 +12,21 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from release.test_quantiles import measurement
 from support import SeededSource
-from veil.accounting import Budget
 from veil.errors import InternalError
 from veil.plan import Measurement
 from veil.release.quantiles import (
     RowCells,
     Runs,
+    _last_threshold,
     _per_class_unimodal,
-    _thresholds,
     choose_quantile,
     choose_quantile_rows,
     quantile_runs,
     row_runs,
     sample_runs,
 )
-
-
-def measurement(q: Fraction, eps: Fraction, limit: int, rows: int = 1) -> Measurement:
-    sens = rows * max(q, 1 - q)
-    return Measurement(
-        name="quantile(x, q)",
-        statistic="quantile",
-        mechanism="exponential",
-        budget=Budget(epsilon=eps),
-        sensitivity=sens,
-        scale=2 * sens / eps,
-        column="x",
-        centre=Fraction(0),
-        step=Fraction(1),
-        limit=limit,
-        quantile=q,
-    )
 
 
 def data(kind: str, n: int, limit: int, rng: np.random.Generator) -> np.ndarray:
@@ -57,6 +40,14 @@ def data(kind: str, n: int, limit: int, rng: np.random.Generator) -> np.ndarray:
         case _:  # lognormal, clipped at the top: a tail of rows on the last cell
             values = np.minimum(rng.lognormal(np.log(limit / 50 + 1), 1.5, n), limit - 1)
     return np.asarray(values, dtype=np.int64)
+
+
+def class_sizes(runs: Runs, m: Measurement) -> tuple[list[int], int]:
+    """Each proposal class's total length as ``sample_runs`` finds it, and the last class."""
+    cap = 64 + m.limit.bit_length()
+    found = _per_class_unimodal(runs, 1 / (runs.factor * m.scale), cap)
+    assert found is not None  # a quantile's runs (windowed or not) are unimodal
+    return found[0], cap
 
 
 QS = [Fraction(0), Fraction(1, 10), Fraction(1, 3), Fraction(1, 2), Fraction(9, 10), Fraction(1)]
@@ -88,10 +79,7 @@ def test_a_window_has_the_whole_grids_class_sizes_and_far_fewer_runs() -> None:
     m = measurement(Fraction(1, 2), Fraction(1), 1 << 32)
     rows = RowCells(data("skewed", 40_000, 1 << 32, rng))
     window, whole = row_runs(m, rows), quantile_runs(m, *rows.pair)
-    gamma, cap = 1 / (window.factor * m.scale), 64 + (1 << 32).bit_length()
-    sizes = _per_class_unimodal(window, gamma, cap)
-    assert sizes is not None
-    assert sizes[0] == _per_class_unimodal(whole, gamma, cap)[0]  # type: ignore[index]
+    assert class_sizes(window, m) == class_sizes(whole, m)
     assert window.far == (0, window.start.size - 1)
     assert window.start.size < 1_000 < 40_000 < whole.start.size
 
@@ -102,8 +90,7 @@ def test_every_candidate_outside_the_window_gets_its_exact_distance_of_at_least_
         m = measurement(q, Fraction(1, 2), 1 << 32, rows=2)
         rows = RowCells(data("uniform", 5_000, 1 << 32, rng))
         window, whole = row_runs(m, rows), quantile_runs(m, *rows.pair)
-        gamma, cap = 1 / (window.factor * m.scale), 64 + (1 << 32).bit_length()
-        threshold = int(_thresholds(gamma, cap)[1][cap - 1])
+        threshold = _last_threshold(m.scale, window.factor, m.limit)
         assert window.far
         for run in window.far:
             first, size = int(window.start[run]), int(window.length[run])
@@ -147,10 +134,7 @@ def test_a_proposal_outside_the_window_is_decided_on_its_exact_distance(end: str
     m = measurement(Fraction(1, 2), Fraction(1), 1 << 32)
     rows = RowCells(data("narrow", 5_000, 1 << 32, rng))
     window, whole = row_runs(m, rows), quantile_runs(m, *rows.pair)
-    gamma, cap = 1 / (window.factor * m.scale), 64 + (1 << 32).bit_length()
-    sizes = _per_class_unimodal(window, gamma, cap)
-    assert sizes is not None
-    per_class = sizes[0]
+    per_class, cap = class_sizes(window, m)
     weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
     total = sum(weights)
     u = total - 1 if end == "right" else total - weights[cap]
