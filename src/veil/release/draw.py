@@ -38,7 +38,8 @@ from veil.release.keys import decode_key, released_key
 from veil.release.measured import Column, Key, Measured, pylist
 from veil.release.modes import choose_mode, choose_top
 from veil.release.post import post_process_columns
-from veil.release.quantiles import Cells, RowCells, choose_quantile, choose_quantile_rows
+from veil.release.quantile_groups import choose_quantiles
+from veil.release.quantiles import Cells, choose_quantile
 from veil.release.result import Columns, Lazy, Result, Usage
 
 __all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
@@ -162,14 +163,11 @@ def _choices(
         if m.picks > 1:
             choose = choose_top
         per_key = counts.get(m.name, {})
-        picks: list[int] = []
-        for k in keys:
-            cells = per_key.get(k, _NO_CELLS)
-            if isinstance(cells, RowCells) and choose is choose_quantile:
-                picks.append(choose_quantile_rows(m, cells, source=source))
-            else:
-                picks.append(choose(m, *cells, source=source))
-        out[m.name] = picks
+        if choose is choose_quantile:  # the groups' windows and classes found together
+            cells = [per_key.get(k, _NO_CELLS) for k in keys]
+            out[m.name] = choose_quantiles(m, cells, source=source)
+        else:
+            out[m.name] = [choose(m, *per_key.get(k, _NO_CELLS), source=source) for k in keys]
     return out
 
 

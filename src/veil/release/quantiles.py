@@ -326,11 +326,34 @@ def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
     classes f are found by a pass over every run, or by binary search when ``runs.unimodal``
     (the same sizes and the same candidate for the same draws: the same law, draw by draw).
     """
-    gamma = 1 / (runs.factor * scale)
+    gamma = _gamma(runs.factor, scale)
     total_len = int(runs.length.sum())
     cap = 64 + total_len.bit_length()
     classes = _per_class_unimodal(runs, gamma, cap) if runs.unimodal else None
     per_class, locate = classes if classes is not None else _per_class(runs, gamma, cap)
+    return draw_classes(per_class, locate, runs.distance_of, gamma, source)
+
+
+@functools.lru_cache(maxsize=256)
+def _gamma(factor: int, scale: Fraction) -> Fraction:
+    """γ = 1/(F·scale), once per measurement (a Fraction division is not free)."""
+    return 1 / (factor * scale)
+
+
+def draw_classes(
+    per_class: Sequence[int],
+    locate: Callable[[int, int], tuple[int, int]],
+    distance_of: Callable[[int, int], int],
+    gamma: Fraction,
+    source: RandomSource,
+) -> int:
+    """The draw of :func:`sample_runs` once the classes are known: ``per_class[j]`` candidates
+    in class j = 0 … cap (cap = ``len(per_class) − 1``), ``locate(j, p)`` the run holding the
+    class's p-th candidate in grid order and that candidate, ``distance_of(run, candidate)``
+    its exact scaled distance. A class is proposed with probability ∝ size·2^−j, a candidate
+    uniformly inside it, accepted with probability exp(−γ·s)·2^j (≤ 1 since j ≤ s·γ·c): the
+    candidate drawn has probability ∝ exp(−γ·s) exactly (see the module docstring)."""
+    cap = len(per_class) - 1
     weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
     total = sum(weights)
     while True:
@@ -340,7 +363,7 @@ def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
             u -= weights[j]
             j += 1
         run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
-        s = runs.distance_of(run, candidate)
+        s = distance_of(run, candidate)
         trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
         if trial.below(_acceptance(gamma * s, j)):
             return candidate
@@ -461,17 +484,6 @@ def row_runs(m: Measurement, rows: RowCells) -> Runs:
         length.append(np.array([m.limit - end], dtype=np.int64))
         distance.append(np.array([stand_in], dtype=np.int64))
 
-    def exact(candidate: int) -> int:
-        lt = int(np.count_nonzero(v < candidate))
-        le = lt + int(np.count_nonzero(v == candidate))
-        if le == lt:  # a gap: its candidates cover the one rank lt
-            s = abs(factor * lt - target)
-        else:  # an occupied cell covers [lt, le]
-            s = max(factor * lt - target, target - factor * le, 0)
-        if s < threshold:  # the window holds every candidate nearer than T
-            raise InternalError("a quantile candidate outside its window is nearer than T")
-        return s
-
     return Runs(
         np.concatenate(start),
         np.concatenate(length),
@@ -479,8 +491,23 @@ def row_runs(m: Measurement, rows: RowCells) -> Runs:
         factor,
         unimodal=True,
         far=tuple(far),
-        exact=exact,
+        exact=functools.partial(far_distance, v, factor, target, threshold),
     )
+
+
+def far_distance(rows: NDArray[np.int64], factor: int, target: int, threshold: int, at: int) -> int:
+    """The exact scaled distance of candidate ``at`` from the group's ``rows`` (cells, in any
+    order), which lies outside the group's window: counted from the rows, and ≥ ``threshold``
+    (T) by the window's proof note, else an :class:`InternalError`."""
+    lt = int(np.count_nonzero(rows < at))
+    le = lt + int(np.count_nonzero(rows == at))
+    if le == lt:  # a gap: its candidates cover the one rank lt
+        s = abs(factor * lt - target)
+    else:  # an occupied cell covers [lt, le]
+        s = max(factor * lt - target, target - factor * le, 0)
+    if s < threshold:  # the window holds every candidate nearer than T
+        raise InternalError("a quantile candidate outside its window is nearer than T")
+    return s
 
 
 @functools.lru_cache(maxsize=256)
