@@ -121,6 +121,26 @@ def test_a_cell_outside_the_grid_is_a_bug_found_before_any_draw() -> None:
         assert source.bytes_drawn == 0
 
 
+@pytest.mark.parametrize("limit", [1 << 20, 70_001])  # (70,001: a last coarse bin past the grid)
+@pytest.mark.parametrize("bad", [-1, "limit", "bin"])
+def test_a_large_groups_cell_outside_the_grid_is_found_by_its_histogram(
+    limit: int, bad: object
+) -> None:
+    """A group too large to sort whole is checked by its coarse histogram (a negative cell,
+    a bin past the grid's) and, where the last bin reaches past the grid, its maximum."""
+    m = measurement(Fraction(1, 2), Fraction(1), limit)
+    rng = np.random.default_rng(9)
+    rows = [RowCells(rng.integers(0, limit, 20_000)) for _ in range(5)]
+    value = {"limit": limit, "bin": 1 << limit.bit_length()}.get(str(bad), -1)
+    broken = rows[2].rows.copy()
+    broken[7_777] = value
+    rows[2] = RowCells(broken)
+    source = SeededSource("bad")
+    with pytest.raises(InternalError, match="inside the grid"):
+        choose_quantiles(m, list(rows), source=source)
+    assert source.bytes_drawn == 0
+
+
 def test_no_sensitivity_draws_nothing_and_few_groups_are_drawn_alone() -> None:
     rng = np.random.default_rng(8)
     m = measurement(Fraction(1, 2), Fraction(1, 2), 1 << 32)

@@ -203,16 +203,20 @@ def _windows(
     # the allocator recycles: one array of every row would cost more in page faults)
     near: list[NDArray[np.int64]] = []
     below: list[int] = []
+    ragged = bins << shift > limit  # the last coarse bin reaches past the grid
     for g, v in enumerate(rows):
-        if int(v.min()) < 0 or int(v.max()) >= limit:
-            raise InternalError(_BAD_CELLS)
         tag = g << bits
         if n[g] <= _SMALL or (low[g] < 0 and high[g] > n[g]):  # every row: sorted below
+            if int(v.min()) < 0 or int(v.max()) >= limit:
+                raise InternalError(_BAD_CELLS)
             near.append(v + tag)
             below.append(0)
             continue
         top = v >> shift
-        ends = np.cumsum(np.bincount(top, minlength=bins))
+        counts = _histogram(top, bins)  # (checks the cells: no pass of min and max)
+        if counts.size > bins or (ragged and counts[-1] and int(v.max()) >= limit):
+            raise InternalError(_BAD_CELLS)
+        ends = np.cumsum(counts)
         first = int(np.searchsorted(ends, low[g], side="right")) if low[g] >= 0 else 0
         last = (
             int(np.searchsorted(ends, high[g] - 1, side="right")) if high[g] <= n[g] else bins - 1
@@ -246,6 +250,15 @@ def _windows(
     at = np.searchsorted(cells, np.append(tops, groups << bits))
     base = [below[g] + int(lo[g]) - seg[g] for g in range(groups)]
     return _Windows(begin, stop, base, cells & mask, counts, at)
+
+
+def _histogram(top: NDArray[np.int64], bins: int) -> NDArray[np.int64]:
+    """Rows per coarse bin (at least ``bins`` of them; more if a cell lies past the grid); a
+    negative cell (which numpy refuses to count) is an :class:`InternalError`."""
+    try:
+        return np.bincount(top, minlength=bins)
+    except ValueError:
+        raise InternalError(_BAD_CELLS) from None
 
 
 def _starts(sizes: NDArray[np.int64]) -> NDArray[np.int64]:
