@@ -1,19 +1,21 @@
 """One quantile's draws for every released group at once: the windows of :func:`row_runs`
-and the proposal classes of :func:`sample_runs`, found for all the groups' listed rows in a
-few passes over one array instead of some forty numpy calls per group.
+and the proposal classes of :func:`sample_runs`, found for all the groups' listed rows
+together instead of by some forty numpy calls per group.
 
 Per group the work is :func:`veil.release.quantiles.row_runs`' (its proof note applies as it
 is): the two order statistics bounding the window of rows within T of the target rank, found
 from a histogram of the cells' top bits and a sort of the rows of the coarse bins that hold
 them; the window's cells and counts; its runs (gap, cell, gap, …, with the stretches outside
 the window as single *far* runs of the last class); each run's class f = #{k : t_k ≤ s}; and
-each class's total length. Here all of it is done for all groups together:
+each class's total length. Here:
 
-- one histogram of (group, top bits) over every row — a group's bins are its own range of the
-  histogram, so one cumulative sum and one binary search per bound find every group's coarse
-  bins, and one table lookup per row keeps the rows of the bins that hold a bound;
-- one sort of those rows by (group, cell), whose distinct keys give every window's cells and
-  counts, and each bound as a position;
+- per group, one histogram pass and one mask over its own rows keep the rows of the coarse
+  bins holding its window's bounds (the group's own arrays, which the allocator recycles:
+  one array of every row cost more in page faults; a sample-based bracket was tried and
+  lost — 256 sampled rows place a rank only to ±8 of them, so a narrow bracket missed one
+  group in five);
+- one sort of the kept rows of every group by (group, cell), whose distinct keys give every
+  window's cells and counts, and each bound as a position;
 - the runs of every group laid end to end (far left, gap, cell, …, cell, gap, far right), each
   run's class by one binary search in the thresholds, and each (group, class)'s total length
   by one weighted histogram (float sums of lengths below 2^53: exact, as in ``_per_class``).
