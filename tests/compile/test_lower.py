@@ -153,6 +153,37 @@ def _ages_and_incomes(*aggregates: AggregateCall) -> Aggregate:
     )
 
 
+@pytest.mark.parametrize(("buckets", "arrow"), [(1 << 32, "uint32"), ((1 << 32) + 1, "int64")])
+def test_duckdb_lists_a_grid_of_at_most_2_32_cells_in_32_bits_exactly(
+    buckets: int, arrow: str
+) -> None:
+    """The cells of a grid of at most 2^32 come as 32-bit unsigned integers, the last one
+    (2^32 − 1, a row at or past the upper bound) included; a finer grid's as 64-bit ones."""
+    import duckdb
+
+    median = AggregateCall("med", "quantile", "income", Fraction(1, 2))
+    plan = Aggregate(
+        PEOPLE,
+        keys=(GroupKey("state", domain=("CA", "NY")),),
+        aggregates=(AggregateCall("n", "count"), median),
+        bounds=(ColumnBounds("income", 0, 100),),
+    )
+    context = Context(budget=Budget(epsilon=1), privacy_unit="user_id", quantile_buckets=buckets)
+    low = lower(aggregate_of(apply_rules(plan, context)), dialect("duckdb"), salt=1)
+    assert low.listed == ("__q0",)
+    assert low.together is not None
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE people AS SELECT * FROM (VALUES (1, 'CA', 0.0, 30), (2, 'CA', 100.0, 40), "
+        "(3, 'NY', 1e300, 50), (4, 'NY', -5.0, 60)) AS t(user_id, state, income, age)"
+    )
+    table = con.sql(to_sql(low.together, "duckdb")).to_arrow_table()
+    assert str(table.schema.field("__q0").type.value_type) == arrow
+    columns = table.to_pydict()
+    got = {k: sorted(v) for k, v in zip(columns["__k0"], columns["__q0"], strict=True)}
+    assert got == {"CA": [0, buckets - 1], "NY": [0, buckets - 1]}
+
+
 def test_duckdb_lists_a_fine_grids_cells_beside_the_statistics_in_one_aggregation() -> None:
     """On DuckDB the one statement groups the bounded rows once: a fine grid's cells come as a
     list per group beside the statistics (no second branch over the rows); a coarse grid's
@@ -165,15 +196,15 @@ def test_duckdb_lists_a_fine_grids_cells_beside_the_statistics_in_one_aggregatio
     assert low.together is not None
     assert (
         'SELECT "__k0", COUNT(*) AS "__n", CAST(NULL AS BIGINT) AS "__q0", '
-        'ARRAY_AGG("__q1") AS "__q1" FROM __celled GROUP BY "__k0" UNION ALL '
+        'ARRAY_AGG(CAST("__q1" AS UINTEGER)) AS "__q1" FROM __celled GROUP BY "__k0" UNION ALL '
         'SELECT "__k0", COUNT(*) AS "__n", "__q0", NULL AS "__q1" FROM __celled '
         'GROUP BY "__k0", "__q0"'
     ) in to_sql(low.together, "duckdb")
     alone = lower(_ages_and_incomes(median), dialect("duckdb"), salt=1).together
     assert isinstance(alone, sqlglot.exp.Select)  # one SELECT, one GROUP BY: no UNION ALL
     assert to_sql(alone, "duckdb").endswith(
-        'SELECT "__k0", COUNT(*) AS "__n", ARRAY_AGG("__q0") AS "__q0" FROM __celled '
-        'GROUP BY "__k0"'
+        'SELECT "__k0", COUNT(*) AS "__n", ARRAY_AGG(CAST("__q0" AS UINTEGER)) AS "__q0" '
+        'FROM __celled GROUP BY "__k0"'
     )
     coarse = lower(_ages_and_incomes(old), dialect("duckdb"), salt=1)
     assert coarse.listed == ()

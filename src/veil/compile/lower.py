@@ -1001,11 +1001,19 @@ class _Lowering:
         keys, ``__n``, statistics…, ``__q0``…; a cell's count is the sum of its rows')."""
         null_cell = exp.cast(exp.Null(), self.d.integer_type)
         outputs = [e.alias_or_name for e in main.expressions]
+        limits = {n: m.limit for m, n in zip(quantiles, names, strict=True)}
+
+        def cells(n: str) -> exp.Expr:
+            # a grid of at most 2^32 cells lists them as 32-bit unsigned integers: every cell
+            # is an integer in [0, limit − 1] already (clamped before its cast), so the cast is
+            # exact and total, and DuckDB builds and exports half the bytes (bench_peers' 1 M
+            # cells: 6 % less engine CPU)
+            if limits[n] <= 1 << 32:
+                return exp.ArrayAgg(this=exp.cast(_col(n), exp.DataType.build("UINT")))
+            return exp.ArrayAgg(this=_col(n))
+
         main.select(
-            *(
-                _as(exp.ArrayAgg(this=_col(n)) if n in listed else null_cell.copy(), n)
-                for n in names
-            ),
+            *(_as(cells(n) if n in listed else null_cell.copy(), n) for n in names),
             copy=False,
         )
         if listed:  # the lists aggregate the cells: main's rows come from __celled
