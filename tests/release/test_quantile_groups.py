@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 import veil.release.quantile_groups as groups_module
-from release.test_quantile_window import EPSILONS, QS, Scripted, class_sizes, data
+from release.test_quantile_window import (
+    EPSILONS,
+    QS,
+    Scripted,
+    class_sizes,
+    data,
+    last_class_prefix,
+)
 from release.test_quantiles import measurement
 from support import SeededSource
 from veil.errors import InternalError
@@ -90,11 +97,7 @@ def test_a_proposal_outside_a_window_is_decided_on_its_exact_distance(
     rng = np.random.default_rng(5)
     m = measurement(Fraction(1, 2), Fraction(1), 1 << 32)
     rows = [RowCells(data("narrow", 5_000, 1 << 32, rng)) for _ in range(5)]
-    per_class, cap = class_sizes(quantile_runs(m, *rows[0].pair), m)
-    weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
-    total = sum(weights)
-    u = total - 1 if end == "right" else total - weights[cap]
-    prefix = u.to_bytes((total.bit_length() + 7) // 8, "little")
+    prefix = last_class_prefix(quantile_runs(m, *rows[0].pair), m, end)
     asked: list[int] = []
     exact = groups_module.far_distance
 

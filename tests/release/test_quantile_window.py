@@ -125,6 +125,16 @@ class Scripted:
         return head + self.rest.random_bytes(n - len(head))
 
 
+def last_class_prefix(runs: Runs, m: Measurement, end: str) -> bytes:
+    """The first random bytes of a draw from ``runs`` that propose the first (``left``) or
+    the last (``right``) candidate of the last class."""
+    per_class, cap = class_sizes(runs, m)
+    weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
+    total = sum(weights)
+    u = total - 1 if end == "right" else total - weights[cap]
+    return u.to_bytes((total.bit_length() + 7) // 8, "little")
+
+
 @pytest.mark.parametrize("end", ["left", "right"])
 def test_a_proposal_outside_the_window_is_decided_on_its_exact_distance(end: str) -> None:
     """The proposal's first uniform integer is scripted to the first (left) or the last
@@ -134,11 +144,7 @@ def test_a_proposal_outside_the_window_is_decided_on_its_exact_distance(end: str
     m = measurement(Fraction(1, 2), Fraction(1), 1 << 32)
     rows = RowCells(data("narrow", 5_000, 1 << 32, rng))
     window, whole = row_runs(m, rows), quantile_runs(m, *rows.pair)
-    per_class, cap = class_sizes(window, m)
-    weights = [per_class[j] << (cap - j) for j in range(cap + 1)]
-    total = sum(weights)
-    u = total - 1 if end == "right" else total - weights[cap]
-    prefix = u.to_bytes((total.bit_length() + 7) // 8, "little")
+    prefix = last_class_prefix(window, m, end)
     calls: list[int] = []
     exact = window.exact
     assert exact is not None
