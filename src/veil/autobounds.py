@@ -80,7 +80,9 @@ answers), and the bounds found are passed at compile time, replacing the plan's 
 columns (as any ``bounds=`` given to ``run`` does). The outer range of a column is the
 session's (a catalog's), else the plan's own.
 
-Not done: combining ``bounds="auto"`` with accuracy targets.
+Accuracy targets. With ``target=`` instead of ε the bounds step's ε is set by the targets
+(a ninth of the ε meeting them at the declared range) and the query runs at the smallest ε
+meeting them at the bounds chosen: :mod:`veil.autobounds_target`.
 """
 
 from __future__ import annotations
