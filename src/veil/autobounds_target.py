@@ -459,7 +459,7 @@ def targeted_bounds_sql(
     found = planned.dearest
     if picked != planned.widest:  # a public hint: a sum's bar grows with its range's width
         full = _width(before.widest)
-        ratio = max(w / full[c] for c, w in _width(at).items() if full[c] > 0)
+        ratio = max((w / full[c] for c, w in _width(at).items() if full[c] > 0), default=1)
         within = _search(
             session, query, planned.given, picked, planned.targets, planned.options, domains,
             highest=planned.dearest[1], start=max(before.epsilon_min, before.epsilon_max * ratio),
