@@ -40,9 +40,11 @@ which depends on the W the data will choose; matched at the declared range it ma
 ``ε_B ≈ 2.7·ε_max`` (the whole dearer than the declared range itself), matched at the
 narrowest bin (``ε_min``) it starves the step (τ millions of rows: one bin kept, the tails
 clamped). With ε_B = ε_max/9 the step's threshold τ (:func:`veil.autobounds_choice.threshold`)
-is at most the query's noise in rows at ``ε_T`` whenever the bounds chosen are about 25 times
-narrower than the declared range (τ/N ≈ 9·ln(B/β)/ln(20)·ε_T/ε_max); for wider choices the
-result's ``auto_bounds`` says the share of rows clamped, with its bar.
+is at most N, the query's noise in rows at ``ε_T`` (its 95 % bar over a row's largest
+contribution), whenever ``ε_T`` is 20–25 times below ``ε_max`` — for a sum, bounds that much
+narrower than the declared range: τ/N ≈ 9·ln(B/β)/ln(20)·ε_T/ε_max, B the bins (37 over
+[0, 10⁶] for a real column, 158 over the whole grid); for wider choices the result's
+``auto_bounds`` says the share of rows clamped, with its bar.
 
 Privacy (contract). Each bounds step is ``ε_B/k``-DP (:mod:`veil.autobounds`), and ε_B is
 fixed before any data is read. The bounds are post-processing of its noisy counts; ``ε_T``
