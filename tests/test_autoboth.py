@@ -129,7 +129,7 @@ def test_auto_groups_with_per_group_bounds_cost_the_declared_epsilon() -> None:
         (SQL, {"limits_share": 0.7, "bounds_share": 0.4}, "leave nothing of epsilon"),
         (SQL, {"bounds_share": 1}, "bounds_share must lie strictly between"),
         (SQL, {"limits_share": 0}, "limits_share must lie strictly between"),
-        (SQL, {"target": {"s": "±5"}}, "target= and bounds='auto' cannot be combined yet"),
+        (SQL, {"target": {"s": "±5"}}, "and limits='auto' together is not supported"),
         (SQL, {"max_rows": 4}, "max_rows=4 is given too"),
         (SQL, {"max_groups": 2}, "max_groups=2 is given too"),
         (SQL, {"bounds": {"y": "auto"}}, "no aggregate of this query clamps 'y'"),

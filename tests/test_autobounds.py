@@ -333,10 +333,15 @@ def test_a_query_clamping_nothing_is_refused_with_auto() -> None:
         s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1, bounds="auto")
 
 
-def test_auto_with_a_target_is_refused() -> None:
+def test_auto_with_a_target_and_no_declared_range_is_refused_free() -> None:
     s = _session(PEOPLE)
-    with pytest.raises(InvalidArgumentError, match="target= and bounds='auto'"):
-        s.sql(SQL, target={"m": "±1"}, bounds="auto")
+    said = "target= with bounds='auto' needs a declared range for 'x'"
+    total = "SELECT SUM(x) AS s FROM t"
+    with pytest.raises(InvalidArgumentError, match=said):
+        s.sql(total, target={"s": "±100"}, bounds="auto")
+    with pytest.raises(InvalidArgumentError, match=said):
+        s.explain(total, target={"s": "±100"}, bounds="auto")
+    assert s.remaining() == veil.Budget(epsilon=10)
 
 
 def test_a_grant_too_small_for_the_whole_is_refused_before_the_bounds_are_charged() -> None:

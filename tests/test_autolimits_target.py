@@ -193,7 +193,7 @@ def test_auto_groups_chooses_the_triple_and_meets_the_targets() -> None:
         ({"epsilon": 1}, "pass target= or epsilon=1, not both"),
         ({"limits_share": 0.2}, "with target= the limits step's ε is set by the targets"),
         ({"max_rows": 4}, "max_rows=4 is given too"),
-        ({"bounds": "auto"}, "target= and bounds='auto' cannot be combined yet"),
+        ({"bounds": "auto"}, "and limits='auto' together is not supported"),
         ({"target": "m=±5"}, "target for unknown column 'm'"),
         ({"limits": "sometimes"}, "limits='sometimes' is not understood"),
     ],

@@ -128,7 +128,7 @@ def test_explain_with_targets_and_limits_auto_shows_the_range_and_reads_nothing(
     [
         (["--limits-share", "0.2"], "with --target the limits step's ε is set by the targets"),
         (["--curve"], "--curve with --target and --limits auto is not drawn"),
-        (["--bounds", "auto"], "target= and bounds='auto' cannot be combined yet"),
+        (["--bounds", "auto"], "--bounds auto and --limits auto together is not supported"),
     ],
 )
 def test_targets_with_limits_auto_refuse_what_they_cannot_do(

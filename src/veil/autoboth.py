@@ -16,7 +16,9 @@ with its own ledger charge and answer cache:
 3. **the query** at ``ε·(1 − limits_share − bounds_share)`` (and the query's δ) under both.
 
 The query is SQL text, a builder query or a plan (:meth:`veil.Session.run`): the same three
-steps, charges and fingerprints for the same question.
+steps, charges and fingerprints for the same question. Accuracy targets (``target=`` instead
+of ε) are refused here, free: :mod:`veil.autolimits_target` and :mod:`veil.autobounds_target`
+take them with one of the two automatic.
 
 Contract. Preconditions: those of both modules, and ``limits_share + bounds_share < 1``.
 Postconditions: step 1 is ``ε·limits_share``-DP (:mod:`veil.autolimits`' proof); each bounds

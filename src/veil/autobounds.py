@@ -80,7 +80,9 @@ answers), and the bounds found are passed at compile time, replacing the plan's 
 columns (as any ``bounds=`` given to ``run`` does). The outer range of a column is the
 session's (a catalog's), else the plan's own.
 
-Not done: combining ``bounds="auto"`` with accuracy targets.
+Accuracy targets. With ``target=`` instead of ε the bounds step's ε is set by the targets
+(a ninth of the ε meeting them at the declared range) and the query runs at the smallest ε
+meeting them at the bounds chosen: :mod:`veil.autobounds_target`.
 """
 
 from __future__ import annotations
@@ -479,23 +481,16 @@ def audit_text(query: str | Plan, text: str | None) -> str:
     return query if isinstance(query, str) else "a query plan"
 
 
-def _prepare(
+def requested(
     session: Session,
     query: str | Plan,
-    *,
-    epsilon: object,
-    delta: Number | None,
     bounds: object,
-    share: Number | None,
     domains: Mapping[str, Sequence[Any]] | None,
-    limits: _Limits,
-    quantile_buckets: int | None,
-) -> _Prepared:
-    """Everything decidable without data: the columns, the split, the grids, every compiled
-    step and the main query at placeholder bounds (so its refusals come first, free)."""
+) -> tuple[dict[str, Any], Plan, list[str], dict[str, GroupKey]]:
+    """The auto request of ``bounds`` on ``query`` (free, nothing read): the pairs given
+    beside it, the query planned with them, the auto columns in order and the public key of
+    each column found per group."""
     given, auto, named = split_request(bounds)
-    eps = _epsilon(epsilon)
-    part = check_share(share)
     plan = plan_of(session, query, given, domains)
     agg = aggregate_of(plan)
     by = {column: group_key(agg, column, name) for column, name in sorted(named.items())}
@@ -516,6 +511,27 @@ def _prepare(
                 f"query clamps {clamped or 'no column'}"
             )
         columns = sorted(auto)
+    return given, plan, columns, by
+
+
+def _prepare(
+    session: Session,
+    query: str | Plan,
+    *,
+    epsilon: object,
+    delta: Number | None,
+    bounds: object,
+    share: Number | None,
+    domains: Mapping[str, Sequence[Any]] | None,
+    limits: _Limits,
+    quantile_buckets: int | None,
+) -> _Prepared:
+    """Everything decidable without data: the columns, the split, the grids, every compiled
+    step and the main query at placeholder bounds (so its refusals come first, free)."""
+    eps = _epsilon(epsilon)
+    part = check_share(share)
+    given, plan, columns, by = requested(session, query, bounds, domains)
+    agg = aggregate_of(plan)
     step_eps = eps * part / len(columns)
     main_eps = eps * (1 - part)
     steps = _steps(session, agg, columns, step_eps, limits, by=by)

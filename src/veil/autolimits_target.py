@@ -59,8 +59,9 @@ for it. ``explain`` says whether the grant covers the cheapest and the dearest c
 it covers the dearest, the query cannot stop for lack of budget after the step (barring other
 charges in between).
 
-Not done: ``bounds="auto"`` with targets (refused, free: the bars depend on bounds the data
-would choose, over a range so wide that ``ε_max`` says little).
+With ``bounds="auto"`` as well: refused, free (:mod:`veil.autobounds_target` takes targets
+with auto bounds alone; its bounds step's ε is set at the declared range, which with auto
+limits would be taken at the dearest candidate, up to 1,024 rows per unit).
 """
 
 from __future__ import annotations

@@ -330,6 +330,11 @@ class _Ask:
         auto = {c: {"auto": self.auto_by[c]} if c in self.auto_by else "auto" for c in self.auto}
         return {**self.bounds, **auto}
 
+    def declared(self) -> dict[str, tuple[Fraction, Fraction]]:
+        """The declared range of each auto column given a pair too (``--bounds income=0:1e6
+        --bounds income=auto``): the session's bounds, the widest the bounds step may choose."""
+        return {c: self.bounds[c] for c in self.auto or () if c in self.bounds}
+
     @staticmethod
     def parse(
         table: Sequence[str],
@@ -437,6 +442,7 @@ class _Ask:
             schema=self.schema or None,
             quantile_buckets=self.quantile_buckets,
             weights=self.weights,
+            bounds=self.declared() or None,
         )
         if self.ledger:
             session.ledger.on_alert(_print_alert)
@@ -588,6 +594,9 @@ def _answer(
         if aim is not None and aim.targets and ask.limits is not None:
             _answer_targeted_limits(session, sql, ask, aim, fmt, explain_only=explain_only)
             return
+        if aim is not None and aim.targets and ask.auto is not None:
+            _answer_targeted_bounds(session, sql, ask, aim, fmt, explain_only=explain_only)
+            return
         if aim is not None and aim.targets:
             from veil.cli_target import choose, grant_chosen
 
@@ -659,6 +668,32 @@ def _answer_targeted_limits(
     if not ask.ledger:
         _warn_untracked()
     print_limits_result(result, fmt, session.remaining() if ask.ledger else None)
+
+
+def _answer_targeted_bounds(
+    session: Session, sql: str, ask: _Ask, aim: Aim, fmt: OutputFormat, *, explain_only: bool
+) -> None:
+    """``--target`` with ``--bounds auto``: the bounds step, then the query at the smallest ε
+    meeting the targets at the bounds chosen (:mod:`veil.autobounds_target`). Without
+    ``--ledger`` the one-shot budget is the most the request can cost."""
+    from veil.cli_target import print_bounds_explained, print_bounds_result, refuse_bounds_curve
+
+    refuse_bounds_curve(aim)
+    options: dict[str, Any] = {
+        "target": aim.targets, "delta": ask.delta, "bounds": ask.bounds_arg(),
+        "bounds_share": ask.bounds_share, "limits_share": ask.limits_share,
+    }  # fmt: skip
+    if explain_only or not ask.ledger:
+        explanation = session.explain(sql, **options)  # free: reads no data
+        if explain_only:
+            print_bounds_explained(explanation, fmt)
+            return
+        session.ledger.grant(session.analyst, session.dataset, explanation.cost)
+    with scanning("scanning the private table…") as progress:
+        result = session.sql(sql, progress=progress, **options)
+    if not ask.ledger:
+        _warn_untracked()
+    print_bounds_result(result, fmt, session.remaining() if ask.ledger else None)
 
 
 def _explain_aimed(

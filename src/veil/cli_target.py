@@ -29,6 +29,7 @@ from veil.errors import InvalidArgumentError, VeilWarning
 if TYPE_CHECKING:  # veil.accuracy loads numpy: only when a command runs (veil --help is fast)
     from veil.accounting.budget import Budget
     from veil.accuracy import Choice, Curve, Target
+    from veil.autobounds_target import TargetedBounds
     from veil.autolimits_target import TargetedLimits
     from veil.release.explain import Explanation
     from veil.release.result import Result
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # veil.accuracy loads numpy: only when a command runs (veil -
 
 __all__ = [
     "Aim",
+    "bounds_target_json",
     "choice_json",
     "curve_json",
     "curve_table",
@@ -555,6 +557,95 @@ def print_limits_result(result: Result, fmt: OutputFormat, remaining: Budget | N
     t: TargetedLimits = result.auto_limits.targeted
     if fmt is OutputFormat.json:
         payload = result_payload(result, remaining=remaining) | {"target": limits_target_json(t)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    first = t.lines()[0]
+    if fmt is OutputFormat.csv:  # the data alone on stdout, the choice on stderr
+        stderr().print(first, markup=False)
+        print_result(result, fmt, remaining=remaining)
+        return
+    console = Console(highlight=False)
+    console.print(first, markup=False)
+    if t.choice is not None:
+        console.print(choice_table(t.choice))
+    print_result(result, fmt, remaining=remaining)
+
+
+# ------------------------------------------------------------------------ with --bounds auto
+
+
+def refuse_bounds_curve(aim: Aim) -> None:
+    """``--curve`` / ``--plot`` with ``--target`` and ``--bounds auto``: refused, free (the
+    bars versus ε depend on the bounds the data will choose)."""
+    if aim.curve or aim.plot is not None:
+        flag = "--curve" if aim.curve else "--plot"
+        raise InvalidArgumentError(
+            f"{flag} with --target and --bounds auto is not drawn: the bars versus ε depend on "
+            "the bounds the data will choose; drop it, or give --bounds COLUMN=LOWER:UPPER "
+            "instead of auto"
+        )
+
+
+def bounds_targeted_json(t: TargetedBounds) -> dict[str, Any]:
+    """What accuracy targets with auto bounds decided (:class:`TargetedBounds`), as JSON: the
+    bounds step's ε, the range of the query's ε from one bin to the declared range, the
+    grant's cover and (in an answer) the bounds chosen."""
+
+    def ranges(rs: Sequence[tuple[str, Fraction, Fraction]] | None) -> Any:
+        if rs is None:
+            return None
+        return {c: {"lower": float(lo), "upper": float(hi)} for c, lo, hi in rs}
+
+    return {
+        "bounds_epsilon": float(t.bounds_epsilon),
+        "bounds_epsilon_exact": str(t.bounds_epsilon),
+        "epsilon_min": float(t.epsilon_min),
+        "epsilon_min_exact": str(t.epsilon_min),
+        "epsilon_max": float(t.epsilon_max),
+        "epsilon_max_exact": str(t.epsilon_max),
+        "narrowest": ranges(t.narrowest),
+        "widest": ranges(t.widest),
+        "chosen": ranges(t.chosen),
+        "covers_cheapest": t.covers_cheapest,
+        "covers_dearest": t.covers_dearest,
+    }
+
+
+def bounds_target_json(t: TargetedBounds) -> dict[str, Any]:
+    """The ``target`` object of an answer or explanation with auto bounds: the choice's
+    (:func:`choice_json`: at the bounds chosen, or in an explanation at the declared range)
+    and ``bounds``, :func:`bounds_targeted_json`."""
+    if t.choice is None:
+        raise InvalidArgumentError("accuracy targets with auto bounds carry no choice: a bug")
+    return choice_json(t.choice) | {"bounds": bounds_targeted_json(t)}
+
+
+def print_bounds_explained(explanation: Explanation, fmt: OutputFormat) -> None:
+    """An explanation of ``--target`` with ``--bounds auto``: the range first, then the
+    targets at the declared range and the usual explanation (its notes say the rest)."""
+    from veil.cli_output import explanation_payload, print_explanation
+
+    t: TargetedBounds = explanation.targeted
+    if fmt is not OutputFormat.table:
+        payload = explanation_payload(explanation) | {"target": bounds_target_json(t)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        return
+    console = Console(highlight=False)
+    console.print(t.range_line(), markup=False)
+    if t.choice is not None:
+        console.print(choice_table(t.choice))
+    print_explanation(explanation, fmt)
+
+
+def print_bounds_result(result: Result, fmt: OutputFormat, remaining: Budget | None) -> None:
+    """A result of ``--target`` with ``--bounds auto``: ε at the bounds chosen, each target
+    against its bar there, then the answer."""
+    from veil.cli_errors import stderr
+    from veil.cli_output import print_result, result_payload
+
+    t: TargetedBounds = result.targeted
+    if fmt is OutputFormat.json:
+        payload = result_payload(result, remaining=remaining) | {"target": bounds_target_json(t)}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
     first = t.lines()[0]

@@ -428,7 +428,9 @@ class Client:
         query as ``plan=``, instead of ``sql``: a :class:`Plan` (``Session.query``'s calls) or
         its JSON form — the same options, charges and cached answers as the equivalent SQL.
         ``target`` (instead of ``epsilon``): accuracy targets such as ``"n=±50"``, run at the
-        smallest ε meeting them (``references``, ``min_group_size``: their public assumptions).
+        smallest ε meeting them (``references``, ``min_group_size``: their public assumptions);
+        with ``bounds="auto"`` at the bounds chosen within the owner's range, after a bounds
+        step whose ε the targets set (the answer's ``targeted`` says the range and the choice).
 
         If the service turns the query into a job (202), poll it until done, or for at most
         ``timeout`` seconds (then :class:`~veil.errors.OutcomeUnknownError` names the job to

@@ -120,6 +120,36 @@ def _limits(obj: Mapping[str, Any] | None) -> Any:
     )
 
 
+def _targeted_bounds(target: Mapping[str, Any] | None) -> Any:
+    """The :class:`veil.autobounds_target.TargetedBounds` of an answer's ``target.bounds``
+    (None without one); its ``choice`` stays None (the answer's ``target`` has the bars)."""
+    if target is None or target.get("bounds") is None:
+        return None
+    from veil.autobounds_target import TargetedBounds
+
+    d = target["bounds"]
+
+    def ranges(obj: Mapping[str, Any] | None) -> Any:
+        if obj is None:
+            return None
+        return tuple(
+            (str(c), Fraction(float(r["lower"])), Fraction(float(r["upper"])))
+            for c, r in obj.items()
+        )
+
+    return TargetedBounds(
+        bounds_epsilon=Fraction(str(d["bounds_epsilon_exact"])),
+        epsilon_min=Fraction(str(d["epsilon_min_exact"])),
+        epsilon_max=Fraction(str(d["epsilon_max_exact"])),
+        narrowest=ranges(d["narrowest"]),
+        widest=ranges(d["widest"]),
+        covers_cheapest=d.get("covers_cheapest"),
+        covers_dearest=d.get("covers_dearest"),
+        chosen=ranges(d.get("chosen")),
+        epsilon=Fraction(str(target["epsilon_exact"])),
+    )
+
+
 def result_from_payload(payload: Mapping[str, Any]) -> Result:
     """The :class:`veil.Result` of a query answer (``POST /v1/query``'s body)."""
     try:
@@ -142,6 +172,7 @@ def result_from_payload(payload: Mapping[str, Any]) -> Result:
             remaining=maybe_budget(payload.get("remaining")),
             auto_bounds=tuple(chosen_from_json(c) for c in payload.get("auto_bounds") or ()),
             auto_limits=_limits(payload.get("auto_limits")),
+            targeted=_targeted_bounds(payload.get("target")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ServiceError(

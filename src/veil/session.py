@@ -39,6 +39,7 @@ from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon, probing
 from veil.autoboth import auto_both_explain, auto_both_sql
 from veil.autobounds import auto_explain, auto_sql, is_auto, split_request
+from veil.autobounds_target import targeted_bounds_explain, targeted_bounds_sql
 from veil.autolimits import auto_limits_explain, auto_limits_sql, refuse_stray_share
 from veil.autolimits_target import targeted_limits_explain, targeted_limits_sql
 from veil.compile.constants import DEFAULT_QUANTILE_BUCKETS, check_quantile_buckets
@@ -827,7 +828,10 @@ class Session:
         (0, 20)}``) weighting the query's COUNT(*), SUM and AVG (``veil.compile.weights``;
         ``None``: the session's, as the catalog declares them; ``False``: unweighted).
         ``bounds="auto"`` (or ``{"income": "auto"}``) spends ``bounds_share`` of ε (default
-        0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`).
+        0.1) to choose the bounds from the data under DP first (:mod:`veil.autobounds`); with
+        ``target`` instead of ε, the bounds step's ε is set by the targets at the declared
+        range and the query runs at the smallest ε meeting them at the bounds chosen
+        (:mod:`veil.autobounds_target`).
         ``limits="auto"`` spends ``limits_share`` of ε (default 0.1) to choose the contribution
         limits from a noisy histogram of rows per unit first (:mod:`veil.autolimits`); with
         ``target`` instead of ε, the limits step's ε is set by the targets and the query runs
@@ -835,7 +839,7 @@ class Session:
         """
         if limits is not None and target is not None:
             if is_auto(bounds):
-                _refuse_auto_target(target)
+                _refuse_both_target()
             _refuse_stray_share(bounds_share)
             return targeted_limits_sql(
                 self, self.plan(text, bounds=cast(BoundsArg, bounds), domains=domains,
@@ -866,8 +870,15 @@ class Session:
             )  # fmt: skip
         refuse_stray_share(limits_share)
         if is_auto(bounds):
-            _refuse_auto_target(target)
             _refuse_auto_weights(self._weights(weights))
+            if target is not None:
+                return targeted_bounds_sql(
+                    self, text, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, domains=domains, max_groups=max_groups,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                    consistent=consistent, source=source, progress=progress,
+                    quantile_buckets=quantile_buckets,
+                )  # fmt: skip
             return auto_sql(
                 self, text, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=domains, max_groups=max_groups,
@@ -941,9 +952,9 @@ class Session:
         started. The fraction is a timing trace of the scan: see ``ProgressReporting``.
         """
         self._open()
-        if target is not None and is_auto(bounds):
-            _refuse_auto_target(target)
         if limits is not None and target is not None:
+            if is_auto(bounds):
+                _refuse_both_target()
             _refuse_stray_share(bounds_share)
             return targeted_limits_sql(
                 self, plan, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
@@ -971,6 +982,14 @@ class Session:
         refuse_stray_share(limits_share)
         if is_auto(bounds):
             _refuse_auto_weights(_weights_of(plan))
+            if target is not None:
+                return targeted_bounds_sql(
+                    self, plan, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, domains=None, max_groups=max_groups,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                    consistent=consistent, source=source, progress=progress,
+                    quantile_buckets=quantile_buckets, text=text,
+                )  # fmt: skip
             return auto_sql(
                 self, plan, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=None, max_groups=max_groups,
@@ -1185,7 +1204,7 @@ class Session:
         """
         if limits is not None and target is not None:
             if is_auto(bounds):
-                _refuse_auto_target(target)
+                _refuse_both_target()
             _refuse_stray_share(bounds_share)
             return targeted_limits_explain(
                 self, self._limits_plan(query, bounds, domains, weights), target=target,
@@ -1213,8 +1232,14 @@ class Session:
             )  # fmt: skip
         refuse_stray_share(limits_share)
         if is_auto(bounds):
-            _refuse_auto_target(target)
             _refuse_auto_weights(self._auto_weights(query, weights))
+            if target is not None:
+                return targeted_bounds_explain(
+                    self, query, target=target, epsilon=epsilon, delta=delta, bounds=bounds,
+                    bounds_share=bounds_share, domains=domains, max_groups=max_groups,
+                    max_rows_per_group=max_rows_per_group, max_rows=max_rows,
+                    quantile_buckets=quantile_buckets,
+                )  # fmt: skip
             return auto_explain(
                 self, query, epsilon=epsilon, delta=delta, bounds=bounds,
                 bounds_share=bounds_share, domains=domains, max_groups=max_groups,
@@ -1358,13 +1383,17 @@ def _warn_unwise(budget: Budget, unused_bounds: set[str]) -> None:
         )
 
 
-def _refuse_auto_target(target: Any) -> None:
-    if target is not None:
-        raise InvalidArgumentError(
-            "target= and bounds='auto' cannot be combined yet (the error bars depend on the "
-            "bounds the data will choose); pass epsilon= with bounds='auto', or bounds as pairs "
-            "with target="
-        )
+def _refuse_both_target() -> None:
+    raise InvalidArgumentError(
+        "target= with bounds='auto' and limits='auto' together is not supported: the bounds "
+        "step's ε is set from the targets at the widest bounds and limits the data could "
+        "lead to (up to 1024 rows per unit), where they are rarely met; choose one of the two "
+        "automatically — target= with limits='auto' and bounds as pairs, or target= with "
+        "bounds='auto' and max_rows= (say) — or pass epsilon= with both 'auto'",
+        cli="--target with --bounds auto and --limits auto together is not supported; choose "
+        "one of the two automatically (--target with --limits auto and --bounds COLUMN=LO:HI, "
+        "or --target with --bounds auto and --max-rows N), or pass --epsilon with both",
+    )
 
 
 def _refuse_auto_weights(weights: object) -> None:

@@ -173,7 +173,7 @@ def test_targets_with_auto_limits_over_http_and_in_the_python_client(service: Se
     [
         ({"limits_share": "1/5"}, "with target= the limits step's ε is set by the targets"),
         ({"epsilon": 1}, "give target or epsilon=1.0, not both"),
-        ({"bounds": "auto"}, "target= and bounds='auto' cannot be combined yet"),
+        ({"bounds": "auto"}, "and limits='auto' together is not supported"),
     ],
 )
 def test_targets_with_auto_limits_refuse_free_over_http(

@@ -62,6 +62,50 @@ final class AutoBoundsTest extends TestCase
         self::assertSame('9/20', self::exactEpsilon($result->cost));
     }
 
+    public function testTargetsWithAutoBoundsRunAtTheEpsilonMeetingThemAtTheBoundsChosen(): void
+    {
+        $veil = self::client();
+        $sql = 'SELECT SUM(income) AS total FROM people';
+        $options = ['target' => 'total=±5000000', 'bounds' => 'auto'];
+        $explained = $veil->explain(self::DATASET, $sql, $options);
+        $before = $veil->remainingBudget(self::DATASET);
+        $result = $veil->query(self::DATASET, $sql, $options);
+
+        // explain: the bounds step's ε and the range up to the owner's [0, 200000], its cost
+        // the dearest whole; the answer within it, its bar within the target
+        self::assertStringStartsWith("accuracy targets with bounds='auto'", $explained->notes[0]);
+        self::assertStringContainsString('at the declared range (income: [0, 200000])', $explained->notes[0]);
+        self::assertCount(1, $result->autoBounds);
+        self::assertSame([0.0, 200000.0], $result->autoBounds[0]->within);
+        self::assertLessThanOrEqual(200000.0, $result->autoBounds[0]->upper);
+        self::assertLessThanOrEqual(5000000.0, (float) $result->estimate()->errorBar);
+        self::assertLessThanOrEqual((float) $explained->cost->epsilon + 1e-9, (float) $result->cost->epsilon);
+        self::assertStringContainsString('at the bounds chosen (income: [', implode("\n", $result->notes));
+        $after = $veil->remainingBudget(self::DATASET);
+        self::assertEqualsWithDelta(
+            (float) $before->epsilon - (float) $result->cost->epsilon,
+            (float) $after->epsilon,
+            1e-9,
+        );
+    }
+
+    public function testTargetsWithAutoBoundsAndAutoLimitsAreRefusedAndCostNothing(): void
+    {
+        $veil = self::client();
+        $before = self::exactEpsilon($veil->remainingBudget(self::DATASET));
+        try {
+            $veil->query(
+                self::DATASET,
+                'SELECT SUM(income) AS total FROM people',
+                ['target' => 'total=±5000000', 'bounds' => 'auto', 'limits' => 'auto'],
+            );
+            self::fail('refused: target with both auto');
+        } catch (InvalidRequestException $e) {
+            self::assertStringContainsString("and limits='auto' together is not supported", $e->getMessage());
+        }
+        self::assertSame($before, self::exactEpsilon($veil->remainingBudget(self::DATASET)));
+    }
+
     public function testBadAutoBoundsAreRefusedAndCostNothing(): void
     {
         $veil = self::client();

@@ -378,7 +378,9 @@ class Query:
         ``bounds_share=``, and ``limits="auto"`` / ``"auto_groups"`` with ``limits_share=``,
         choose the bounds and the limits under DP first (:mod:`veil.autobounds`,
         :mod:`veil.autoboth`): the same steps, charges, fingerprints and cached answers as the
-        SQL of the same question through :meth:`veil.Session.sql`."""
+        SQL of the same question through :meth:`veil.Session.sql`; with ``target=`` instead of
+        ε, either one's step ε is set by the targets (:mod:`veil.autolimits_target`,
+        :mod:`veil.autobounds_target`)."""
         return self._runner().run_query(self, **options)
 
     def explain(self, **options: Any) -> Explanation:

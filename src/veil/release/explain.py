@@ -278,7 +278,8 @@ class Explanation:
     notes: tuple[str, ...] = ()
     remaining: Budget | None = None  # the caller's remaining budget (None: no grant)
     covered: bool | None = None  # whether it covers ``cost`` (None: no grant to ask)
-    # with accuracy targets and auto limits: veil.autolimits_target.TargetedLimits
+    # with accuracy targets and auto limits: veil.autolimits_target.TargetedLimits; with
+    # auto bounds: veil.autobounds_target.TargetedBounds
     targeted: Any = field(default=None, compare=False)
 
     @property

@@ -176,6 +176,9 @@ class Result:
     auto_bounds: tuple[Any, ...] = field(default=(), repr=False, compare=False)
     # limits="auto": the limits chosen (veil.autolimits.ChosenLimits), or None
     auto_limits: Any = field(default=None, repr=False, compare=False)
+    # target= with bounds="auto": what the targets decided (veil.autobounds_target.
+    # TargetedBounds), or None
+    targeted: Any = field(default=None, repr=False, compare=False)
     # error_bars(level) once computed, by level (post-processing of the fields above)
     _bars: dict[float, tuple[tuple[float | None, ...], ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False

@@ -29,10 +29,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from veil.accounting.ledger import Standing
+from veil.autobounds import is_auto
+from veil.autobounds_target import TargetedBounds
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
-from veil.cli_target import choice_json, limits_target_json
+from veil.cli_target import bounds_target_json, choice_json, limits_target_json
 from veil.errors import InvalidArgumentError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
@@ -219,8 +221,8 @@ def _choice(session: Session, body: ExplainRequest) -> Choice | None:
         raise InvalidArgumentError(
             "target is for a query given as sql; give the query as sql, or an epsilon"
         )
-    if body.limits is not None:  # chosen after the limits step: Session.sql(target=…)
-        return None
+    if body.limits is not None or is_auto(_bounds(body)):
+        return None  # chosen after the limits or bounds step: Session.sql(target=…)
     from veil.accuracy import choose_epsilon
 
     options = {k: v for k, v in _options(body).items() if k != "epsilon"}
@@ -234,10 +236,11 @@ def _choice(session: Session, body: ExplainRequest) -> Choice | None:
     )
 
 
-def _limits_targets(body: ExplainRequest) -> tuple[Target, ...] | None:
-    """``body``'s targets when it asks for auto limits too (checked by :func:`_choice`
-    first): the session chooses the limits, then ε (:mod:`veil.autolimits_target`)."""
-    if body.target is None or body.limits is None:
+def _stepped_targets(body: ExplainRequest) -> tuple[Target, ...] | None:
+    """``body``'s targets when it asks for auto limits or auto bounds too (checked by
+    :func:`_choice` first): the session chooses the limits or the bounds, then ε
+    (:mod:`veil.autolimits_target`, :mod:`veil.autobounds_target`)."""
+    if body.target is None or (body.limits is None and not is_auto(_bounds(body))):
         return None
     from veil.accuracy import parse_targets
 
@@ -308,7 +311,7 @@ def _run_query(
             options = _options(body)
             if choice is not None:
                 options["epsilon"] = choice.epsilon
-            targets = _limits_targets(body)
+            targets = _stepped_targets(body)
             if targets is not None:
                 options["target"] = targets
             result = session.sql(body.sql, consistent=body.consistent, **options)
@@ -319,6 +322,8 @@ def _run_query(
             payload["target"] = choice_json(choice)
         elif result.auto_limits is not None and result.auto_limits.targeted is not None:
             payload["target"] = limits_target_json(result.auto_limits.targeted)
+        elif result.targeted is not None:
+            payload["target"] = bounds_target_json(result.targeted)
         if (
             standing is not None
             and result.cached
@@ -394,12 +399,15 @@ def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: Explain
                 session.explain_query(_built(session, ds.name, body.plan), **_options(body))
             )
         assert body.sql is not None  # the model holds exactly one
-        targets = _limits_targets(body)
-        if targets is not None:  # the range over the candidate limits, at the dearest
+        targets = _stepped_targets(body)
+        if targets is not None:  # the range over the candidate limits or bounds, the dearest
             explained = session.explain(body.sql, target=targets, **_options(body))
-            return explanation_payload(explained) | {
-                "target": limits_target_json(explained.targeted)
-            }
+            shown = (
+                bounds_target_json(explained.targeted)
+                if isinstance(explained.targeted, TargetedBounds)
+                else limits_target_json(explained.targeted)
+            )
+            return explanation_payload(explained) | {"target": shown}
         return explanation_payload(session.explain(body.sql, **_options(body)))
 
     return _answered(state, who, ds, body, ask)

@@ -158,8 +158,8 @@ class ExplainRequest(_Body):
     )
     bounds_share: Num | None = Field(
         default=None,
-        description="with 'auto' bounds: the share of epsilon spent finding them, strictly "
-        "between 0 and 1 (default 0.1)",
+        description="with 'auto' bounds and epsilon: the share of epsilon spent finding them, "
+        "strictly between 0 and 1 (default 0.1)",
     )
     max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
     max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
@@ -190,7 +190,9 @@ class ExplainRequest(_Body):
         max_length=64,
         description="accuracy targets instead of epsilon ('n=±50', 'mean=±2%', 'n=±50@90%'): "
         "the query is explained or run at the smallest ε meeting every one (sql only); with "
-        "limits 'auto', at the limits chosen, after a limits step whose ε the targets set",
+        "limits 'auto', at the limits chosen, after a limits step whose ε the targets set; "
+        "with bounds 'auto', at the bounds chosen within the declared range, after a bounds "
+        "step whose ε the targets set",
     )
     references: dict[Column, float] | None = Field(
         default=None, description="the public value each relative (%) target is taken of"

@@ -98,10 +98,43 @@ class TargetLimits(_Out):
     )
 
 
+class Range(_Out):
+    """A column's clamping range."""
+
+    lower: float
+    upper: float
+
+
+class TargetBounds(_Out):
+    """Accuracy targets with auto bounds: the bounds step's ε, and the range of the query's
+    smallest ε meeting the targets from one bin to the declared range (found before reading
+    data)."""
+
+    bounds_epsilon: float = Field(description="ε of the bounds step (ε_B = ε_max/9)")
+    bounds_epsilon_exact: str
+    epsilon_min: float = Field(description="the query's ε at the narrowest bin of each grid")
+    epsilon_min_exact: str
+    epsilon_max: float = Field(description="the query's ε at the declared ranges")
+    epsilon_max_exact: str
+    narrowest: dict[str, Range]
+    widest: dict[str, Range] = Field(description="the declared ranges")
+    chosen: dict[str, Range] | None = Field(
+        description="the bounds chosen (their hull when per group; null in an explanation)"
+    )
+    covers_cheapest: bool | None = Field(
+        description="whether the grant covered ε_B and the query at one bin"
+    )
+    covers_dearest: bool | None = Field(
+        description="… at the declared range: if so the query cannot stop for lack of budget "
+        "after the bounds step"
+    )
+
+
 class Targeted(_Out):
     """The smallest ε meeting every target (found without reading data or charging); with
     auto limits, at the limits chosen (in an explanation: at the dearest candidate), and
-    ``limits`` says the range."""
+    ``limits`` says the range; with auto bounds, at the bounds chosen (in an explanation: at
+    the declared range), and ``bounds`` says the range."""
 
     epsilon: float
     epsilon_exact: str
@@ -109,6 +142,7 @@ class Targeted(_Out):
     targets: list[TargetMet]
     assumptions: list[str] = Field(description="the public assumptions the bars rest on")
     limits: TargetLimits | None = Field(default=None, description="with auto limits")
+    bounds: TargetBounds | None = Field(default=None, description="with auto bounds")
 
 
 class GroupBoundsOut(_Out):
