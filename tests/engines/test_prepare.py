@@ -290,3 +290,58 @@ def test_new_sessions_on_one_connection_answer_each_their_own_question() -> None
     # another table under the same name (last: its registration is a view the connection
     # keeps): the same text, its own rows
     assert answer(counted, {"t": "t2"}, domains=both) == [("a", 1000), ("b", 0)]
+
+
+def _large(con: Any) -> bool:
+    rows = con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
+    return bool(rows[0][0])
+
+
+def test_a_statement_returning_lists_keeps_what_was_remembered_and_restores_the_setting(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement that returns lists runs with DuckDB's 64-bit list offsets and restores
+    the setting after; the connection is then as before — the bind and the schemas
+    remembered stay valid, the setting's value is known — until anything else changes it."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(TABLE, path)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE c AS SELECT 'a' AS g")
+    binds = _counting_binds(monkeypatch)
+    engine = DuckDBEngine({"t": str(path), "c": "c"}, connection=con)
+    listed = _tree(
+        'SELECT "g", ARRAY_AGG("x" ORDER BY "x") AS xs FROM t WHERE HASH($salt, "u") <> 0 '
+        'GROUP BY "g"'
+    )
+    want = {"a": [1.0, 3.0, 4.0], "b": [2.0]}
+
+    def run() -> dict[str, list[float]]:
+        table = engine.prepare(listed, salt=2**40 + 7).run(None)
+        assert pa.types.is_large_list(table.schema.field("xs").type)  # 64-bit offsets
+        return dict(zip(table.column("g").to_pylist(), table.column("xs").to_pylist(), strict=True))
+
+    small = engine.schema("c")
+    for _ in range(3):
+        assert run() == want
+        assert not _large(con)  # restored
+    assert len(binds) == 1  # the same catalog state after each run: bound once
+    assert engine.schema("c") == small
+    # the user sets it: a new state, bound again; the value found is the user's, kept
+    con.execute("SET arrow_large_buffer_size = true")
+    assert engine.schema("c").field("g").type == pa.large_string()
+    assert run() == want
+    assert _large(con)
+    assert len(binds) == 2
+    con.execute("SET arrow_large_buffer_size = false")
+    assert engine.schema("c") == small
+    assert run() == want
+    assert not _large(con)
+    assert len(binds) == 3
+    # another statement between two runs (a cursor's DDL): a new state again
+    con.cursor().execute("CREATE TABLE d AS SELECT 1 AS one")
+    assert run() == want
+    assert len(binds) == 4
+    assert engine.schema("c") == small

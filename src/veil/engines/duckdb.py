@@ -44,7 +44,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -88,6 +88,7 @@ _TEXTS = 64  # statement texts remembered (DuckDBEngine._text)
 _WIDTHS = (31, 32, 63, 64, 127, 128)  # the bounds of DuckDB's integer types, in bits
 _COPY_NOTE = "Arrow output on a DB-API result makes an extra copy"
 _REGISTRATIONS = itertools.count()
+_V = TypeVar("_V")
 _LINE = "line"
 
 
@@ -486,10 +487,9 @@ class DuckDBEngine:
         """The Arrow schema of a zero-row read of ``table``. DuckDB binds the read (its
         columns' names and types, as the catalog says now: ~0.1 ms); running it to make the
         Arrow schema (~0.9 ms) is skipped when this connection made one before for the same
-        names and types at the same catalog version (:func:`_arrow_schema`)."""
+        names and types in the same catalog state (:func:`_arrow_schema`)."""
         try:
-            version = getattr(self._con, "_catalog_version", None)
-            seen = None if version is None else version()
+            seen = _catalog_state(self._con)
             relation = self._con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0")
             return _arrow_schema(self._con, seen, table, relation)
         except duckdb.Error as exc:
@@ -581,19 +581,20 @@ class DuckDBEngine:
 
     def _bind_key(self, text: _Text, salt: int | None) -> tuple[object, ...] | None:
         """What the bind of ``text`` with ``salt`` depends on besides its text, or None when
-        that cannot be told cheaply: the connection's catalog version (DuckDB counts every
-        statement that may change what a name binds to — DDL, SET, registrations — and its
-        relations re-bind by it), the data version of each table named (their files' paths,
-        sizes and modification times), and which integer types hold the salt (DuckDB types
-        an integer parameter by its value). Only tables read from one exact file qualify: a glob may
-        match a new file, and a DataFrame's columns can change in place."""
-        version = getattr(self._con, "_catalog_version", None)
-        if version is None or not text.tables or not text.tables <= self._fixed:
+        that cannot be told cheaply: the connection's catalog state (:func:`_catalog_state`:
+        DuckDB counts every statement that may change what a name binds to — DDL, SET,
+        registrations — and its relations re-bind by it), the data version of each table
+        named (their files' paths, sizes and modification times), and which integer types
+        hold the salt (DuckDB types an integer parameter by its value). Only tables read from
+        one exact file qualify: a glob may match a new file, and a DataFrame's columns can
+        change in place."""
+        state = _catalog_state(self._con)
+        if state is None or not text.tables or not text.tables <= self._fixed:
             return None
         # which of DuckDB's integer types (32 to 128 bits, signed or not) hold the salt
         width = None if salt is None else tuple(-(2**b) <= salt < 2**b for b in _WIDTHS)
         versions = tuple(self.data_version(t) for t in sorted(text.tables))
-        return (version(), versions, width)
+        return (state, versions, width)
 
     def _text(self, query: exp.Expression) -> _Text:
         """``query`` as DuckDB parsed its text (the text itself if it did not parse as one
@@ -697,14 +698,29 @@ class DuckDBEngine:
         setting restored. With 32-bit offsets a result whose lists hold more than 2^31 − 1
         values in all fails after the data was read — an outcome that would depend on the
         number of rows; with 64-bit ones every such result is exported (text keys then come as
-        Arrow's large strings, which decode the same)."""
+        Arrow's large strings, which decode the same).
+
+        The setting and its restoration are two statements that move the catalog version;
+        when the versions show that nothing else moved it meanwhile, every setting and name is
+        as before, and the version reached counts as the one before (:func:`_catalog_state`):
+        what is remembered by it (binds, schemas) stays valid, and the previous value is known
+        without reading it again."""
         if not on:
             yield
             return
+        con = self._con
+        version = getattr(con, "_catalog_version", None)
         try:
-            rows = self._con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
-            previous = bool(rows[0][0]) if rows else False
-            self._con.execute("SET arrow_large_buffer_size = true")
+            start = None if version is None else version()
+            state = _catalog_state(con)
+            known = _weak_get(_LARGE_SETTING, con)
+            if start is not None and known is not None and known[0] == start:
+                previous = known[1]  # veil restored it at this very version
+            else:
+                rows = con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
+                previous = bool(rows[0][0]) if rows else False
+            con.execute("SET arrow_large_buffer_size = true")
+            on_at = None if version is None else version()
         except duckdb.Error:  # e.g. a closed connection: the query reports the error
             yield
             return
@@ -712,9 +728,19 @@ class DuckDBEngine:
             yield
         finally:
             with suppress(duckdb.Error):  # never hide the query's own outcome
-                self._con.execute(
-                    f"SET arrow_large_buffer_size = {'true' if previous else 'false'}"
-                )
+                ran = None if version is None else version()
+                con.execute(f"SET arrow_large_buffer_size = {'true' if previous else 'false'}")
+                end = None if version is None else version()
+                # each SET moves the version by exactly one: deltas of one around each of
+                # the two prove that no other statement moved it (any would add its own)
+                if (
+                    start is not None
+                    and on_at == start + 1
+                    and ran == on_at
+                    and end is not None
+                    and end == ran + 1
+                ):
+                    _same_state(con, end, state, previous)
 
     @contextmanager
     def _progress_tracked(self) -> Iterator[None]:
@@ -896,6 +922,43 @@ def _written(query: exp.Expression) -> _Written:
     return entry
 
 
+# per connection: (a raw catalog version, the state it counts as) — see _catalog_state
+_SAME_STATE: weakref.WeakKeyDictionary[Any, tuple[int, int | None]] = weakref.WeakKeyDictionary()
+# per connection: (the raw catalog version veil restored arrow_large_buffer_size at, its value)
+_LARGE_SETTING: weakref.WeakKeyDictionary[Any, tuple[int, bool]] = weakref.WeakKeyDictionary()
+
+
+def _weak_get(held: weakref.WeakKeyDictionary[Any, _V], con: Any) -> _V | None:
+    try:
+        return held.get(con)
+    except TypeError:  # a connection that cannot be weakly referenced: nothing remembered
+        return None
+
+
+def _catalog_state(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The connection's catalog version (None when DuckDB does not say): DuckDB counts every
+    statement that may change what a name binds to or how a result is exported — DDL,
+    ``SET``, registrations — so an unchanged version means unchanged names, columns and
+    settings. A version reached only by veil's own setting and restoring of a setting
+    (:meth:`DuckDBEngine._large_lists`) counts as the state before them, which it is."""
+    version = getattr(con, "_catalog_version", None)
+    if version is None:
+        return None
+    now: int = version()
+    same = _weak_get(_SAME_STATE, con)
+    if same is not None and same[0] == now and same[1] is not None:
+        return same[1]
+    return now
+
+
+def _same_state(con: Any, version: int, state: int | None, large: bool) -> None:
+    """Remember that raw catalog ``version`` of ``con`` is catalog state ``state`` and that
+    ``arrow_large_buffer_size`` is ``large`` there."""
+    with suppress(TypeError), _SHARED_LOCK:
+        _SAME_STATE[con] = (version, state)
+        _LARGE_SETTING[con] = (version, large)
+
+
 _ARROW_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], pa.Schema]] = (
     weakref.WeakKeyDictionary()
 )
@@ -908,13 +971,14 @@ def _arrow_schema(
     relation: duckdb.DuckDBPyRelation,
 ) -> pa.Schema:
     """The Arrow schema of ``relation``, a bound zero-row read of ``table`` on ``con``, whose
-    catalog version was ``version`` before the bind (None: DuckDB does not say; then run).
+    catalog state (:func:`_catalog_state`) was ``version`` before the bind (None: DuckDB does
+    not say; then the read is run).
 
     The schema of a zero-row result is a function of the bound columns' names and DuckDB
     types and of the connection's settings (the Arrow export's: string and list offsets,
     lossless types, the time zone of a TIMESTAMPTZ). Settings change only by statements that
-    move the catalog version (``SET``, as DDL and registrations do), so a schema made at the
-    same version for the same names and types (their full spelling: a DECIMAL's precision,
+    move the catalog version (``SET``, as DDL and registrations do), so a schema made in the
+    same catalog state for the same names and types (their full spelling: a DECIMAL's precision,
     an ENUM's values, a STRUCT's fields) is the one running the read would make; anything
     else runs it (the table's name is in the key too, so a constraint that only its own
     read might show is never taken from another table's). Remembered per connection: a new
