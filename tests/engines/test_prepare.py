@@ -198,16 +198,16 @@ def test_a_warm_session_binds_a_question_once_and_refuses_a_changed_file_free(
 
 def _counting_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The statement texts generated for DuckDB, counted (the real generation runs)."""
-    from veil.engines import duckdb as engine_module
+    from veil.engines import duckdb_memo as memo
 
     texts: list[str] = []
-    to_sql = engine_module.to_sql
+    to_sql = memo.to_sql
 
     def counted(tree: Any, dialect: str) -> str:
         texts.append(to_sql(tree, dialect))
         return texts[-1]
 
-    monkeypatch.setattr(engine_module, "to_sql", counted)
+    monkeypatch.setattr(memo, "to_sql", counted)
     return texts
 
 

@@ -38,13 +38,11 @@ import glob
 import hashlib
 import itertools
 import os
-import threading
 import time
 import warnings
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -59,6 +57,16 @@ from veil.engines.declared import (
     parse_schema,
     try_cast,
     type_sql,
+)
+from veil.engines.duckdb_memo import (
+    LARGE_SETTING,
+    arrow_schema,
+    catalog_state,
+    lists,
+    parsed,
+    same_state,
+    weak_get,
+    written,
 )
 from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
 from veil.engines.lines import (
@@ -88,7 +96,6 @@ _TEXTS = 64  # statement texts remembered (DuckDBEngine._text)
 _WIDTHS = (31, 32, 63, 64, 127, 128)  # the bounds of DuckDB's integer types, in bits
 _COPY_NOTE = "Arrow output on a DB-API result makes an extra copy"
 _REGISTRATIONS = itertools.count()
-_V = TypeVar("_V")
 _LINE = "line"
 
 
@@ -145,11 +152,6 @@ def _text_of(value: object, isna: Any, is_scalar: Any) -> str | None:
         return str(value)
     except Exception:  # a value whose str() raises is NULL, like any value that is not text
         return None
-
-
-def _lists(query: exp.Expression) -> bool:
-    """Whether ``query`` returns lists (``ARRAY_AGG``: a fine quantile grid's cells)."""
-    return query.find(exp.ArrayAgg) is not None
 
 
 def _with_non_text(column: exp.Column) -> bool:
@@ -487,11 +489,11 @@ class DuckDBEngine:
         """The Arrow schema of a zero-row read of ``table``. DuckDB binds the read (its
         columns' names and types, as the catalog says now: ~0.1 ms); running it to make the
         Arrow schema (~0.9 ms) is skipped when this connection made one before for the same
-        names and types in the same catalog state (:func:`_arrow_schema`)."""
+        names and types in the same catalog state (``duckdb_memo.arrow_schema``)."""
         try:
-            seen = _catalog_state(self._con)
+            seen = catalog_state(self._con)
             relation = self._con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0")
-            return _arrow_schema(self._con, seen, table, relation)
+            return arrow_schema(self._con, seen, table, relation)
         except duckdb.Error as exc:
             raise SchemaError(f"cannot read the schema of table {table!r}: {exc}") from exc
 
@@ -581,14 +583,14 @@ class DuckDBEngine:
 
     def _bind_key(self, text: _Text, salt: int | None) -> tuple[object, ...] | None:
         """What the bind of ``text`` with ``salt`` depends on besides its text, or None when
-        that cannot be told cheaply: the connection's catalog state (:func:`_catalog_state`:
-        DuckDB counts every statement that may change what a name binds to — DDL, SET,
-        registrations — and its relations re-bind by it), the data version of each table
-        named (their files' paths, sizes and modification times), and which integer types
-        hold the salt (DuckDB types an integer parameter by its value). Only tables read from
-        one exact file qualify: a glob may match a new file, and a DataFrame's columns can
-        change in place."""
-        state = _catalog_state(self._con)
+        that cannot be told cheaply: the connection's catalog state (``duckdb_memo``'s
+        ``catalog_state``: DuckDB counts every statement that may change what a name binds
+        to — DDL, SET, registrations — and its relations re-bind by it), the data version of
+        each table named (their files' paths, sizes and modification times), and which
+        integer types hold the salt (DuckDB types an integer parameter by its value). Only
+        tables read from one exact file qualify: a glob may match a new file, and a
+        DataFrame's columns can change in place."""
+        state = catalog_state(self._con)
         if state is None or not text.tables or not text.tables <= self._fixed:
             return None
         # which of DuckDB's integer types (32 to 128 bits, signed or not) hold the salt
@@ -601,18 +603,18 @@ class DuckDBEngine:
         statement: binding it then raises the parser's error), whether it holds the
         placeholder ``salt`` and the registered tables it names, remembered by the tree itself
         (held here, so its id names no other tree). The text and what the tree names are
-        generated once per process (:func:`_written`), the parse once per connection
-        (:func:`_parsed`): a new session on the same connection asks neither again."""
+        generated once per process, the parse once per connection (``duckdb_memo``): a new
+        session on the same connection asks neither again."""
         held = self._texts.get(id(query))
         if held is not None and held.query is query:
             return held
-        written = _written(query)
-        parsed = _parsed(self._con, written)
-        named = written.named
+        shared = written(query)
+        statement = parsed(self._con, shared)
+        named = shared.named
         tables = frozenset(t for t in self._versions if t in named)
         if len(tables) != len(named):  # a name veil did not register: never remembered
             tables = frozenset()
-        entry = _Text(query, parsed, written.salted, tables, written.listed)
+        entry = _Text(query, statement, shared.salted, tables, shared.listed)
         self._texts[id(query)] = entry
         while len(self._texts) > _TEXTS:
             self._texts.pop(next(iter(self._texts)))
@@ -680,7 +682,7 @@ class DuckDBEngine:
         on: it is switched on (with its own printing off) for this query and restored after."""
         sql = to_sql(query, self.dialect)
         with (
-            self._large_lists(_lists(query)),
+            self._largelists(lists(query)),
             self._progress_tracked(),
             watching(self._query_progress, progress),
         ):
@@ -692,7 +694,7 @@ class DuckDBEngine:
         return percent / 100 if percent >= 0 else -1.0
 
     @contextmanager
-    def _large_lists(self, on: bool) -> Iterator[None]:
+    def _largelists(self, on: bool) -> Iterator[None]:
         """With ``on`` (a statement that returns lists: a fine quantile grid's cells per group,
         ``ARRAY_AGG``), DuckDB's Arrow export with 64-bit offsets for the run, the previous
         setting restored. With 32-bit offsets a result whose lists hold more than 2^31 − 1
@@ -702,9 +704,9 @@ class DuckDBEngine:
 
         The setting and its restoration are two statements that move the catalog version;
         when the versions show that nothing else moved it meanwhile, every setting and name is
-        as before, and the version reached counts as the one before (:func:`_catalog_state`):
-        what is remembered by it (binds, schemas) stays valid, and the previous value is known
-        without reading it again."""
+        as before, and the version reached counts as the one before (``duckdb_memo``'s
+        ``catalog_state``): what is remembered by it (binds, schemas) stays valid, and the
+        previous value is known without reading it again."""
         if not on:
             yield
             return
@@ -712,8 +714,8 @@ class DuckDBEngine:
         version = getattr(con, "_catalog_version", None)
         try:
             start = None if version is None else version()
-            state = _catalog_state(con)
-            known = _weak_get(_LARGE_SETTING, con)
+            state = catalog_state(con)
+            known = weak_get(LARGE_SETTING, con)
             if start is not None and known is not None and known[0] == start:
                 previous = known[1]  # veil restored it at this very version
             else:
@@ -740,7 +742,7 @@ class DuckDBEngine:
                     and end is not None
                     and end == ran + 1
                 ):
-                    _same_state(con, end, state, previous)
+                    same_state(con, end, state, previous)
 
     @contextmanager
     def _progress_tracked(self) -> Iterator[None]:
@@ -824,7 +826,7 @@ class _Bound:
 
     def run(self, progress: Progress | None) -> pa.Table:
         engine, relation = self._engine, self._relation
-        with engine._large_lists(self._listed):
+        with engine._largelists(self._listed):
             if progress is None:
                 return engine._arrow(relation.to_arrow_table)
             with engine._progress_tracked(), watching(engine._query_progress, progress):
@@ -853,7 +855,7 @@ class _Checked:
         def fetch() -> pa.Table:
             return engine._executed(self._statement, self._params)
 
-        with engine._large_lists(self._listed):
+        with engine._largelists(self._listed):
             if progress is None:
                 return engine._arrow(fetch)
             with engine._progress_tracked(), watching(engine._query_progress, progress):
@@ -877,158 +879,3 @@ class _Text:
         self.query, self.parsed, self.salted, self.tables = query, parsed, salted, tables
         self.bound: tuple[object, ...] | None = None
         self.listed = listed
-
-
-class _Written:
-    """What :func:`_written` remembers of a tree: its DuckDB text, whether it holds the
-    placeholder ``salt``, the table names it reads (not its CTEs') and whether it returns
-    lists — each a function of the tree alone."""
-
-    __slots__ = ("listed", "named", "query", "salted", "text")
-
-    def __init__(self, query: exp.Expression) -> None:
-        self.query = query
-        self.text = to_sql(query, DuckDBEngine.dialect)
-        self.salted = any(p.name == "salt" for p in query.find_all(exp.Placeholder))
-        ctes = {c.alias_or_name for c in query.find_all(exp.CTE)}
-        self.named = frozenset(
-            t.name for t in query.find_all(exp.Table) if t.name not in ctes or t.db
-        )
-        self.listed = _lists(query)
-
-
-_WRITTEN: dict[int, _Written] = {}
-_PARSES: weakref.WeakKeyDictionary[Any, dict[int, tuple[_Written, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-_SHARED_LOCK = threading.Lock()
-
-
-def _written(query: exp.Expression) -> _Written:
-    """``query``'s text and names (:class:`_Written`), generated once per process and
-    remembered by the tree itself: the entry holds the tree, so its id names no other tree
-    while it is remembered, and the identity is checked. The trees veil prepares are a
-    template's (:func:`veil.compile.templates.template`), which nothing changes and which
-    every session of the process shares — so a new session's engine asks for the text of a
-    question the process has seen without generating it again (~1 ms a statement)."""
-    held = _WRITTEN.get(id(query))
-    if held is not None and held.query is query:
-        return held
-    entry = _Written(query)
-    with _SHARED_LOCK:
-        _WRITTEN[id(query)] = entry
-        while len(_WRITTEN) > _TEXTS:
-            _WRITTEN.pop(next(iter(_WRITTEN)))
-    return entry
-
-
-# per connection: (a raw catalog version, the state it counts as) — see _catalog_state
-_SAME_STATE: weakref.WeakKeyDictionary[Any, tuple[int, int | None]] = weakref.WeakKeyDictionary()
-# per connection: (the raw catalog version veil restored arrow_large_buffer_size at, its value)
-_LARGE_SETTING: weakref.WeakKeyDictionary[Any, tuple[int, bool]] = weakref.WeakKeyDictionary()
-
-
-def _weak_get(held: weakref.WeakKeyDictionary[Any, _V], con: Any) -> _V | None:
-    try:
-        return held.get(con)
-    except TypeError:  # a connection that cannot be weakly referenced: nothing remembered
-        return None
-
-
-def _catalog_state(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The connection's catalog version (None when DuckDB does not say): DuckDB counts every
-    statement that may change what a name binds to or how a result is exported — DDL,
-    ``SET``, registrations — so an unchanged version means unchanged names, columns and
-    settings. A version reached only by veil's own setting and restoring of a setting
-    (:meth:`DuckDBEngine._large_lists`) counts as the state before them, which it is."""
-    version = getattr(con, "_catalog_version", None)
-    if version is None:
-        return None
-    now: int = version()
-    same = _weak_get(_SAME_STATE, con)
-    if same is not None and same[0] == now and same[1] is not None:
-        return same[1]
-    return now
-
-
-def _same_state(con: Any, version: int, state: int | None, large: bool) -> None:
-    """Remember that raw catalog ``version`` of ``con`` is catalog state ``state`` and that
-    ``arrow_large_buffer_size`` is ``large`` there."""
-    with suppress(TypeError), _SHARED_LOCK:
-        _SAME_STATE[con] = (version, state)
-        _LARGE_SETTING[con] = (version, large)
-
-
-_ARROW_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], pa.Schema]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _arrow_schema(
-    con: duckdb.DuckDBPyConnection,
-    version: int | None,
-    table: str,
-    relation: duckdb.DuckDBPyRelation,
-) -> pa.Schema:
-    """The Arrow schema of ``relation``, a bound zero-row read of ``table`` on ``con``, whose
-    catalog state (:func:`_catalog_state`) was ``version`` before the bind (None: DuckDB does
-    not say; then the read is run).
-
-    The schema of a zero-row result is a function of the bound columns' names and DuckDB
-    types and of the connection's settings (the Arrow export's: string and list offsets,
-    lossless types, the time zone of a TIMESTAMPTZ). Settings change only by statements that
-    move the catalog version (``SET``, as DDL and registrations do), so a schema made in the
-    same catalog state for the same names and types (their full spelling: a DECIMAL's precision,
-    an ENUM's values, a STRUCT's fields) is the one running the read would make; anything
-    else runs it (the table's name is in the key too, so a constraint that only its own
-    read might show is never taken from another table's). Remembered per connection: a new
-    session on it asks for the same tables."""
-    if version is None:
-        schema: pa.Schema = relation.to_arrow_table().schema
-        return schema
-    key = (version, table, tuple(relation.columns), tuple(str(t) for t in relation.types))
-    try:
-        held = _ARROW_SCHEMAS.get(con)
-    except TypeError:  # a connection that cannot be weakly referenced
-        held = None
-    found = held.get(key) if held is not None else None
-    if found is not None:
-        return found
-    schema = relation.to_arrow_table().schema
-    with _SHARED_LOCK:
-        try:
-            held = _ARROW_SCHEMAS.setdefault(con, {})
-        except TypeError:
-            return schema
-        held[key] = schema
-        while len(held) > _TEXTS:
-            held.pop(next(iter(held)))
-    return schema
-
-
-def _parsed(con: duckdb.DuckDBPyConnection, written: _Written) -> Any:
-    """``written``'s text as DuckDB's connection ``con`` parses it (the text itself if it
-    does not parse as one statement: binding it then raises the parser's error), once per
-    connection and text: every engine on ``con`` (a new session per query on one
-    connection) shares the parse, as one engine's queries do."""
-    try:
-        held = _PARSES.get(con)
-    except TypeError:  # a connection that cannot be weakly referenced: parsed each time
-        held = None
-    found = held.get(id(written)) if held is not None else None
-    if found is not None and found[0] is written:
-        return found[1]
-    parsed: Any = written.text
-    try:
-        (parsed,) = con.extract_statements(written.text)
-    except (duckdb.Error, ValueError):
-        parsed = written.text
-    with _SHARED_LOCK:
-        try:
-            held = _PARSES.setdefault(con, {})
-        except TypeError:
-            return parsed
-        held[id(written)] = (written, parsed)
-        while len(held) > _TEXTS:
-            held.pop(next(iter(held)))
-    return parsed
