@@ -59,6 +59,34 @@ def test_a_new_in_memory_ledger_has_the_schema_create_all_makes(sqlite_url: str)
     engine.dispose()
 
 
+def test_a_new_in_memory_ledger_starts_empty_whatever_earlier_ones_wrote() -> None:
+    """The schema copied into each new in-memory ledger is a template nothing writes to: what
+    one ledger grants, charges and caches is in no later one."""
+    with Ledger("sqlite://") as first:
+        first.grant("alice", "people", Budget(epsilon=1))
+        first.reserve("alice", "people", Budget(epsilon=0.5), fingerprint="q").commit({"value": 1})
+        with first._engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM veil_answers").scalar() == 1
+    with Ledger("sqlite://") as second, second._engine.connect() as conn:
+        assert not second.has_grant("alice", "people")
+        for table in ("veil_budgets", "veil_events", "veil_answers", "veil_alerts"):
+            assert conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() == 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM veil_schema_version").scalar() == 1
+
+
+def test_a_new_in_memory_ledger_has_the_current_schema_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The template an in-memory ledger's schema is copied from is the one of the schema
+    version in force, not of the version a first ledger of the process was made at."""
+    Ledger("sqlite://").close()  # the template of the current version exists
+    later = store.SCHEMA_VERSION + 1
+    monkeypatch.setattr(store, "SCHEMA_VERSION", later)
+    with Ledger("sqlite://") as memory, memory._engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version FROM veil_schema_version").all()
+        assert [tuple(r) for r in version] == [(later,)]
+
+
 def test_opening_an_older_ledger_runs_the_missing_migrations(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -259,6 +259,51 @@ def test_a_table_of_a_given_connection_is_used_in_place() -> None:
     assert got["a"]["count"] == 10
 
 
+def test_a_connection_tables_schema_follows_every_change_of_the_table() -> None:
+    """A connection table's schema, remembered per connection for new engines (sessions) on
+    it, is always the table's as it is now: a change of columns or types, a replaced table,
+    a setting of the Arrow export, another table of the same columns each read their own."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE people AS SELECT range AS uid, 'a' AS g FROM range(3)")
+    con.execute("CREATE TABLE others AS SELECT range AS uid, 'a' AS g FROM range(3)")
+
+    def fresh(table: str = "people") -> pa.Schema:
+        return DuckDBEngine({table: table}, connection=con).schema(table)
+
+    def read(table: str = "people") -> pa.Schema:  # what a zero-row read says, run afresh
+        return con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table().schema
+
+    engine = DuckDBEngine({"people": "people"}, connection=con)
+    first = engine.schema("people")
+    assert first.names == ["uid", "g"]
+    assert fresh() == first
+    assert fresh("others") == read("others")
+    con.execute("ALTER TABLE people ADD COLUMN x DOUBLE")
+    assert engine.schema("people").names == ["uid", "g", "x"]
+    assert fresh() == read()
+    con.execute("ALTER TABLE people ALTER COLUMN uid TYPE VARCHAR")
+    assert engine.schema("people").field("uid").type == pa.string()
+    assert fresh() == read()
+    con.cursor().execute("CREATE OR REPLACE TABLE people AS SELECT 1.5::DECIMAL(9, 2) AS uid")
+    assert engine.schema("people") == read()
+    assert engine.schema("people").field("uid").type == pa.decimal128(9, 2)
+    con.execute("CREATE OR REPLACE TABLE people AS SELECT 1.5::DECIMAL(18, 3) AS uid")
+    assert fresh().field("uid").type == pa.decimal128(18, 3)
+    before = fresh("others")
+    con.execute("SET arrow_large_buffer_size = true")
+    assert fresh("others") == read("others")
+    assert fresh("others").field("g").type == pa.large_string() != before.field("g").type
+    con.execute("SET arrow_large_buffer_size = false")
+    assert fresh("others") == before
+    frame = pd.DataFrame({"uid": [1, 2]})
+    con.register("framed", frame)
+    assert fresh("framed").names == ["uid"]
+    con.register("framed", frame.assign(y=[0.5, 1.5]))
+    assert fresh("framed").names == ["uid", "y"]
+
+
 def test_a_name_that_is_neither_file_nor_table_is_refused() -> None:
     with pytest.raises(SchemaError, match="neither a file nor a table"):
         DuckDBEngine({"t": "no_such_table"})

@@ -194,3 +194,154 @@ def test_a_warm_session_binds_a_question_once_and_refuses_a_changed_file_free(
         with pytest.raises(SchemaError):
             s.sql(query, epsilon="1/4", **options)
         assert s.ledger.spent(s.analyst, s.dataset) == before  # refused before reserving
+
+
+def _counting_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statement texts generated for DuckDB, counted (the real generation runs)."""
+    from veil.engines import duckdb_memo as memo
+
+    texts: list[str] = []
+    to_sql = memo.to_sql
+
+    def counted(tree: Any, dialect: str) -> str:
+        texts.append(to_sql(tree, dialect))
+        return texts[-1]
+
+    monkeypatch.setattr(memo, "to_sql", counted)
+    return texts
+
+
+def test_a_new_engine_runs_a_known_tree_from_the_text_generated_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import duckdb
+
+    from veil.compile.lower import to_sql
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a', 1.0), (2, 'b', 2.0)) v(u, g, x)")
+    texts = _counting_texts(monkeypatch)
+    query = _tree('SELECT "g", COUNT(*) AS n FROM t WHERE HASH($salt, "u") <> 0 GROUP BY "g"')
+    other = _tree('SELECT "g", SUM("x") AS n FROM t WHERE HASH($salt, "u") <> 0 GROUP BY "g"')
+    first = DuckDBEngine({"t": "t"}, connection=con).prepare(query, salt=7).run(None)
+    assert texts == [to_sql(query, "duckdb")]
+    for _ in range(2):  # new engines on the same connection: the same result, no new text
+        again = DuckDBEngine({"t": "t"}, connection=con).prepare(query, salt=7).run(None)
+        assert again.sort_by("g").equals(first.sort_by("g"))
+    assert len(texts) == 1
+    # another tree (an equal copy included) is another statement, generated for itself
+    summed = DuckDBEngine({"t": "t"}, connection=con).prepare(other, salt=7).run(None)
+    assert sorted(summed.column("n").to_pylist()) == [1.0, 2.0]
+    copy = query.copy()
+    DuckDBEngine({"t": "t"}, connection=con).prepare(copy, salt=7).run(None)
+    assert texts == [to_sql(query, "duckdb"), to_sql(other, "duckdb"), to_sql(copy, "duckdb")]
+    # a fresh connection parses the known text itself, and reads its own table
+    con2 = duckdb.connect()
+    con2.execute("CREATE TABLE t AS SELECT * FROM (VALUES (5, 'c', 1.0)) v(u, g, x)")
+    there = DuckDBEngine({"t": "t"}, connection=con2).prepare(query, salt=7).run(None)
+    assert there.column("g").to_pylist() == ["c"]
+    assert len(texts) == 3
+
+
+@pytest.mark.filterwarnings("ignore:epsilon=.* protects little")  # exact answers, to compare
+def test_new_sessions_on_one_connection_answer_each_their_own_question() -> None:
+    """Fresh sessions (and engines) on one connection share the statements of a question
+    they ask alike, and only those: a different table, bound, domain or grid is another
+    statement, whose answer is its own."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE t AS SELECT i AS u, CASE WHEN i % 3 = 0 THEN 'a' ELSE 'b' END AS g, "
+        "(i % 10)::DOUBLE AS x FROM range(3000) r(i)"
+    )
+    con.execute("CREATE TABLE t2 AS SELECT * FROM t WHERE g = 'a'")
+    runs = iter(range(100))
+
+    def answer(sql: str, tables: dict[str, str] | None = None, **options: Any) -> list[Any]:
+        with Session.local(
+            tables or {"t": "t"}, connection=con, dataset=f"d{next(runs)}", privacy_unit="u",
+            budget=Budget(epsilon=10**5), self_grant=True,
+        ) as s:  # fmt: skip
+            rows = s.sql(sql, epsilon=10**4, **options).rows
+        return sorted((r[0], round(float(r[1]))) for r in rows)
+
+    summed = "SELECT g, SUM(x) AS s FROM t GROUP BY g"
+    both = {"g": ["a", "b"]}
+    # exact sums of x clamped to [0, hi] per group ('a': i % 3 == 0), ε large: noise < 0.5
+    for hi in (9, 4, 1, 4, 9):  # each bound its own statement, the earlier ones asked again
+        want = {g: sum(min(i % 10, hi) for i in range(3000) if (i % 3 == 0) == (g == "a"))
+                for g in ("a", "b")}  # fmt: skip
+        assert answer(summed, bounds={"x": (0, hi)}, domains=both) == sorted(want.items())
+    for keys in (["a"], ["b"], ["a", "b"], ["a"]):  # each domain its own statement
+        assert [g for g, _ in answer(summed, bounds={"x": (0, 9)}, domains={"g": keys})] == keys
+    counted = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"
+    assert answer(counted, domains=both) == [("a", 1000), ("b", 2000)]
+    # a quantile on two grids: each its own cells (the middle of [0, 10) either way)
+    median = "SELECT MEDIAN(x) AS m FROM t"
+    for buckets in (16, 1024, 16):
+        with Session.local(
+            {"t": "t"}, connection=con, dataset=f"d{next(runs)}", privacy_unit="u",
+            budget=Budget(epsilon=10**5), self_grant=True, bounds={"x": (0, 10)},
+            quantile_buckets=buckets,
+        ) as s:  # fmt: skip
+            m = float(s.sql(median, epsilon=10**4).rows[0][0])
+        assert 4 - 10 / buckets <= m <= 5 + 10 / buckets
+    # another table under the same name (last: its registration is a view the connection
+    # keeps): the same text, its own rows
+    assert answer(counted, {"t": "t2"}, domains=both) == [("a", 1000), ("b", 0)]
+
+
+def _large(con: Any) -> bool:
+    rows = con.execute("SELECT current_setting('arrow_large_buffer_size')").fetchall()
+    return bool(rows[0][0])
+
+
+def test_a_statement_returning_lists_keeps_what_was_remembered_and_restores_the_setting(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement that returns lists runs with DuckDB's 64-bit list offsets and restores
+    the setting after; the connection is then as before — the bind and the schemas
+    remembered stay valid, the setting's value is known — until anything else changes it."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(TABLE, path)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE c AS SELECT 'a' AS g")
+    binds = _counting_binds(monkeypatch)
+    engine = DuckDBEngine({"t": str(path), "c": "c"}, connection=con)
+    listed = _tree(
+        'SELECT "g", ARRAY_AGG("x" ORDER BY "x") AS xs FROM t WHERE HASH($salt, "u") <> 0 '
+        'GROUP BY "g"'
+    )
+    want = {"a": [1.0, 3.0, 4.0], "b": [2.0]}
+
+    def run() -> dict[str, list[float]]:
+        table = engine.prepare(listed, salt=2**40 + 7).run(None)
+        assert pa.types.is_large_list(table.schema.field("xs").type)  # 64-bit offsets
+        return dict(zip(table.column("g").to_pylist(), table.column("xs").to_pylist(), strict=True))
+
+    small = engine.schema("c")
+    for _ in range(3):
+        assert run() == want
+        assert not _large(con)  # restored
+    assert len(binds) == 1  # the same catalog state after each run: bound once
+    assert engine.schema("c") == small
+    # the user sets it: a new state, bound again; the value found is the user's, kept
+    con.execute("SET arrow_large_buffer_size = true")
+    assert engine.schema("c").field("g").type == pa.large_string()
+    assert run() == want
+    assert _large(con)
+    assert len(binds) == 2
+    con.execute("SET arrow_large_buffer_size = false")
+    assert engine.schema("c") == small
+    assert run() == want
+    assert not _large(con)
+    assert len(binds) == 3
+    # another statement between two runs (a cursor's DDL): a new state again
+    con.cursor().execute("CREATE TABLE d AS SELECT 1 AS one")
+    assert run() == want
+    assert len(binds) == 4
+    assert engine.schema("c") == small

@@ -8,6 +8,8 @@ upgrades a database from the version before it, and opening a ledger applies the
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +32,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -288,34 +290,66 @@ def open_engine(url: str | os.PathLike[str]) -> tuple[Engine, bool]:
 
 
 _EMPTY_SCHEMA: list[tuple[str, ...]] = []  # create_all's statements for an empty SQLite database
+# per SCHEMA_VERSION: a private in-memory SQLite database holding what those statements and
+# the version row make, copied page by page into each new in-memory ledger (see _copy_schema)
+_TEMPLATES: dict[int, sqlite3.Connection] = {}
+_TEMPLATE_LOCK = threading.Lock()
 
 
-def _create_statements(conn: Connection) -> tuple[str, ...]:
+def _create_statements(dialect: Dialect) -> tuple[str, ...]:
     """The statements ``metadata.create_all`` issues on an empty SQLite database, compiled by
-    ``conn``'s dialect once per process (each new engine would compile them anew)."""
+    ``dialect`` once per process (each new engine would compile them anew)."""
     if not _EMPTY_SCHEMA:
         elements: list[Any] = []
         mock = create_mock_engine(
             make_url("sqlite://"), lambda ddl, *_a, **_k: elements.append(ddl)
         )
         metadata.create_all(mock, checkfirst=False)
-        _EMPTY_SCHEMA.append(tuple(str(e.compile(dialect=conn.dialect)) for e in elements))
+        _EMPTY_SCHEMA.append(tuple(str(e.compile(dialect=dialect)) for e in elements))
     return _EMPTY_SCHEMA[0]
+
+
+def _schema_template(dialect: Dialect) -> sqlite3.Connection:
+    """The in-memory SQLite database that :func:`_create_statements` and the row of
+    :data:`SCHEMA_VERSION` make — what an empty in-memory ledger gets —, built once per
+    process and schema version, then only read. Call with ``_TEMPLATE_LOCK`` held."""
+    held = _TEMPLATES.get(SCHEMA_VERSION)
+    if held is None:
+        held = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        held.execute("BEGIN IMMEDIATE")
+        for statement in _create_statements(dialect):
+            held.execute(statement)
+        held.execute("INSERT INTO veil_schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        held.execute("COMMIT")
+        _TEMPLATES[SCHEMA_VERSION] = held
+    return held
+
+
+def _copy_schema(engine: Engine) -> bool:
+    """Give the in-memory database of ``engine`` (``open_engine``'s: one shared connection),
+    when it is empty, the tables, indexes and version row of a new ledger, by copying the
+    pages of :func:`_schema_template` into it with SQLite's online backup — the database the
+    statements would make, page for page (~0.1 ms, against ~1 ms for the statements run one
+    by one through SQLAlchemy). False, and nothing copied, when it holds something already."""
+    raw = engine.raw_connection()
+    try:
+        target = raw.driver_connection
+        if target is None or target.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            return False  # (a closed connection: the usual path reports it)
+        with _TEMPLATE_LOCK:  # built once; one copy at a time out of the shared source
+            _schema_template(engine.dialect).backup(target)
+        return True
+    finally:
+        raw.close()
 
 
 def prepare_schema(engine: Engine, *, memory: bool = False) -> None:
     """Create the tables if missing and migrate an older schema to :data:`SCHEMA_VERSION`.
     ``memory``: the engine's database is in-memory SQLite (``open_engine``'s); when it holds
-    nothing yet, the tables are created without looking for each first."""
-    if memory:
-        with engine.begin() as conn:
-            if not conn.exec_driver_sql("SELECT count(*) FROM sqlite_master").scalar_one():
-                for statement in _create_statements(conn):
-                    conn.exec_driver_sql(statement)
-                conn.exec_driver_sql(
-                    "INSERT INTO veil_schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
-                )
-                return
+    nothing yet, the tables are copied from a template made once per process
+    (:func:`_copy_schema`) without looking for each first."""
+    if memory and _copy_schema(engine):
+        return
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # serialise concurrent first-time setups (DDL is transactional in PostgreSQL)
