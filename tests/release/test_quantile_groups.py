@@ -69,6 +69,25 @@ def test_every_group_draws_what_it_draws_alone(kind: str, q: Fraction) -> None:
             assert a.bytes_drawn == b.bytes_drawn  # and the same bytes read, group by group
 
 
+@pytest.mark.parametrize("q", [Fraction(0), Fraction(1, 2), Fraction(1)], ids=str)
+def test_32_bit_cells_draw_what_64_bit_ones_draw(q: Fraction) -> None:
+    """DuckDB lists a grid of at most 2^32 cells as uint32: the same groups' cells as int64
+    give the same candidates from the same bytes, batched or one by one, the grid's last
+    cell (2^32 − 1) included."""
+    rng = np.random.default_rng(12)
+    m = measurement(q, Fraction(1, 2), 1 << 32, rows=2)
+    wide = [data(kind, n, 1 << 32, rng) for kind, n in
+            (("skewed", 20_000), ("narrow", 9_000), ("tied", 3_000), ("uniform", 40))]  # fmt: skip
+    wide[0][:50] = (1 << 32) - 1  # rows at the upper bound: the last cell
+    narrow: list[Cells] = [RowCells(w.astype(np.uint32)) for w in wide]
+    sixty_four: list[Cells] = [RowCells(w) for w in wide]
+    a, b, c = SeededSource("32"), SeededSource("32"), SeededSource("32")
+    for _ in range(3):
+        got = choose_quantiles(m, narrow, source=a)
+        assert got == choose_quantiles(m, sixty_four, source=b) == one_by_one(m, narrow, c)
+        assert a.bytes_drawn == b.bytes_drawn == c.bytes_drawn
+
+
 def test_each_groups_classes_are_its_whole_grids() -> None:
     rng = np.random.default_rng(11)
     for q in (Fraction(0), Fraction(1, 2), Fraction(9, 10), Fraction(1)):

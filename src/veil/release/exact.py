@@ -500,12 +500,15 @@ def _listed_counts(agg: Aggregate, table: pa.Table, keys: Sequence[str]) -> dict
     column = table.column(BUCKET_COLUMN)
     if column.null_count:  # split_together keeps the groups with a list only
         raise InternalError("a listed quantile cell table holds a NULL list; this is a bug")
-    groups: list[NDArray[np.int64]] = []
+    groups: list[NDArray[Any]] = []
     for lists in column.chunks:  # chunk by chunk: combining them would copy every cell
         flat = pc.list_flatten(lists)
         if flat.null_count:  # a cell is a clamped integer: never NULL
             raise InternalError("a listed quantile cell is NULL; this is a bug")
-        values = np.asarray(flat.cast(pa.int64()).to_numpy(zero_copy_only=False), np.int64)
+        # 32-bit cells (a grid of at most 2^32: ``lower._together_rows``) stay as they are,
+        # read without a copy; others as 64-bit integers
+        wide = not pa.types.is_uint32(flat.type)
+        values = (flat.cast(pa.int64()) if wide else flat).to_numpy(zero_copy_only=False)
         sizes = np.asarray(pc.list_value_length(lists).to_numpy(zero_copy_only=False), np.int64)
         groups += np.split(values, np.cumsum(sizes)[:-1]) if sizes.size else []
     identities = group_keys(agg, table.select(list(keys)), keys) if keys else [()] * len(groups)

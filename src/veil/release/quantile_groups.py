@@ -34,6 +34,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -98,7 +99,7 @@ class _Batch:
     """Every listed group's runs laid end to end (group g's are ``first[g] … first[g+1] − 1``)
     with their classes, and each group's class sizes."""
 
-    rows: Sequence[NDArray[np.int64]]
+    rows: Sequence[NDArray[Any]]
     start: NDArray[np.int64]
     length: NDArray[np.int64]
     distance: NDArray[np.int64]
@@ -118,7 +119,7 @@ class _Batch:
         (the groups are then drawn one by one, as Python integers)."""
         q = _q(m)
         factor, limit = _factor(q), m.limit
-        rows = [np.asarray(g.rows, dtype=np.int64).reshape(-1) for g in groups]
+        rows = [_cells(g.rows) for g in groups]
         n = [int(r.size) for r in rows]
         bits = limit.bit_length()  # a cell < limit < 2^bits
         if not all(n) or factor * (max(n) + 1) >= _WIDE or len(groups) >= 1 << (62 - bits):
@@ -182,7 +183,7 @@ class _Windows:
 
 
 def _windows(
-    rows: Sequence[NDArray[np.int64]],
+    rows: Sequence[NDArray[Any]],
     targets: Sequence[int],
     threshold: int,
     factor: int,
@@ -211,7 +212,7 @@ def _windows(
         if n[g] <= _SMALL or (low[g] < 0 and high[g] > n[g]):  # every row: sorted below
             if int(v.min()) < 0 or int(v.max()) >= limit:
                 raise InternalError(_BAD_CELLS)
-            near.append(v + tag)
+            near.append(v.astype(np.int64) + tag)
             below.append(0)
             continue
         top = v >> shift
@@ -224,7 +225,7 @@ def _windows(
             int(np.searchsorted(ends, high[g] - 1, side="right")) if high[g] <= n[g] else bins - 1
         )
         below.append(int(ends[first - 1]) if first else 0)
-        kept = v[(top >= first) & (top <= last)]
+        kept = v[(top >= first) & (top <= last)].astype(np.int64)
         kept += tag
         near.append(kept)
     order = np.sort(np.concatenate(near))  # (group, cell) ascending
@@ -254,7 +255,14 @@ def _windows(
     return _Windows(begin, stop, base, cells & mask, counts, at)
 
 
-def _histogram(top: NDArray[np.int64], bins: int) -> NDArray[np.int64]:
+def _cells(rows: NDArray[Any]) -> NDArray[Any]:
+    """A group's cells as one flat array: uint32 ones as they are (half the bytes to pass
+    over; each pass here widens only the few rows it keeps), any other as int64."""
+    flat = np.asarray(rows).reshape(-1)
+    return flat if flat.dtype == np.uint32 else flat.astype(np.int64, copy=False)
+
+
+def _histogram(top: NDArray[Any], bins: int) -> NDArray[np.int64]:
     """Rows per coarse bin (at least ``bins`` of them; more if a cell lies past the grid); a
     negative cell (which numpy refuses to count) is an :class:`InternalError`."""
     try:

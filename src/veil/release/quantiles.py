@@ -403,7 +403,8 @@ class RowCells:
     are, without sorting them all.
     """
 
-    rows: NDArray[np.int64]
+    rows: NDArray[Any]
+    """The cells, int64 or uint32 (a grid of at most 2^32 cells, as DuckDB lists them)."""
 
     @functools.cached_property
     def pair(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -504,7 +505,7 @@ def row_runs(m: Measurement, rows: RowCells) -> Runs:
     )
 
 
-def far_distance(rows: NDArray[np.int64], factor: int, target: int, threshold: int, at: int) -> int:
+def far_distance(rows: NDArray[Any], factor: int, target: int, threshold: int, at: int) -> int:
     """The exact scaled distance of candidate ``at`` from the group's ``rows`` (cells, in any
     order), which lies outside the group's window: counted from the rows, and ≥ ``threshold``
     (T) by the window's proof note, else an :class:`InternalError`."""
