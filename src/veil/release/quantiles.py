@@ -46,7 +46,9 @@ whole: every candidate further than the last class's threshold from the target i
 class whatever its exact distance, so only a window of rows around the target rank is sorted
 (found by selection in linear time) and the stretches outside stay single runs whose exact
 distances are counted only if one of their candidates is proposed (:func:`row_runs`, with
-its proof note) — the same class sizes, hence the same candidate from the same draws.
+its proof note) — the same class sizes, hence the same candidate from the same draws. A
+release finds every listed group's window and classes at once
+(:mod:`veil.release.quantile_groups`), and draws each with :func:`draw_classes`.
 
 **Confidence** (:func:`rank_halfwidth`). Some candidate covers τ (the intervals [lt_j, le_j]
 tile [0, n]), so the normaliser is ≥ 1 and P(distance > r) < limit·exp(−r/scale) = 1 − level
