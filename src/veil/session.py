@@ -498,7 +498,10 @@ class Session:
         """A session on the embedded DuckDB engine.
 
         ``tables``: name → CSV/Parquet path (scanned lazily), pandas/Polars/Arrow object, or a
-        table name of ``connection``. ``schema`` declares column types,
+        table name of ``connection``. A name that ``connection`` already gives to a table or
+        view of its own registers only that table (``{"t": "t"}``): anything else under it
+        would be a temporary view hiding the table from the connection's later queries, and is
+        refused (a ``SchemaError`` naming another name). ``schema`` declares column types,
         ``{"people": {"income": "DOUBLE"}}``: CSV columns are otherwise text (see
         :mod:`veil.engines.declared`). Every other option is :meth:`on`'s.
         """

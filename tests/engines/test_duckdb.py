@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -302,6 +303,35 @@ def test_a_connection_tables_schema_follows_every_change_of_the_table() -> None:
     assert fresh("framed").names == ["uid"]
     con.register("framed", frame.assign(y=[0.5, 1.5]))
     assert fresh("framed").names == ["uid", "y"]
+
+
+@pytest.mark.parametrize("source", ["people", "frame", "parquet", "people_view"])
+def test_a_registration_that_would_hide_a_table_of_the_callers_connection_is_refused(
+    source: str, tmp_path: Any
+) -> None:
+    """Registering anything under the name of a table (or view) the caller's connection
+    already has would make a temporary view of that name, hiding the table from every later
+    query on the connection — a later session registering the table by its own name read the
+    other source. Refused, nothing registered; the table by its own name, another name, and a
+    name on a connection veil made all register as before."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS uid, 'a' AS g, range * 1.0 AS x FROM range(4)")
+    con.execute("CREATE TABLE people AS SELECT range AS uid, 'b' AS g, 2.0 AS x FROM range(9)")
+    con.execute("CREATE VIEW people_view AS SELECT * FROM people")
+    path = tmp_path / "people.parquet"
+    con.execute(f"COPY people TO '{path}' (FORMAT parquet)")
+    sources: dict[str, Any] = {"people": "people", "frame": frame(5), "parquet": str(path)}
+    sources["people_view"] = "people_view"
+    for name in ("t", "T"):  # DuckDB's names are case-insensitive
+        with pytest.raises(SchemaError, match="would hide it from every later query"):
+            DuckDBEngine({name: sources[source]}, connection=con)
+    assert con.sql("SELECT count(*) FROM t").fetchall() == [(4,)]  # still the table
+    assert DuckDBEngine({"t": "t"}, connection=con).schema("t").names == ["uid", "g", "x"]
+    assert DuckDBEngine({"t_2": sources[source]}, connection=con).schema("t_2").names
+    assert con.sql("SELECT count(*) FROM t").fetchall() == [(4,)]
+    assert DuckDBEngine({"t": sources["frame"]}).schema("t").names == ["uid", "g", "x"]
 
 
 def test_a_name_that_is_neither_file_nor_table_is_refused() -> None:

@@ -217,6 +217,7 @@ class DuckDBEngine:
         if isinstance(source, str):
             self._register_name(name, source, declared)
             return
+        self._refuse_shadow(name, f"a {type(source).__name__}")
         raw = f"{self._private}{len(self._versions)}"
         if isinstance(source, duckdb.DuckDBPyRelation):
             target = raw if declared else name
@@ -253,6 +254,8 @@ class DuckDBEngine:
             or os.path.exists(source)
             or _is_glob(source)
         )
+        if is_file or name != source:
+            self._refuse_shadow(name, repr(source))
         if is_file:
             files = sorted(glob.glob(source)) if _is_glob(source) else [source]
             if not files or not all(os.path.isfile(f) for f in files):
@@ -273,6 +276,31 @@ class DuckDBEngine:
             self._typed_view(name, self._connection_table(name, source), declared, repr(source))
         self._versions[name] = f"table:{source}:{time.time_ns()}:{next(_REGISTRATIONS)}"
         self._check_exists(name)
+
+    def _refuse_shadow(self, name: str, what: str) -> None:
+        """Refuse to register ``what`` as ``name`` on the caller's connection where ``name``
+        is already a table or view of it: the registration is a temporary view (or DuckDB's
+        registration, one too), which would hide that table from every later query on the
+        connection, this session's and any other's, for as long as the connection lives —
+        a later session registering the table by its own name would read ``what`` instead.
+        A connection veil made itself holds nothing of the caller's: not checked."""
+        if self._owned:
+            return
+        row = self._con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = lower($1) AND NOT "
+            "temporary AND database_name = current_database() AND schema_name = "
+            "current_schema() UNION ALL SELECT 1 FROM duckdb_views() WHERE lower(view_name) = "
+            "lower($1) AND NOT temporary AND NOT internal AND database_name = "
+            "current_database() AND schema_name = current_schema() LIMIT 1",
+            [name],
+        ).fetchall()
+        if row:
+            raise SchemaError(
+                f"table {name!r}: the DuckDB connection already has a table {name!r}; "
+                f"registering {what} under that name would hide it from every later query on "
+                f"the connection; register it under another name: "
+                f"tables={{'{name}_2': {what if what.startswith(chr(39)) else '…'}}}"
+            )
 
     def _connection_table(self, name: str, source: str) -> exp.Table:
         """The connection's table (or view) ``source``, catalog-qualified when the view that
