@@ -591,11 +591,8 @@ def _answer(
     try:
         epsilon = ask.epsilon
         choice = None
-        if aim is not None and aim.targets and ask.limits is not None:
-            _answer_targeted_limits(session, sql, ask, aim, fmt, explain_only=explain_only)
-            return
-        if aim is not None and aim.targets and ask.auto is not None:
-            _answer_targeted_bounds(session, sql, ask, aim, fmt, explain_only=explain_only)
+        if aim is not None and aim.targets and (ask.limits is not None or ask.auto is not None):
+            _answer_targeted_auto(session, sql, ask, aim, fmt, explain_only=explain_only)
             return
         if aim is not None and aim.targets:
             from veil.cli_target import choose, grant_chosen
@@ -644,56 +641,40 @@ def _warn_untracked() -> None:
     )
 
 
-def _answer_targeted_limits(
+def _answer_targeted_auto(
     session: Session, sql: str, ask: _Ask, aim: Aim, fmt: OutputFormat, *, explain_only: bool
 ) -> None:
-    """``--target`` with ``--limits auto``: the limits step, then the query at the smallest ε
-    meeting the targets at the limits chosen (:mod:`veil.autolimits_target`). Without
-    ``--ledger`` the one-shot budget is the most the request can cost."""
-    from veil.cli_target import print_limits_explained, print_limits_result, refuse_limits_curve
+    """``--target`` with ``--limits auto`` or ``--bounds auto``: the limits (bounds) step, then
+    the query at the smallest ε meeting the targets at the limits (bounds) chosen
+    (:mod:`veil.autolimits_target`, :mod:`veil.autobounds_target`). Without ``--ledger`` the
+    one-shot budget is the most the request can cost."""
+    from veil.cli_target import (
+        print_auto_targeted_explained,
+        print_auto_targeted_result,
+        refuse_bounds_curve,
+        refuse_limits_curve,
+    )
 
-    refuse_limits_curve(aim)
-    options: dict[str, Any] = {
-        "target": aim.targets, "delta": ask.delta, "bounds": ask.bounds_arg(),
-        "bounds_share": ask.bounds_share, "limits": ask.limits, "limits_share": ask.limits_share,
-    }  # fmt: skip
-    if explain_only or not ask.ledger:
-        explanation = session.explain(sql, **options)  # free: reads no data
-        if explain_only:
-            print_limits_explained(explanation, fmt)
-            return
-        session.ledger.grant(session.analyst, session.dataset, explanation.cost)
-    with scanning("scanning the private table…") as progress:
-        result = session.sql(sql, progress=progress, **options)
-    if not ask.ledger:
-        _warn_untracked()
-    print_limits_result(result, fmt, session.remaining() if ask.ledger else None)
-
-
-def _answer_targeted_bounds(
-    session: Session, sql: str, ask: _Ask, aim: Aim, fmt: OutputFormat, *, explain_only: bool
-) -> None:
-    """``--target`` with ``--bounds auto``: the bounds step, then the query at the smallest ε
-    meeting the targets at the bounds chosen (:mod:`veil.autobounds_target`). Without
-    ``--ledger`` the one-shot budget is the most the request can cost."""
-    from veil.cli_target import print_bounds_explained, print_bounds_result, refuse_bounds_curve
-
-    refuse_bounds_curve(aim)
+    limits = ask.limits is not None
+    (refuse_limits_curve if limits else refuse_bounds_curve)(aim)
     options: dict[str, Any] = {
         "target": aim.targets, "delta": ask.delta, "bounds": ask.bounds_arg(),
         "bounds_share": ask.bounds_share, "limits_share": ask.limits_share,
     }  # fmt: skip
+    if limits:
+        options["limits"] = ask.limits
     if explain_only or not ask.ledger:
         explanation = session.explain(sql, **options)  # free: reads no data
         if explain_only:
-            print_bounds_explained(explanation, fmt)
+            print_auto_targeted_explained(explanation, fmt)
             return
         session.ledger.grant(session.analyst, session.dataset, explanation.cost)
     with scanning("scanning the private table…") as progress:
         result = session.sql(sql, progress=progress, **options)
     if not ask.ledger:
         _warn_untracked()
-    print_bounds_result(result, fmt, session.remaining() if ask.ledger else None)
+    targeted = result.auto_limits.targeted if limits else result.targeted
+    print_auto_targeted_result(result, targeted, fmt, session.remaining() if ask.ledger else None)
 
 
 def _explain_aimed(

@@ -531,46 +531,6 @@ def limits_target_json(t: TargetedLimits) -> dict[str, Any]:
     return choice_json(t.choice) | {"limits": targeted_json(t)}
 
 
-def print_limits_explained(explanation: Explanation, fmt: OutputFormat) -> None:
-    """An explanation of ``--target`` with ``--limits auto``: the range first, then the
-    targets at the dearest candidate and the usual explanation (its notes say the rest)."""
-    from veil.cli_output import explanation_payload, print_explanation
-
-    t: TargetedLimits = explanation.targeted
-    if fmt is not OutputFormat.table:
-        payload = explanation_payload(explanation) | {"target": limits_target_json(t)}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        return
-    console = Console(highlight=False)
-    console.print(t.range_line(), markup=False)
-    if t.choice is not None:
-        console.print(choice_table(t.choice))
-    print_explanation(explanation, fmt)
-
-
-def print_limits_result(result: Result, fmt: OutputFormat, remaining: Budget | None) -> None:
-    """A result of ``--target`` with ``--limits auto``: ε at the limits chosen, each target
-    against its bar there, then the answer."""
-    from veil.cli_errors import stderr
-    from veil.cli_output import print_result, result_payload
-
-    t: TargetedLimits = result.auto_limits.targeted
-    if fmt is OutputFormat.json:
-        payload = result_payload(result, remaining=remaining) | {"target": limits_target_json(t)}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        return
-    first = t.lines()[0]
-    if fmt is OutputFormat.csv:  # the data alone on stdout, the choice on stderr
-        stderr().print(first, markup=False)
-        print_result(result, fmt, remaining=remaining)
-        return
-    console = Console(highlight=False)
-    console.print(first, markup=False)
-    if t.choice is not None:
-        console.print(choice_table(t.choice))
-    print_result(result, fmt, remaining=remaining)
-
-
 # ------------------------------------------------------------------------ with --bounds auto
 
 
@@ -620,14 +580,21 @@ def bounds_target_json(t: TargetedBounds) -> dict[str, Any]:
     return choice_json(t.choice) | {"bounds": bounds_targeted_json(t)}
 
 
-def print_bounds_explained(explanation: Explanation, fmt: OutputFormat) -> None:
-    """An explanation of ``--target`` with ``--bounds auto``: the range first, then the
-    targets at the declared range and the usual explanation (its notes say the rest)."""
+def _target_json(t: TargetedLimits | TargetedBounds) -> dict[str, Any]:
+    from veil.autolimits_target import TargetedLimits
+
+    return limits_target_json(t) if isinstance(t, TargetedLimits) else bounds_target_json(t)
+
+
+def print_auto_targeted_explained(explanation: Explanation, fmt: OutputFormat) -> None:
+    """An explanation of ``--target`` with ``--limits auto`` or ``--bounds auto``: the range
+    first, then the targets at the dearest case (the largest candidate limits, the declared
+    range) and the usual explanation (its notes say the rest)."""
     from veil.cli_output import explanation_payload, print_explanation
 
-    t: TargetedBounds = explanation.targeted
+    t: TargetedLimits | TargetedBounds = explanation.targeted
     if fmt is not OutputFormat.table:
-        payload = explanation_payload(explanation) | {"target": bounds_target_json(t)}
+        payload = explanation_payload(explanation) | {"target": _target_json(t)}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
     console = Console(highlight=False)
@@ -637,15 +604,20 @@ def print_bounds_explained(explanation: Explanation, fmt: OutputFormat) -> None:
     print_explanation(explanation, fmt)
 
 
-def print_bounds_result(result: Result, fmt: OutputFormat, remaining: Budget | None) -> None:
-    """A result of ``--target`` with ``--bounds auto``: ε at the bounds chosen, each target
-    against its bar there, then the answer."""
+def print_auto_targeted_result(
+    result: Result,
+    t: TargetedLimits | TargetedBounds,
+    fmt: OutputFormat,
+    remaining: Budget | None,
+) -> None:
+    """A result of ``--target`` with ``--limits auto`` or ``--bounds auto`` (``t``, what the
+    targets decided): ε at the limits or bounds chosen, each target against its bar there,
+    then the answer."""
     from veil.cli_errors import stderr
     from veil.cli_output import print_result, result_payload
 
-    t: TargetedBounds = result.targeted
     if fmt is OutputFormat.json:
-        payload = result_payload(result, remaining=remaining) | {"target": bounds_target_json(t)}
+        payload = result_payload(result, remaining=remaining) | {"target": _target_json(t)}
         sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
         return
     first = t.lines()[0]
