@@ -170,13 +170,8 @@ class TargetedBounds:
             f"{float(self.bounds_epsilon):.6g} (ε_min={float(self.epsilon_min):.6g} … ε_max="
             f"{float(self.epsilon_max):.6g} over the bounds the step could choose)"
         ]
-        if self.choice is not None:
-            c = self.choice
-            out += [
-                f"target {t}: bar ± {c.bars[t.column]:.6g} (limit ± {t.limit:.6g})"
-                for t in c.targets
-            ]
-            out += [f"assumption: {a}" for a in c.assumptions]
+        if self.choice is not None:  # each target against its bar, the assumptions
+            out += self.choice.lines()[1:]
         return tuple(out)
 
 

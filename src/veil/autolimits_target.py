@@ -166,13 +166,8 @@ class TargetedLimits:
             f"{float(self.limits_epsilon):.6g} (ε_min={float(self.epsilon_min):.6g} … ε_max="
             f"{high} over the candidates)"
         ]
-        if self.choice is not None:
-            c = self.choice
-            out += [
-                f"target {t}: bar ± {c.bars[t.column]:.6g} (limit ± {t.limit:.6g})"
-                for t in c.targets
-            ]
-            out += [f"assumption: {a}" for a in c.assumptions]
+        if self.choice is not None:  # each target against its bar, the assumptions
+            out += self.choice.lines()[1:]
         return tuple(out)
 
 
