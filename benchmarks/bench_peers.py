@@ -150,8 +150,7 @@ class VeilWarm(Veil):
 
     def __init__(self, frame: pd.DataFrame) -> None:
         super().__init__(frame)
-        self.session = super()._session()
-        self.session.ledger  # noqa: B018 (its ledger made before the first timed run)
+        self.session = super()._session()  # opened (ledger included) before any timed run
 
     def _session(self) -> veil.Session:
         return self.session
