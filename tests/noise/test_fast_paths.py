@@ -372,9 +372,13 @@ LOW_PARTS = [
 def test_low_bins_are_the_low_part_table_entry_by_entry(x: Fraction, m: int) -> None:
     lo, hi = samplers._low_part_table(x, m, 8)
     bins = samplers._LowBins(x, m, 8)
-    got_lo, got_hi = bins.brackets(np.arange(lo.size, dtype=np.int64))
-    assert np.array_equal(got_lo, lo)
-    assert np.array_equal(got_hi, hi)
+    for j in range(lo.size):  # one by one: each from its bounds
+        one_lo, one_hi = bins.brackets(np.array([j], dtype=np.int64))
+        assert (int(one_lo[0]), int(one_hi[0])) == (int(lo[j]), int(hi[j]))
+    everything = np.arange(lo.size, dtype=np.int64)  # many: read from the table
+    many_lo, many_hi = bins.brackets(everything)
+    assert np.array_equal(many_lo, lo)
+    assert np.array_equal(many_hi, hi)
     assert bins.least == int(lo.min()) == int(lo[-1])
 
 
@@ -388,9 +392,9 @@ def test_a_low_bin_left_undecided_by_its_bounds_is_read_from_the_table() -> None
             return 0, 1 << 128
 
     bins.lower_powers = bins.upper_powers = Wide()  # type: ignore[assignment]
-    got_lo, got_hi = bins.brackets(np.arange(lo.size, dtype=np.int64))
-    assert np.array_equal(got_lo, lo)
-    assert np.array_equal(got_hi, hi)
+    for j in range(lo.size):
+        one_lo, one_hi = bins.brackets(np.array([j], dtype=np.int64))
+        assert (int(one_lo[0]), int(one_hi[0])) == (int(lo[j]), int(hi[j]))
 
 
 @pytest.mark.parametrize(("x", "m"), LOW_PARTS)

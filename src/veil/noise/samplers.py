@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -303,6 +303,9 @@ class _Powers:
         return lo >> _GUARD, -((-hi) >> _GUARD)
 
 
+_FEW_BINS = 16  # bins whose brackets cost about what the whole 257-entry table costs
+
+
 class _LowBins:
     """The bins' brackets of :func:`_low_part_table`, the same integers, computed only for the
     bins a proposal needs — the 32-bit words below every bin's lower bracket (about 94 % of
@@ -322,10 +325,27 @@ class _LowBins:
     def __init__(self, x: Fraction, m: int, bits: int) -> None:
         self.x, self.m, self.bits = x, m, bits
         self.nbins = 1 << min(m, bits)
-        base_lo, base_hi = exp_neg_bounds(x * ((1 << m) // self.nbins), _PREC)
+
+    @cached_property
+    def lower_powers(self) -> _Powers:
+        return self._powers[0]
+
+    @cached_property
+    def upper_powers(self) -> _Powers:
+        return self._powers[1]
+
+    @cached_property
+    def _powers(self) -> tuple[_Powers, _Powers]:
+        """The powers of the recurrence's base brackets (made when first needed: a batch
+        that reads the table never needs them)."""
+        base_lo, base_hi = exp_neg_bounds(self.x * ((1 << self.m) // self.nbins), _PREC)
         width = self.nbins.bit_length()  # k ≤ nbins < 2^width
-        self.lower_powers, self.upper_powers = _Powers(base_lo, width), _Powers(base_hi, width)
-        self.least = self._lower(self.nbins)  # the last bin's lower bracket: the least
+        return _Powers(base_lo, width), _Powers(base_hi, width)
+
+    @cached_property
+    def least(self) -> int:
+        """The last bin's lower bracket: the least of all."""
+        return self._lower(self.nbins)
 
     def _lower(self, k: int) -> int:
         """``e_lo[k] >> s`` of the recurrence (a bin's lower bracket is ``e_lo[b + 1]``)."""
@@ -345,7 +365,11 @@ class _LowBins:
         return int(_low_part_table(self.x, self.m, self.bits)[1][k])
 
     def brackets(self, b: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """:func:`_low_part_table`'s ``(lo[b], hi[b])`` for the bins ``b``."""
+        """:func:`_low_part_table`'s ``(lo[b], hi[b])`` for the bins ``b``: read from the table
+        itself when they are more than ``_FEW_BINS`` (it is then cheaper to build)."""
+        if b.size > _FEW_BINS:
+            table_lo, table_hi = _low_part_table(self.x, self.m, self.bits)
+            return table_lo[b], table_hi[b]
         lo = np.empty(b.size, dtype=np.int64)
         hi = np.empty(b.size, dtype=np.int64)
         for i, j in enumerate(b.tolist()):
@@ -370,6 +394,8 @@ def _low_part(
     """
     bits = _SPLIT_BITS if n >= _SMALL_BATCH else 8
     bins = table if table is not None else _low_part_table(x, m, bits)
+    if isinstance(bins, _LowBins) and n > _FEW_BINS * 16:  # ~6 % of the words read a bin
+        bins = _low_part_table(x, m, bits)
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         if m <= 32:
