@@ -106,14 +106,18 @@ def _same_plan(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, tuple):
-        return (
-            a[0] == b[0]
-            and all(np.array_equal(p, q) for p, q in zip(a[1], b[1], strict=True))
-            and _same_plan(a[2], b[2])
-        )
+        return a[0] == b[0] and _same_low(a[1], b[1]) and _same_plan(a[2], b[2])
     if a is None:
         return True
     return bool(a.size == b.size and np.array_equal(a.lo, b.lo) and np.array_equal(a.hi, b.hi))
+
+
+def _same_low(a: Any, b: Any) -> bool:
+    """The same low part's brackets: the same table, or bins computed one by one for the same
+    scale, split and bins."""
+    if isinstance(a, samplers._LowBins) or isinstance(b, samplers._LowBins):
+        return type(a) is type(b) and (a.x, a.m, a.bits) == (b.x, b.m, b.bits)
+    return all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(10), Fraction(258), Fraction(10**9)])
@@ -348,3 +352,59 @@ def test_the_laplace_table_stops_computing_at_its_first_zero_one_entry_with_the_
         assert samplers._laplace_table(x, size, bits) == (lo, hi)
     if x >= 1:
         assert samplers._laplace_table(x, 4096, bits)[1][60:] == [1] * (4097 - 60)
+
+
+# -- the low part's brackets, bin by bin ------------------------------------------------------
+
+LOW_PARTS = [
+    (Fraction(1, 2**10), 6),  # the small-batch split: x·2^m = 1/16
+    (Fraction(1, 3 * 2**12), 7),
+    (Fraction(7, 10**9 + 7), 23),
+    (Fraction(1, 2**34), 30),
+    (Fraction(182003571712, 2916903859375 * 2**27), 27),  # bench_query's SUM at ε = 1
+    (Fraction(1, 2**10), 12),  # a strong tilt (x·2^m = 4): many words undecided
+    (Fraction(1, 8), 5),  # one integer per bin, brackets reaching 0
+    (Fraction(1, 8), 3),
+]
+
+
+@pytest.mark.parametrize(("x", "m"), LOW_PARTS)
+def test_low_bins_are_the_low_part_table_entry_by_entry(x: Fraction, m: int) -> None:
+    lo, hi = samplers._low_part_table(x, m, 8)
+    bins = samplers._LowBins(x, m, 8)
+    for j in range(lo.size):  # one by one: each from its bounds
+        one_lo, one_hi = bins.brackets(np.array([j], dtype=np.int64))
+        assert (int(one_lo[0]), int(one_hi[0])) == (int(lo[j]), int(hi[j]))
+    everything = np.arange(lo.size, dtype=np.int64)  # many: read from the table
+    many_lo, many_hi = bins.brackets(everything)
+    assert np.array_equal(many_lo, lo)
+    assert np.array_equal(many_hi, hi)
+    assert bins.least == int(lo.min()) == int(lo[-1])
+
+
+def test_a_low_bin_left_undecided_by_its_bounds_is_read_from_the_table() -> None:
+    x, m = LOW_PARTS[2]
+    lo, hi = samplers._low_part_table(x, m, 8)
+    bins = samplers._LowBins(x, m, 8)
+
+    class Wide:  # bounds too wide to decide any entry
+        def bounds(self, k: int) -> tuple[int, int]:
+            return 0, 1 << 128
+
+    bins.lower_powers = bins.upper_powers = Wide()  # type: ignore[assignment]
+    for j in range(lo.size):
+        one_lo, one_hi = bins.brackets(np.array([j], dtype=np.int64))
+        assert (int(one_lo[0]), int(one_hi[0])) == (int(lo[j]), int(hi[j]))
+
+
+@pytest.mark.parametrize(("x", "m"), LOW_PARTS)
+def test_low_bins_draw_what_the_low_part_table_draws(x: Fraction, m: int) -> None:
+    # the same decisions on the same words: the same values, the same bytes drawn
+    table = samplers._low_part_table(x, m, 8)
+    bins = samplers._LowBins(x, m, 8)
+    by_table, by_bins = SeededSource(f"low{x}{m}"), SeededSource(f"low{x}{m}")
+    for n in (1, 7, 50, 1023):
+        for _ in range(5):
+            want = samplers._low_part(x, m, n, by_table, table)
+            assert np.array_equal(samplers._low_part(x, m, n, by_bins, bins), want)
+    assert by_bins.bytes_drawn == by_table.bytes_drawn

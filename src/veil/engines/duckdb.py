@@ -68,6 +68,7 @@ from veil.engines.duckdb_memo import (
     weak_get,
     written,
 )
+from veil.engines.duckdb_rows import fetched, readable
 from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
 from veil.engines.lines import (
     MAX_LINE_BYTES,
@@ -604,9 +605,11 @@ class DuckDBEngine:
             params = {"salt": salt}
         key = self._bind_key(text, salt)
         if key is not None and text.bound == key:
-            return _Checked(self, text.parsed, params, text.listed)
+            rows = text.rows[1] if text.rows is not None and text.rows[0] == key else None
+            return _Checked(self, text.parsed, params, text.listed, rows)
         bound = _Bound(self, self._bind(query, text.parsed, params), text.listed)
         text.bound = self._bind_key(text, salt)  # again: binding may register what it read
+        bound.remember = text, text.bound
         return bound
 
     def _bind_key(self, text: _Text, salt: int | None) -> tuple[object, ...] | None:
@@ -798,20 +801,31 @@ class DuckDBEngine:
     def _run(self, sql: str) -> pa.Table:
         return self._arrow(lambda: self._con.sql(sql).to_arrow_table())
 
-    def _executed(self, statement: Any, params: dict[str, int] | None) -> pa.Table:
-        """``statement`` parsed, bound and run in one pass, its rows as Arrow; the
+    def _executed(
+        self, statement: Any, params: dict[str, int] | None, rows: pa.Schema | None = None
+    ) -> pa.Table:
+        """``statement`` parsed, bound and run in one pass, its rows as Arrow (with ``rows``,
+        the schema of its result, a small result read as Python values: ``duckdb_rows``); the
         connection holds no open result after, whatever happened."""
         try:
             self._con.execute(statement, params)
-            with warnings.catch_warnings():  # the copy is of the few aggregated rows
-                warnings.filterwarnings("ignore", message=_COPY_NOTE, category=UserWarning)
-                table: pa.Table = self._con.to_arrow_table()
+            if rows is None:
+                table = self._read_arrow()
+            else:  # a small result as Python rows, without the Arrow read's statement
+                table = fetched(self._con, rows, self._read_arrow)
         except BaseException:
             abort = getattr(self._con, "abort", None)
             if abort is not None:
                 with suppress(duckdb.Error):  # nothing was open
                     abort()
             raise
+        return table
+
+    def _read_arrow(self) -> pa.Table:
+        """The open result's rows by DuckDB's Arrow read (a statement over them)."""
+        with warnings.catch_warnings():  # the copy is of the few aggregated rows
+            warnings.filterwarnings("ignore", message=_COPY_NOTE, category=UserWarning)
+            table: pa.Table = self._con.to_arrow_table()
         return table
 
     def _arrow(self, fetch: Callable[[], pa.Table]) -> pa.Table:
@@ -851,14 +865,23 @@ class _Bound:
         self._engine = engine
         self._relation = relation
         self._listed = listed
+        # where to remember the result's schema for a small result read as rows
+        # (``duckdb_rows``): the statement's text and the key of this bind
+        self.remember: tuple[_Text, tuple[object, ...] | None] | None = None
 
     def run(self, progress: Progress | None) -> pa.Table:
         engine, relation = self._engine, self._relation
         with engine._largelists(self._listed):
             if progress is None:
-                return engine._arrow(relation.to_arrow_table)
-            with engine._progress_tracked(), watching(engine._query_progress, progress):
-                return engine._arrow(relation.to_arrow_table)
+                table = engine._arrow(relation.to_arrow_table)
+            else:
+                with engine._progress_tracked(), watching(engine._query_progress, progress):
+                    table = engine._arrow(relation.to_arrow_table)
+        if self.remember is not None:
+            text, key = self.remember
+            if key is not None:
+                text.rows = key, readable(relation.types, table.schema)
+        return table
 
 
 class _Checked:
@@ -871,17 +894,19 @@ class _Checked:
         statement: Any,
         params: dict[str, int] | None,
         listed: bool = False,
+        rows: pa.Schema | None = None,
     ):
         self._engine = engine
         self._statement = statement
         self._params = params
         self._listed = listed
+        self._rows = rows
 
     def run(self, progress: Progress | None) -> pa.Table:
         engine = self._engine
 
         def fetch() -> pa.Table:
-            return engine._executed(self._statement, self._params)
+            return engine._executed(self._statement, self._params, self._rows)
 
         with engine._largelists(self._listed):
             if progress is None:
@@ -894,7 +919,7 @@ class _Text:
     """A tree's text as DuckDB parsed it (see :meth:`DuckDBEngine._text`), and the key of its
     last successful bind (:meth:`DuckDBEngine._bind_key`), None before one."""
 
-    __slots__ = ("bound", "listed", "parsed", "query", "salted", "tables")
+    __slots__ = ("bound", "listed", "parsed", "query", "rows", "salted", "tables")
 
     def __init__(
         self,
@@ -907,3 +932,6 @@ class _Text:
         self.query, self.parsed, self.salted, self.tables = query, parsed, salted, tables
         self.bound: tuple[object, ...] | None = None
         self.listed = listed
+        # the key of the bind whose run gave this schema, and the schema when a small result
+        # of the statement reads as Python rows (``duckdb_rows.readable``), else None
+        self.rows: tuple[tuple[object, ...], pa.Schema | None] | None = None

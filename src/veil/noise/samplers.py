@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 import numpy as np
 from numpy.typing import NDArray
@@ -271,21 +271,131 @@ def _low_part_table(x: Fraction, m: int, bits: int) -> tuple[NDArray[np.int64], 
     return lo, hi
 
 
+_GUARD = 64  # bits beyond _PREC kept by _Powers' products
+
+
+class _Powers:
+    """Integers ``lo ≤ 2^P·(base/2^P)^k ≤ hi`` (``P = _PREC``, ``0 ≤ base ≤ 2^P``) for
+    ``0 ≤ k < 2^bits``: products of the squarings ``base^(2^j)``, made once, on ``P + 64``
+    bits, each product rounded down for ``lo`` and up for ``hi`` (every factor is non-negative,
+    so each rounding keeps its side)."""
+
+    def __init__(self, base: int, bits: int) -> None:
+        q = _PREC + _GUARD
+        down = up = base << _GUARD
+        self.down, self.up = [down], [up]
+        for _ in range(bits):
+            down = (down * down) >> q
+            up = -((-up * up) >> q)
+            self.down.append(down)
+            self.up.append(up)
+
+    def bounds(self, k: int) -> tuple[int, int]:
+        q = _PREC + _GUARD
+        lo = hi = 1 << q
+        j = 0
+        while k:
+            if k & 1:
+                lo = (lo * self.down[j]) >> q
+                hi = -((-hi * self.up[j]) >> q)
+            k >>= 1
+            j += 1
+        return lo >> _GUARD, -((-hi) >> _GUARD)
+
+
+_FEW_BINS = 16  # bins whose brackets cost about what the whole 257-entry table costs
+
+
+class _LowBins:
+    """The bins' brackets of :func:`_low_part_table`, the same integers, computed only for the
+    bins a proposal needs — the 32-bit words below every bin's lower bracket (about 94 % of
+    them: ``x·2^m ≤ 1/16``) accept whatever their bin.
+
+    Proof note. :func:`_exp_table_32`'s recurrence at ``P = _PREC`` bits, base brackets
+    ``b_lo ≤ b_hi ≤ 2^P`` (:func:`exp_neg_bounds`), gives ``e_lo[k] ∈ (A_k − k, A_k]`` with
+    ``A_k = 2^P·(b_lo/2^P)^k`` (each floor loses less than 1, and a loss is then multiplied by
+    factors ≤ 1), and likewise ``e_hi[k] ∈ [H_k, H_k + k)`` with ``H_k = 2^P·(b_hi/2^P)^k``.
+    With :class:`_Powers`' integers around ``A_k`` and ``H_k``, the 32-bit entries
+    ``e_lo[k] >> s`` and ``⌈e_hi[k] / 2^s⌉`` (``s = P − 32``) are decided when both ends of
+    the range shift to the same integer — all but a ~k·2^-96 fraction of the entries; the
+    others are read from the table itself. The lower brackets never increase (``b_lo <
+    2^P``), so the last bin's lower bracket is the least of all.
+    """
+
+    def __init__(self, x: Fraction, m: int, bits: int) -> None:
+        self.x, self.m, self.bits = x, m, bits
+        self.nbins = 1 << min(m, bits)
+
+    @cached_property
+    def lower_powers(self) -> _Powers:
+        return self._powers[0]
+
+    @cached_property
+    def upper_powers(self) -> _Powers:
+        return self._powers[1]
+
+    @cached_property
+    def _powers(self) -> tuple[_Powers, _Powers]:
+        """The powers of the recurrence's base brackets (made when first needed: a batch
+        that reads the table never needs them)."""
+        base_lo, base_hi = exp_neg_bounds(self.x * ((1 << self.m) // self.nbins), _PREC)
+        width = self.nbins.bit_length()  # k ≤ nbins < 2^width
+        return _Powers(base_lo, width), _Powers(base_hi, width)
+
+    @cached_property
+    def least(self) -> int:
+        """The last bin's lower bracket: the least of all."""
+        return self._lower(self.nbins)
+
+    def _lower(self, k: int) -> int:
+        """``e_lo[k] >> s`` of the recurrence (a bin's lower bracket is ``e_lo[b + 1]``)."""
+        shift = _PREC - 32
+        lo, hi = self.lower_powers.bounds(k)
+        if (lo - k) >> shift == hi >> shift:
+            return hi >> shift
+        return int(_low_part_table(self.x, self.m, self.bits)[0][k - 1])
+
+    def _upper(self, k: int) -> int:
+        """``⌈e_hi[k] / 2^s⌉`` of the recurrence (a bin's upper bracket is ``e_hi[b]``)."""
+        shift = _PREC - 32
+        lo, hi = self.upper_powers.bounds(k)
+        ceil_lo, ceil_hi = -((-lo) >> shift), -((-(hi + k)) >> shift)
+        if ceil_lo == ceil_hi:
+            return ceil_lo
+        return int(_low_part_table(self.x, self.m, self.bits)[1][k])
+
+    def brackets(self, b: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """:func:`_low_part_table`'s ``(lo[b], hi[b])`` for the bins ``b``: read from the table
+        itself when they are more than ``_FEW_BINS`` (it is then cheaper to build)."""
+        if b.size > _FEW_BINS:
+            table_lo, table_hi = _low_part_table(self.x, self.m, self.bits)
+            return table_lo[b], table_hi[b]
+        lo = np.empty(b.size, dtype=np.int64)
+        hi = np.empty(b.size, dtype=np.int64)
+        for i, j in enumerate(b.tolist()):
+            lo[i] = self._lower(j + 1)
+            hi[i] = self._upper(j)
+        return lo, hi
+
+
 def _low_part(
     x: Fraction,
     m: int,
     n: int,
     source: RandomSource,
-    table: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+    table: tuple[NDArray[np.int64], NDArray[np.int64]] | _LowBins | None = None,
 ) -> NDArray[np.int64]:
     """``n`` draws of ``R`` on ``[0, 2^m)`` with ``P(R = r) ∝ exp(-x·r)`` (``x·2^m ≤ 1/16``).
 
     Rejection from the uniform: ``r`` is accepted with probability ``exp(-x·r) ≥ e^{-1/16}``,
     decided exactly (bin brackets, the rare undecided word refined one by one). ``table`` is
-    :func:`_low_part_table` for this ``n`` when the caller holds it already.
+    :func:`_low_part_table` for this ``n`` when the caller holds it already, or the same
+    brackets computed bin by bin (:class:`_LowBins`: the same decisions, the same draws).
     """
     bits = _SPLIT_BITS if n >= _SMALL_BATCH else 8
-    lo, hi = table if table is not None else _low_part_table(x, m, bits)
+    bins = table if table is not None else _low_part_table(x, m, bits)
+    if isinstance(bins, _LowBins) and n > _FEW_BINS * 16:  # ~6 % of the words read a bin
+        bins = _low_part_table(x, m, bits)
 
     def propose(k: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
         if m <= 32:
@@ -295,8 +405,17 @@ def _low_part(
             r = (draw_u64(source, k) >> np.uint64(64 - m)).astype(np.int64)
         u = draw_u32(source, k)
         b = r >> (m - min(m, bits))
-        accept = u < lo[b]
-        undecided = np.flatnonzero(~accept & (u < hi[b]))
+        if isinstance(bins, _LowBins):
+            accept = u < bins.least  # below every bin's lower bracket
+            rest = np.flatnonzero(~accept)
+            lo, hi = bins.brackets(b[rest])
+            ur = u[rest]
+            accept[rest] = ur < lo
+            undecided = rest[(ur >= lo) & (ur < hi)]
+        else:
+            lo, hi = bins
+            accept = u < lo[b]
+            undecided = np.flatnonzero(~accept & (u < hi[b]))
         for j in undecided:
             accept[j] = LazyUniform(int(u[j]), 32, source).below(exp_bounds(x * int(r[j])))
         return r, accept
@@ -314,7 +433,7 @@ def _split(x: Fraction, c: int) -> tuple[int, Fraction]:
     return m, x * (1 << m)
 
 
-_SplitPlan = tuple[int, tuple[NDArray[np.int64], NDArray[np.int64]], _Inverter]
+_SplitPlan = tuple[int, tuple[NDArray[np.int64], NDArray[np.int64]] | _LowBins, _Inverter]
 
 
 def _geometric_plan(x: Fraction, n: int) -> _Inverter | _SplitPlan:
@@ -324,7 +443,8 @@ def _geometric_plan(x: Fraction, n: int) -> _Inverter | _SplitPlan:
     if size is not None:
         return _geometric_direct(x, size)
     m, xq = _split(x, 256 if n >= _SMALL_BATCH else 16)
-    table = _low_part_table(x, m, _SPLIT_BITS if n >= _SMALL_BATCH else 8)
+    # a small batch reads few bins' brackets: they are computed bin by bin, as needed
+    table = _low_part_table(x, m, _SPLIT_BITS) if n >= _SMALL_BATCH else _LowBins(x, m, 8)
     return m, table, _geometric_direct(xq, _direct_size(xq, n) or _base_table(n))
 
 
