@@ -62,7 +62,9 @@ def test_each_group_is_clamped_to_and_calibrated_by_its_own_bounds() -> None:
     m = the_sum(aggregate_of(e.plan))
     assert [(s.lower, s.upper) for s in m.strata] == [(0, 20000), (0, 50000), (0, 400000)]
     assert m.strata[2].scale > 19 * m.strata[0].scale
-    assert 'CASE WHEN "__k0" = \'north\' THEN LEAST(GREATEST("__x0", 0), 20000)' in e.sql
+    # (DuckDB's clamp is written as comparisons: ``Dialect.case_clamps``)
+    north = 'WHEN "__k0" = \'north\' THEN CASE WHEN "__x0" < 0 THEN 0 WHEN "__x0" > 20000 THEN'
+    assert north in e.sql
     assert "north: in [0, 20000]" in str(e)
 
 

@@ -85,6 +85,14 @@ class Terms:
     def integer(self, e: exp.Expr, lo: int, hi: int) -> exp.Expr:
         return e
 
+    below = True  # whether scaled values can be negative (above_centre)
+
+    def clamp(self, e: exp.Expr, lo: exp.Expr | None, hi: exp.Expr) -> exp.Expr:
+        return exp.func("LEAST", e if lo is None else exp.func("GREATEST", e, lo), hi)
+
+    def above_centre(self, m: Measurement) -> bool:
+        return not self.below
+
     def cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=exp.DataType.build(to))
 
@@ -183,6 +191,10 @@ def test_bucket_sql_refuses_a_measurement_that_is_not_a_quantile() -> None:
 def test_a_bucket_is_clamped_to_the_buckets_before_the_cast() -> None:
     sql = bucket_sql(measurement("quantile", Fraction(1, 2)), Terms()).sql()
     assert sql == "CAST(LEAST(GREATEST(FLOOR(x), 0), 7) AS BIGINT)"
+    above = Terms()
+    above.below = False  # every clamp's lower bound at least the centre: no lower clamp
+    sql = bucket_sql(measurement("quantile", Fraction(1, 2)), above).sql()
+    assert sql == "CAST(LEAST(FLOOR(x), 7) AS BIGINT)"
 
 
 def test_a_sum_accumulates_in_the_wide_type_when_there_is_one() -> None:

@@ -55,7 +55,12 @@ class Dialect:
     fine grid, in a list per group beside the group's statistics (one aggregation of the
     bounded rows), instead of counting the cells in the engine (``GROUPING SETS``): for
     DuckDB, whose hash aggregation over a million cells costs more than Python's sort of
-    them.
+    them. ``case_clamps``: a row's value (never NULL there: the NULL rule removed the row)
+    is clamped by comparisons, ``CASE WHEN e < lo THEN lo WHEN e > hi THEN hi ELSE e END``,
+    instead of ``LEAST(GREATEST(e, lo), hi)`` — the same double for every non-NULL value (NaN
+    sorts above every number in the engines, so both give ``hi``; ±inf meet an end): for
+    DuckDB, whose ``LEAST`` and ``GREATEST`` cost more per row than the rest of a quantile's
+    cell (a million cells: 58 → 51 ms of CPU for the statement).
     """
 
     name: str
@@ -73,6 +78,7 @@ class Dialect:
     real_cast_may_fail: bool = False
     float_underflow_raises: bool = False
     cells_as_rows: bool = False
+    case_clamps: bool = False
 
     @property
     def try_wrapper(self) -> bool:
@@ -83,7 +89,12 @@ class Dialect:
 DIALECTS: dict[str, Dialect] = {
     # DuckDB: SUM(BIGINT) returns HUGEINT (128-bit) and raises on overflow.
     "duckdb": Dialect(
-        name="duckdb", hash_function="HASH", wide_integer=None, conditions="try", cells_as_rows=True
+        name="duckdb",
+        hash_function="HASH",
+        wide_integer=None,
+        conditions="try",
+        cells_as_rows=True,
+        case_clamps=True,
     ),
     # Spark: SUM(BIGINT) is BIGINT and wraps (queries run with ANSI mode off). A DECIMAL(38, 0)
     # sum would be exact but is several times slower in Spark; BIGINT is exact whenever

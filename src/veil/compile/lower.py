@@ -412,6 +412,30 @@ class _Lowering:
         self.x = {c: f"__x{i}" for i, c in enumerate(cols)}
         self.candidates = {c: f"__d{i}" for i, c in enumerate(self.labels)}
 
+    def clamp(self, e: exp.Expr, lo: exp.Expr | None, hi: exp.Expr) -> exp.Expr:
+        """``e`` — a row's value, never NULL (the NULL rule removed the row), possibly NaN or
+        ±inf — clamped into ``[lo, hi]`` (lo ≤ hi; ``lo`` None: ``e`` is known not to lie
+        below the range, only its top is clamped): ``LEAST(GREATEST(e, lo), hi)``, or by
+        comparisons where the dialect says so (``case_clamps``), which give the same double:
+        for a number both are the nearest point of ``[lo, hi]``, and NaN, which sorts above
+        every number in the engines, is ``hi`` in both."""
+        if not self.d.case_clamps:
+            return _least(e if lo is None else _greatest(e, lo), hi)
+        ifs = [] if lo is None else [exp.If(this=exp.LT(this=e.copy(), expression=lo), true=lo)]
+        ifs.append(exp.If(this=exp.GT(this=e.copy(), expression=hi), true=hi))
+        return exp.Case(ifs=ifs, default=e)
+
+    def above_centre(self, m: Measurement) -> bool:
+        """Whether every bound a row of ``m``'s column is clamped to is at least ``m.centre``
+        (a quantile's: its grid starts at the lower bound), so that the scaled value
+        (clamp(x) − c)/step is never negative: the clamped double is ≥ the double of c (both
+        literals rounded to nearest, which keeps their order), so the difference is ≥ 0 as
+        computed (a zero's sign aside), and so is its product with the positive 1/step."""
+        b = self.agg.bounds_of(m.column) if m.column is not None else None
+        if b is None:
+            return False
+        return b.lower >= m.centre and all(lo >= m.centre for _, lo, _ in b.groups)
+
     def cast(self, e: exp.Expr, to: str) -> exp.Expr:
         return exp.Cast(this=e, to=_data_type(to, self.d.name).copy())
 
@@ -826,8 +850,8 @@ class _Lowering:
             # bounds first (no inf·0, no NaN: the NULL rule left those rows out), the double
             # product then clamped to the products' range (it can round past an end)
             x, w = (self._factor(c) for c in factors)
-            return _clamp(exp.Mul(this=x, expression=w), literal(b.lower), literal(b.upper))
-        clamped = _clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
+            return self.clamp(exp.Mul(this=x, expression=w), literal(b.lower), literal(b.upper))
+        clamped = self.clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
         if b.groups:
             return self._group_clamped(m.column, b, clamped)
         return clamped
@@ -855,7 +879,7 @@ class _Lowering:
             else:
                 cond = exp.EQ(this=travelled, expression=_value(label))
             x = _col(self.x[column])
-            case = case.when(cond, _clamp(x, literal(lo), literal(hi)))
+            case = case.when(cond, self.clamp(x, literal(lo), literal(hi)))
         return case.else_(clamped)
 
     def _factor(self, column: str) -> exp.Expr:
@@ -866,7 +890,7 @@ class _Lowering:
         b = self.agg.bounds_of(column)
         if b is None:
             raise InternalError(f"no bounds for {column!r} at lowering")
-        clamped = _clamp(_col(self.x[column]), literal(b.lower), literal(b.upper))
+        clamped = self.clamp(_col(self.x[column]), literal(b.lower), literal(b.upper))
         if not self.d.float_underflow_raises:
             return clamped
         tiny = exp.LT(this=exp.func("ABS", clamped.copy()), expression=literal(1e-150))
@@ -876,7 +900,7 @@ class _Lowering:
         """``e`` (a double) as an integer in ``[lo, hi]``, total: clamped *before* the cast, so
         no value — ±inf, NaN (which sorts above every number in both engines), a huge product
         — can make the cast fail; rounding a double in ``[lo, hi]`` stays in ``[lo, hi]``."""
-        clamped = _clamp(exp.func("ROUND", e), literal(lo), literal(hi))
+        clamped = self.clamp(exp.func("ROUND", e), literal(lo), literal(hi))
         return self.cast(clamped, self.d.integer_type)
 
     def scaled(self, m: Measurement) -> exp.Expr:

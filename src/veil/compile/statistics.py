@@ -206,6 +206,15 @@ class PerRow(Protocol):
         """``e`` rounded and clamped to ``[lo, hi]`` *before* the cast to an integer."""
         ...
 
+    def clamp(self, e: exp.Expr, lo: exp.Expr | None, hi: exp.Expr) -> exp.Expr:
+        """A row's (non-NULL) double ``e`` clamped into ``[lo, hi]`` (``lo`` None: ``e`` is
+        never below it)."""
+        ...
+
+    def above_centre(self, m: Measurement) -> bool:
+        """Whether :meth:`scaled` of ``m`` is never negative."""
+        ...
+
     def cast(self, e: exp.Expr, to: str) -> exp.Expr: ...
 
 
@@ -248,14 +257,12 @@ def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
 
 def bucket_sql(m: Measurement, row: PerRow) -> exp.Expr:
     """The bucket of a row for quantile measurement ``m``: floor((clamp(x) − c)/step), clamped
-    to a bucket before the cast (total)."""
+    to a bucket before the cast (total; its lower end only where the scaled value could be
+    negative, which it cannot when every clamp's lower bound is at least c: ``above_centre``)."""
     if m.statistic != "quantile":
         raise InternalError(f"{m.name!r} is not a quantile measurement")
-    index = exp.func(
-        "LEAST",
-        exp.func("GREATEST", exp.func("FLOOR", row.scaled(m)), literal(0)),
-        literal(m.limit - 1),
-    )
+    lowest = None if row.above_centre(m) else literal(0)
+    index = row.clamp(exp.func("FLOOR", row.scaled(m)), lowest, literal(m.limit - 1))
     return row.cast(index, row.integer_type)
 
 

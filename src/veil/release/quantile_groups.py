@@ -54,7 +54,7 @@ from veil.release.quantiles import (
     _gamma,
     _last_threshold,
     _q,
-    _target,
+    _targets,
     _thresholds,
     choose_quantile,
     choose_quantile_rows,
@@ -124,7 +124,7 @@ class _Batch:
         bits = limit.bit_length()  # a cell < limit < 2^bits
         if not all(n) or factor * (max(n) + 1) >= _WIDE or len(groups) >= 1 << (62 - bits):
             return None
-        targets = [_target(m, size) for size in n]
+        targets = _targets(m, n)
         threshold = _last_threshold(m.scale, factor, limit)
         w = _windows(rows, targets, threshold, factor, limit)
         runs = _lay_out(w, targets, n, factor, limit, threshold)

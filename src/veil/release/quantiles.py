@@ -119,6 +119,14 @@ def _target(m: Measurement, n: int) -> int:
     return q.numerator * n
 
 
+def _targets(m: Measurement, sizes: Sequence[int]) -> list[int]:
+    """:func:`_target` of each group size (the quantile's checks and ranks made once)."""
+    q = _q(m)
+    if q in (0, 1):
+        return [_target(m, n) for n in sizes]
+    return [q.numerator * n for n in sizes]
+
+
 @dataclass(frozen=True)
 class Runs:
     """The grid as runs of equal score: candidates ``start[i] … start[i] + length[i] − 1``
