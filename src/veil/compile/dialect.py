@@ -55,12 +55,12 @@ class Dialect:
     fine grid, in a list per group beside the group's statistics (one aggregation of the
     bounded rows), instead of counting the cells in the engine (``GROUPING SETS``): for
     DuckDB, whose hash aggregation over a million cells costs more than Python's sort of
-    them. ``case_clamps``: a row's value (never NULL there: the NULL rule removed the row)
-    is clamped by comparisons, ``CASE WHEN e < lo THEN lo WHEN e > hi THEN hi ELSE e END``,
-    instead of ``LEAST(GREATEST(e, lo), hi)`` — the same double for every non-NULL value (NaN
-    sorts above every number in the engines, so both give ``hi``; ±inf meet an end): for
-    DuckDB, whose ``LEAST`` and ``GREATEST`` cost more per row than the rest of a quantile's
-    cell (a million cells: 58 → 51 ms of CPU for the statement).
+    them. ``case_clamps``: a column's value (never NULL there: the NULL rule removed the
+    row) is clamped by comparisons, ``CASE WHEN x < lo THEN lo WHEN x > hi THEN hi ELSE x
+    END``, instead of ``LEAST(GREATEST(x, lo), hi)`` — the same double for every non-NULL
+    value (NaN sorts above every number in the engines, so both give ``hi``; ±inf meet an
+    end): for DuckDB, whose ``LEAST`` and ``GREATEST`` cost more per row than the rest of a
+    quantile's cell (see ``_Lowering.clamp``).
     """
 
     name: str

@@ -415,11 +415,13 @@ class _Lowering:
     def clamp(self, e: exp.Expr, lo: exp.Expr | None, hi: exp.Expr) -> exp.Expr:
         """``e`` — a row's value, never NULL (the NULL rule removed the row), possibly NaN or
         ±inf — clamped into ``[lo, hi]`` (lo ≤ hi; ``lo`` None: ``e`` is known not to lie
-        below the range, only its top is clamped): ``LEAST(GREATEST(e, lo), hi)``, or by
-        comparisons where the dialect says so (``case_clamps``), which give the same double:
-        for a number both are the nearest point of ``[lo, hi]``, and NaN, which sorts above
-        every number in the engines, is ``hi`` in both."""
-        if not self.d.case_clamps:
+        below the range, only its top is clamped): ``LEAST(GREATEST(e, lo), hi)``, or, where
+        the dialect says so (``case_clamps``) and ``e`` is a column, by comparisons, which give
+        the same double: for a number both are the nearest point of ``[lo, hi]``, and NaN,
+        which sorts above every number in the engines, is ``hi`` in both. (A computed ``e``
+        keeps the functions: its three copies in the comparisons cost DuckDB more to plan
+        than the comparisons save on a small table — 10 k rows: 9.5 against 8.7 ms.)"""
+        if not self.d.case_clamps or not isinstance(e, exp.Column):
             return _least(e if lo is None else _greatest(e, lo), hi)
         ifs = [] if lo is None else [exp.If(this=exp.LT(this=e.copy(), expression=lo), true=lo)]
         ifs.append(exp.If(this=exp.GT(this=e.copy(), expression=hi), true=hi))
