@@ -2,8 +2,8 @@
 #   make demo   — create .venv, install veil, run the demo on the embedded engine (DuckDB)
 #   make test   — create .venv, install veil with its test extras (Java for Spark; php-cli,
 #                 phpunit, chromium and chromium-driver from Debian), then ruff, mypy --strict
-#                 (with and without pyspark), the whole pytest suite with branch coverage,
-#                 checked per package, and the PHP client's PHPUnit tests
+#                 (with and without pyspark), the whole pytest suite in two processes with
+#                 branch coverage, checked per package, and the PHP client's PHPUnit tests
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,6 +14,10 @@ COVERAGE := build/coverage
 # Branch-coverage floors, per package (coverage.py's percent of lines + branch outcomes; see
 # scripts/check_coverage.py): a run below any of them fails make test.
 COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.compile=95 veil.release=95
+# pytest's worker processes (pytest-xdist); each test file runs whole in one worker, so a
+# module's fixtures (a server, a generated table) are built once. `make test WORKERS=4` on a
+# bigger machine; each worker that reaches a Spark test starts its own local[2] JVM.
+WORKERS ?= 2
 
 # Debian packages the PHP client's tests and the browser tests need (installed if missing)
 SYSTEM_PACKAGES := php-cli php-curl php-xml php-mbstring phpunit chromium chromium-driver
@@ -61,7 +65,7 @@ typecheck: $(VENV)/.dev $(NOSPARK)/.deps
 
 pytest: $(VENV)/.dev java system
 	mkdir -p $(COVERAGE)
-	$(BIN)/pytest --cov=veil --cov-branch --cov-report=json
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile --cov=veil --cov-branch --cov-report=json
 	$(BIN)/python scripts/check_coverage.py $(COVERAGE)/coverage.json $(COVERAGE_FLOORS)
 
 # the PHP client's PHPUnit tests, against a real `veil serve` they start on loopback

@@ -1,12 +1,14 @@
 """The README's code runs as written: every ``python`` and ``sh`` block, each in a fresh
-directory holding the tour's ``people.parquet`` (``veil demo --write``), in a fresh process —
-as a new user would paste it. A block preceded by ``<!-- not run: reason -->`` is skipped (it
-needs a cluster or a server the suite does not have)."""
+directory holding the tour's ``people.parquet`` (``veil demo --write``, run once per module: the
+table is deterministic, and each block gets its own copy), in a fresh process — as a new user
+would paste it. A block preceded by ``<!-- not run: reason -->`` is skipped (it needs a cluster
+or a server the suite does not have)."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,30 +40,35 @@ def test_the_readme_has_runnable_blocks_for_the_tour() -> None:
     assert len(BLOCKS) >= 5
 
 
+def _env() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+
+
+@pytest.fixture(scope="module")
+def tour_people(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tour's ``people.parquet``, written once by ``veil demo --write`` (3,000 users)."""
+    where = tmp_path_factory.mktemp("tour")
+    made = subprocess.run(
+        [sys.executable, "-m", "veil.cli", "demo", "--write", "people.parquet", "--users", "3000"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    return where / "people.parquet"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("lang", "code", "line"), BLOCKS, ids=[f"line-{b[2]}" for b in BLOCKS])
-def test_a_readme_block_runs_as_written(lang: str, code: str, line: int, tmp_path: Path) -> None:
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+def test_a_readme_block_runs_as_written(
+    lang: str, code: str, line: int, tmp_path: Path, tour_people: Path
+) -> None:
+    env = _env()
     if lang == "python":
-        made = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "veil.cli",
-                "demo",
-                "--write",
-                "people.parquet",
-                "--users",
-                "3000",
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-        assert made.returncode == 0, made.stderr
+        shutil.copy(tour_people, tmp_path / "people.parquet")
         cmd = [sys.executable, "-c", code]
     else:
         cmd = ["bash", "-euo", "pipefail", "-c", code]
