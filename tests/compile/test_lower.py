@@ -139,16 +139,18 @@ def test_quantiles_get_a_bucket_count_statement() -> None:
     low = lower(agg, dialect("duckdb"), salt=1)
     assert [name for name, _ in low.quantiles] == ["quantile(income, 1/2)"]
     sql = to_sql(low.quantiles[0][1], "duckdb")
-    x = 'CASE WHEN "__x0" < 0 THEN 0 WHEN "__x0" > 100 THEN 100 ELSE "__x0" END'
-    cell = f"FLOOR(({x} - 0) * 42949672.96e0)"
-    # the grid starts at the lower bound: the cell is never negative, only its top is clamped
-    assert f"CAST(LEAST({cell}, 4294967295) AS BIGINT)" in sql
+    # the grid starts at the lower bound: the cell is never negative; the column is clamped
+    # at the middle of the last cell (100 − 2^-33·100), so the cell needs no clamp of its own
+    top = 100 - 100 / 2**33
+    assert top == 99.99999998835847
+    x = f'CASE WHEN "__x0" < 0 THEN 0 WHEN "__x0" > {top}e0 THEN {top}e0 ELSE "__x0" END'
+    assert f"CAST(FLOOR(({x} - 0) * 42949672.96e0) AS BIGINT)" in sql
+    assert "LEAST" not in sql
     assert sql.endswith('GROUP BY "__k0", 2')
     spark = to_sql(lower(agg, dialect("spark"), salt=1).quantiles[0][1], "spark")
-    assert (
-        "CAST(LEAST(FLOOR((LEAST(GREATEST(`__x0`, 0), 100) - 0) * 42949672.96e0), 4294967295) "
-        "AS BIGINT)"
-    ) in spark
+    assert f"CAST(FLOOR((LEAST(GREATEST(`__x0`, 0), {top}e0) - 0) * 42949672.96e0) AS BIGINT)" in (
+        spark
+    )
 
 
 def _ages_and_incomes(*aggregates: AggregateCall) -> Aggregate:
@@ -207,14 +209,20 @@ def test_duckdb_lists_a_fine_grids_cells_beside_the_statistics_in_one_aggregatio
     assert low.together is not None
     assert (
         'SELECT "__k0", COUNT(*) AS "__n", CAST(NULL AS BIGINT) AS "__q0", '
-        'ARRAY_AGG(CAST("__q1" AS UINTEGER)) AS "__q1" FROM __celled GROUP BY "__k0" UNION ALL '
+        'ARRAY_AGG("__q1") AS "__q1" FROM __celled GROUP BY "__k0" UNION ALL '
         'SELECT "__k0", COUNT(*) AS "__n", "__q0", NULL AS "__q1" FROM __celled '
         'GROUP BY "__k0", "__q0"'
     ) in to_sql(low.together, "duckdb")
+    # the listed cells are cast once, from the floored double to 32-bit unsigned integers;
+    # the counted ones keep the engine's integer type
+    together = to_sql(low.together, "duckdb")
+    assert together.count("AS UINTEGER)") == 1
+    assert 'AS UINTEGER) AS "__q1"' in together
+    assert 'AS BIGINT) AS "__q0"' in together
     alone = lower(_ages_and_incomes(median), dialect("duckdb"), salt=1).together
     assert isinstance(alone, sqlglot.exp.Select)  # one SELECT, one GROUP BY: no UNION ALL
     assert to_sql(alone, "duckdb").endswith(
-        'SELECT "__k0", COUNT(*) AS "__n", ARRAY_AGG(CAST("__q0" AS UINTEGER)) AS "__q0" '
+        'SELECT "__k0", COUNT(*) AS "__n", ARRAY_AGG("__q0") AS "__q0" '
         'FROM __celled GROUP BY "__k0"'
     )
     coarse = lower(_ages_and_incomes(old), dialect("duckdb"), salt=1)

@@ -93,8 +93,13 @@ class Terms:
     def above_centre(self, m: Measurement) -> bool:
         return not self.below
 
+    unclamped = False  # whether the column's clamps keep the cell in range (``cell``)
+
+    def cell(self, m: Measurement) -> exp.Expr | None:
+        return exp.func("FLOOR", exp.column("y")) if self.unclamped else None
+
     def cast(self, e: exp.Expr, to: str) -> exp.Expr:
-        return exp.Cast(this=e, to=exp.DataType.build(to))
+        return exp.Cast(this=e, to=exp.DataType.build(to, dialect="duckdb"))
 
 
 def measurement(statistic: str, quantile: Fraction | None = None) -> Measurement:
@@ -195,6 +200,10 @@ def test_a_bucket_is_clamped_to_the_buckets_before_the_cast() -> None:
     above.below = False  # every clamp's lower bound at least the centre: no lower clamp
     sql = bucket_sql(measurement("quantile", Fraction(1, 2)), above).sql()
     assert sql == "CAST(LEAST(FLOOR(x), 7) AS BIGINT)"
+    # where the column's clamp keeps the cell in range, no clamp of its own; cast as asked
+    above.unclamped = True
+    sql = bucket_sql(measurement("quantile", Fraction(1, 2)), above, "UINTEGER").sql()
+    assert sql == "CAST(FLOOR(y) AS UINT)"  # (sqlglot's own spelling of UINTEGER)
 
 
 def test_a_sum_accumulates_in_the_wide_type_when_there_is_one() -> None:

@@ -50,6 +50,7 @@ from veil.plan.nodes import ColumnBounds, GroupKey
 
 __all__ = [
     "DEFAULT_QUANTILE_BUCKETS",
+    "EXACT_INTEGER_LITERAL",
     "MAX_MAGNITUDE",
     "MAX_QUANTILE_BUCKETS",
     "MIN_WIDTH",
@@ -74,7 +75,7 @@ MAX_QUANTILE_BUCKETS = 2**40
 DEFAULT_QUANTILE_BUCKETS = 2**32
 """The default grid of a continuous quantile: 2^32 cells (a width of (upper − lower)/2^32)."""
 
-_EXACT_INTEGER_LITERAL = 10**38  # read exactly by every dialect veil lowers to
+EXACT_INTEGER_LITERAL = 10**38  # read exactly by every dialect veil lowers to
 
 
 def nearest_double(x: Fraction | int | float) -> float:
@@ -184,7 +185,7 @@ def literal(x: Fraction | int | float) -> exp.Expr:
         raise InternalError(f"a boolean {x!r} where a number was expected")
     if isinstance(x, int) or (isinstance(x, Fraction) and x.denominator == 1):
         n = int(x)
-        if abs(n) < _EXACT_INTEGER_LITERAL:
+        if abs(n) < EXACT_INTEGER_LITERAL:
             # exact: DuckDB reads it as BIGINT or HUGEINT, Spark as BIGINT or DECIMAL(38, 0);
             # never rounded to a double, which would make an IN list match values it does not
             # hold (2^64 − 1000 equals the double nearest 2^64 − 1)

@@ -78,7 +78,7 @@ import numpy as np
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
-from veil.compile.constants import literal
+from veil.compile.constants import EXACT_INTEGER_LITERAL, literal, nearest_double
 from veil.compile.dialect import Dialect
 from veil.compile.statistics import bucket_sql, mode_bucket_sql, statistic_sql
 from veil.compile.strata import group_bounds_key
@@ -243,6 +243,67 @@ def _runs(ints: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
         runs.append((ordered[start], ordered[i - 1]))
         start = i
     return ordered, runs
+
+
+def _engine_double(v: Fraction | int | float) -> float | None:
+    """The double an engine computes with where :func:`literal` writes ``v``: an exponent-form
+    literal is exactly the nearest double; an integer literal is converted by the engine, known
+    only when the integer is a double itself (None otherwise)."""
+    x = nearest_double(v)
+    integer = isinstance(v, int) or (isinstance(v, Fraction) and v.denominator == 1)
+    if integer and abs(int(v)) < EXACT_INTEGER_LITERAL and Fraction(x) != v:
+        return None  # written as the integer: the engine rounds it its own way
+    return x
+
+
+_CELL_TOP_MAX = 1 << 48  # past it, two roundings may move a scaled value by ≥ 1/8 of a cell
+
+
+def cell_top(m: Measurement, upper: Fraction | float) -> float | Fraction | None:
+    """The top u to clamp quantile ``m``'s column at (instead of ``upper``, the clamp's upper
+    bound) so that no row's cell needs a clamp of its own; None where there is none.
+
+    The engine's cell of a clamped value x is f(x) = floor(fl(fl(x − c)·s)) with the doubles
+    c (the centre) and s (1/step) as :func:`literal` writes them; f is non-decreasing in x
+    (each rounding to nearest keeps order). ``bucket_sql``'s formula is
+    min(f(clamp(x, lo, upper)), limit − 1) (its lower clamp is dropped when ``above_centre``).
+
+    - If the exact value (upper − c)·s is at most limit − 1/4 and f(upper) ≤ limit − 1, u is
+      ``upper`` itself: every clamped x ≤ upper has f(x) ≤ f(upper) ≤ limit − 1, so the
+      ``min`` never binds.
+    - Otherwise u is the double nearest c + (limit − 1/2)/s, the middle of the last cell,
+      provided it lies at most at ``upper``, its exact scaled value is within 1/4 of
+      limit − 1/2 and f(u) = limit − 1 (Python's doubles are the engine's). For x ≤ u both
+      forms give f(x) (≤ f(u) = limit − 1); for x above u the formula gives
+      min(f(min(x, upper)), limit − 1) = limit − 1, as f(min(x, upper)) ≥ f(u), and the new
+      form f(u) = limit − 1.
+
+    The margins (1/4 of a cell) exceed the two roundings' error, at most 2^-51·limit ≤ 1/8
+    below 2^48 cells: an engine rounding differently by an ulp still computes a cell in
+    [0, limit − 1] at u, so the cast that follows stays total. A grid of one cell, more than
+    2^48 cells, or a centre, step or bound the engine may read otherwise has no top (None).
+    The caller also requires u ≥ the clamp's lower bound."""
+    limit = m.limit
+    c, s, hi = _engine_double(m.centre), _engine_double(1 / m.step), _engine_double(upper)
+    if c is None or s is None or hi is None or not 1 < limit <= _CELL_TOP_MAX or s <= 0:
+        return None
+
+    def exact(x: float) -> Fraction:
+        return (Fraction(x) - Fraction(c)) * Fraction(s)
+
+    def computed(x: float) -> int:
+        return math.floor((x - c) * s)
+
+    if exact(hi) <= limit - Fraction(1, 4) and computed(hi) <= limit - 1:
+        return upper
+    u = nearest_double(Fraction(c) + (limit - Fraction(1, 2)) / Fraction(s))
+    if (
+        Fraction(u) > Fraction(hi)
+        or abs(exact(u) - (limit - Fraction(1, 2))) > Fraction(1, 4)
+        or computed(u) != limit - 1
+    ):
+        return None
+    return u
 
 
 def _least(a: exp.Expr, b: exp.Expr) -> exp.Expr:
@@ -840,7 +901,11 @@ class _Lowering:
         return n
 
     # per-row fixed-point integers ---------------------------------------------------------------
-    def _clamped(self, m: Measurement) -> exp.Expr:
+    def _clamped(
+        self, m: Measurement, tops: dict[Fraction, float | Fraction] | None = None
+    ) -> exp.Expr:
+        """``m``'s column clamped to its bounds (per group where it has per-group bounds); with
+        ``tops``, each upper bound replaced by its value there (:meth:`cell`)."""
         if m.column is None:
             raise InternalError(f"measurement {m.name!r} has no column")
         b = self.agg.bounds_of(m.column)
@@ -853,12 +918,20 @@ class _Lowering:
             # product then clamped to the products' range (it can round past an end)
             x, w = (self._factor(c) for c in factors)
             return self.clamp(exp.Mul(this=x, expression=w), literal(b.lower), literal(b.upper))
-        clamped = self.clamp(_col(self.x[m.column]), literal(b.lower), literal(b.upper))
+        tops = tops or {}
+        top = tops.get(Fraction(b.upper), b.upper)
+        clamped = self.clamp(_col(self.x[m.column]), literal(b.lower), literal(top))
         if b.groups:
-            return self._group_clamped(m.column, b, clamped)
+            return self._group_clamped(m.column, b, clamped, tops)
         return clamped
 
-    def _group_clamped(self, column: str, b: ColumnBounds, clamped: exp.Expr) -> exp.Expr:
+    def _group_clamped(
+        self,
+        column: str,
+        b: ColumnBounds,
+        clamped: exp.Expr,
+        tops: dict[Fraction, float | Fraction] | None = None,
+    ) -> exp.Expr:
         """Per-group bounds (``veil.compile.strata``): each row clamped to its group's bounds,
         chosen by the key *as it travels to Python* (its bin or domain index, or a native value
         compared with the listed literal), so a row's bounds are those of the group it is
@@ -881,7 +954,8 @@ class _Lowering:
             else:
                 cond = exp.EQ(this=travelled, expression=_value(label))
             x = _col(self.x[column])
-            case = case.when(cond, self.clamp(x, literal(lo), literal(hi)))
+            top = (tops or {}).get(Fraction(hi), hi)
+            case = case.when(cond, self.clamp(x, literal(lo), literal(top)))
         return case.else_(clamped)
 
     def _factor(self, column: str) -> exp.Expr:
@@ -905,7 +979,32 @@ class _Lowering:
         clamped = self.clamp(exp.func("ROUND", e), literal(lo), literal(hi))
         return self.cast(clamped, self.d.integer_type)
 
-    def scaled(self, m: Measurement) -> exp.Expr:
+    def cell(self, m: Measurement) -> exp.Expr | None:
+        """Quantile ``m``'s cell of a row as ``FLOOR((clamp(x) − c)/step)`` with no clamp of
+        its own, where the column's clamps make it one: each upper bound u (the column's, and
+        each group's) replaced by :func:`cell_top` of it, so the floor lies in
+        ``[0, limit − 1]`` for every row (``above_centre``: never below 0; ≤ the floor at the
+        top). The same cell as ``bucket_sql``'s clamped formula for every value (proof at
+        :func:`cell_top`); a ``LEAST`` and a row pass fewer (bench_peers' 1 M cells on
+        DuckDB: ~2 ms of CPU). None where some bound has no such top (a weighted column, a
+        grid of one cell or beyond 2^48 cells, a bound the engine may read otherwise, a
+        group's lower bound above its top): the clamped formula then."""
+        if m.column is None or not self.above_centre(m):
+            return None
+        b = self.agg.bounds_of(m.column)
+        if b is None or len(self.agg.factors(m.column)) != 1:
+            return None
+        tops: dict[Fraction, float | Fraction] = {}
+        for lo, hi in ((b.lower, b.upper), *((lo, hi) for _, lo, hi in b.groups)):
+            top = cell_top(m, hi)
+            if top is None or Fraction(top) < Fraction(lo):
+                return None
+            tops[Fraction(hi)] = top
+        return exp.func("FLOOR", self.scaled(m, tops))
+
+    def scaled(
+        self, m: Measurement, tops: dict[Fraction, float | Fraction] | None = None
+    ) -> exp.Expr:
         """(clamp(x) − c)·2^-e: exact scaling by a power of two, |·| ≤ limit up to rounding.
 
         Where a double product that rounds to zero raises (``float_underflow_raises``), a
@@ -913,7 +1012,7 @@ class _Lowering:
         every use rounds or floors it to 0 anyway (|scaled| < 1/2; buckets are offsets ≥ 0),
         so the integers are the same as the plain product's, and no product, square or
         quotient of the statement can underflow (every non-zero |scaled| is ≥ 1/2)."""
-        centred = exp.Sub(this=self._clamped(m), expression=literal(m.centre))
+        centred = exp.Sub(this=self._clamped(m, tops), expression=literal(m.centre))
         scaled: exp.Expr = exp.Mul(this=exp.paren(centred), expression=literal(1 / m.step))
         if not self.d.float_underflow_raises:
             return scaled
@@ -994,13 +1093,24 @@ class _Lowering:
         # rows: the bounded rows with each quantile's cell (computed once per row, below the
         # grouping, so every engine groups a column, not an expression)
         source = "__rows" if self.agg.privacy_unit is None else "__bounded"
+        listed: tuple[str, ...] = ()
+        if self.d.cells_as_rows:
+            listed = tuple(n for m, n in zip(quantiles, names, strict=True) if m.limit > ROWS_ABOVE)
+
+        def cell(m: Measurement, name: str) -> exp.Expr:
+            # a listed grid of at most 2^32 cells lists them as 32-bit unsigned integers:
+            # every cell is an integer in [0, limit − 1] already (clamped before its cast),
+            # so the cast is exact and total, and DuckDB builds and exports half the bytes
+            # (bench_peers' 1 M cells: 6 % less engine CPU); cast once, from the double
+            small = name in listed and m.limit <= 1 << 32
+            return bucket_sql(m, self, "UINTEGER" if small else None)
+
         celled = exp.select(
             exp.Star(),
-            *(_as(bucket_sql(m, self), n) for m, n in zip(quantiles, names, strict=True)),
+            *(_as(cell(m, n), n) for m, n in zip(quantiles, names, strict=True)),
             copy=False,
         ).from_(exp.Table(this=exp.to_identifier(source)), copy=False)
         if self.d.cells_as_rows:
-            listed = tuple(n for m, n in zip(quantiles, names, strict=True) if m.limit > ROWS_ABOVE)
             return self._together_rows(main, celled, quantiles, names, listed), names, listed
         main.set("group", None)
         main = main.with_("__celled", as_=celled, copy=False)
@@ -1027,19 +1137,11 @@ class _Lowering:
         keys, ``__n``, statistics…, ``__q0``…; a cell's count is the sum of its rows')."""
         null_cell = exp.cast(exp.Null(), self.d.integer_type)
         outputs = [e.alias_or_name for e in main.expressions]
-        limits = {n: m.limit for m, n in zip(quantiles, names, strict=True)}
-
-        def cells(n: str) -> exp.Expr:
-            # a grid of at most 2^32 cells lists them as 32-bit unsigned integers: every cell
-            # is an integer in [0, limit − 1] already (clamped before its cast), so the cast is
-            # exact and total, and DuckDB builds and exports half the bytes (bench_peers' 1 M
-            # cells: 6 % less engine CPU)
-            if limits[n] <= 1 << 32:
-                return exp.ArrayAgg(this=exp.cast(_col(n), exp.DataType.build("UINT")))
-            return exp.ArrayAgg(this=_col(n))
-
         main.select(
-            *(_as(cells(n) if n in listed else null_cell.copy(), n) for n in names),
+            *(
+                _as(exp.ArrayAgg(this=_col(n)) if n in listed else null_cell.copy(), n)
+                for n in names
+            ),
             copy=False,
         )
         if listed:  # the lists aggregate the cells: main's rows come from __celled

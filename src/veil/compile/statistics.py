@@ -215,6 +215,11 @@ class PerRow(Protocol):
         """Whether :meth:`scaled` of ``m`` is never negative."""
         ...
 
+    def cell(self, m: Measurement) -> exp.Expr | None:
+        """Quantile ``m``'s cell as a double in ``[0, limit − 1]`` with no clamp of its own,
+        equal to the clamped formula's for every row; None where there is no such form."""
+        ...
+
     def cast(self, e: exp.Expr, to: str) -> exp.Expr: ...
 
 
@@ -255,15 +260,19 @@ def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
     return exp.Sum(this=v)
 
 
-def bucket_sql(m: Measurement, row: PerRow) -> exp.Expr:
+def bucket_sql(m: Measurement, row: PerRow, to: str | None = None) -> exp.Expr:
     """The bucket of a row for quantile measurement ``m``: floor((clamp(x) − c)/step), clamped
     to a bucket before the cast (total; its lower end only where the scaled value could be
-    negative, which it cannot when every clamp's lower bound is at least c: ``above_centre``)."""
+    negative, which it cannot when every clamp's lower bound is at least c: ``above_centre``;
+    its upper end by the column's clamp alone where ``row.cell`` has a form), cast to ``to``
+    (an integer type holding every bucket; default the row's integer type)."""
     if m.statistic != "quantile":
         raise InternalError(f"{m.name!r} is not a quantile measurement")
-    lowest = None if row.above_centre(m) else literal(0)
-    index = row.clamp(exp.func("FLOOR", row.scaled(m)), lowest, literal(m.limit - 1))
-    return row.cast(index, row.integer_type)
+    index = row.cell(m)
+    if index is None:
+        lowest = None if row.above_centre(m) else literal(0)
+        index = row.clamp(exp.func("FLOOR", row.scaled(m)), lowest, literal(m.limit - 1))
+    return row.cast(index, to or row.integer_type)
 
 
 def mode_bucket_sql(m: Measurement, x: exp.Expr, row: PerRow) -> exp.Expr:
