@@ -373,14 +373,18 @@ def draw_classes(
     uniformly inside it, accepted with probability exp(−γ·s)·2^j (≤ 1 since j ≤ s·γ·c): the
     candidate drawn has probability ∝ exp(−γ·s) exactly (see the module docstring)."""
     cap = len(per_class) - 1
-    weights = [size << shift for size, shift in zip(per_class, range(cap, -1, -1), strict=True)]
-    total = sum(weights)
+    # the classes with candidates and their weights size·2^(cap − j), in class order: an
+    # empty class has weight 0 and is never chosen, so skipping it chooses as the full list
+    # does (most of the ~100 classes are empty)
+    weights = [(j, size << (cap - j)) for j, size in enumerate(per_class) if size]
+    total = sum(w for _, w in weights)
     while True:
         u = _below(total, source)
-        j = 0
-        while u >= weights[j]:
-            u -= weights[j]
-            j += 1
+        k = 0
+        while u >= weights[k][1]:
+            u -= weights[k][1]
+            k += 1
+        j = weights[k][0]
         run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
         s = distance_of(run, candidate)
         trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
