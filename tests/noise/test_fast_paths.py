@@ -375,6 +375,11 @@ def test_low_bins_are_the_low_part_table_entry_by_entry(x: Fraction, m: int) -> 
     for j in range(lo.size):  # one by one: each from its bounds
         one_lo, one_hi = bins.brackets(np.array([j], dtype=np.int64))
         assert (int(one_lo[0]), int(one_hi[0])) == (int(lo[j]), int(hi[j]))
+    assert len(bins._lowers) == len(bins._uppers) == lo.size  # each made once, remembered
+    for j in reversed(range(lo.size)):  # again, in another order: as remembered, the same
+        one_lo, one_hi = bins.brackets(np.array([j, j], dtype=np.int64))
+        assert one_lo.tolist() == [int(lo[j])] * 2
+        assert one_hi.tolist() == [int(hi[j])] * 2
     everything = np.arange(lo.size, dtype=np.int64)  # many: read from the table
     many_lo, many_hi = bins.brackets(everything)
     assert np.array_equal(many_lo, lo)

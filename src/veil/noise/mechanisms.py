@@ -467,15 +467,28 @@ def _ceil_sqrt(n: int) -> int:
 # ------------------------------------------------------------------------------- Laplace
 
 
+def _laplace_calibration(
+    sens: Fraction, eps: Fraction, d: int
+) -> tuple[int, Fraction, Fraction, Budget]:
+    """The grid ``k``, the noise scale in grid units ``(Δ/2^k + d)/ε`` and in value units, and
+    the loss ``Budget(epsilon=ε)``, for :func:`laplace` (refused by
+    :func:`check_representable`; a refusal is not cached). Remembered by the rationals'
+    numerators and denominators: a Fraction's hash is a modular inverse computed afresh at
+    every lookup, ~1 µs each of a scalar release's few."""
+    key = (sens.numerator, sens.denominator, eps.numerator, eps.denominator, d)
+    return _laplace_calibrated(*key)
+
+
 @lru_cache(maxsize=256)
-def _laplace_calibration(sens: Fraction, eps: Fraction, d: int) -> tuple[int, Fraction, Fraction]:
-    """The grid ``k``, the noise scale in grid units ``(Δ/2^k + d)/ε`` and in value units, for
-    :func:`laplace` (refused by :func:`check_representable`; a refusal is not cached)."""
+def _laplace_calibrated(
+    sn: int, sd: int, en: int, ed: int, d: int
+) -> tuple[int, Fraction, Fraction, Budget]:
+    sens, eps = Fraction(sn, sd), Fraction(en, ed)
     k = grid_exponent(min(sens, sens / eps), d)
     step = Fraction(2) ** k
     scale_units = (sens / step + d) / eps
     check_representable("laplace", scale_units, k)
-    return k, scale_units, scale_units * step
+    return k, scale_units, scale_units * step, _pure_budget(eps)
 
 
 def laplace(
@@ -502,12 +515,11 @@ def laplace(
     if plain is None:
         flat, shape, scalar = _values(values)
     d = 1 if plain is not None else flat.size
-    k, scale_units, scale = _laplace_calibration(sens, eps, d)
+    k, scale_units, scale, loss = _laplace_calibration(sens, eps, d)
     if plain is None:
         units = to_grid(flat, k)
     else:
         unit = _scalar_to_grid(plain, k)
-    loss = _pure_budget(eps)
     held = _reserve(
         ledger, analyst, dataset, loss, mechanism="laplace", sensitivity=sens, size=d,
         source=source,

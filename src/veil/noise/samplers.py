@@ -70,13 +70,20 @@ def _inverse(scale: Fraction | int) -> Fraction:
     """``1/scale`` of a scale checked by :func:`_positive` (cached for Fractions and ints:
     the mechanisms pass the same calibrated scale on every call)."""
     if type(scale) in (Fraction, int):
-        return _inverse_cached(scale)
+        return _inverse_cached(scale.numerator, scale.denominator)
     return 1 / _positive(scale, "scale")
 
 
-@lru_cache(maxsize=64, typed=True)
-def _inverse_cached(scale: Fraction | int) -> Fraction:
-    return 1 / _positive(scale, "scale")
+# The caches of a scalar release's path are keyed by a rational's numerator and denominator,
+# not by the Fraction: a Fraction's hash is a modular inverse of its denominator, computed
+# afresh at every lookup (~1 µs, 5 lookups a call); two integers hash in nanoseconds. The
+# same rational gives the same key (a Fraction is kept in lowest terms, an int's denominator
+# is 1), and a miss rebuilds the Fraction from it.
+
+
+@lru_cache(maxsize=64)
+def _inverse_cached(numerator: int, denominator: int) -> Fraction:
+    return 1 / _positive(Fraction(numerator, denominator), "scale")
 
 
 class _Inverter:
@@ -165,6 +172,8 @@ def _fill(n: int, propose: Proposal) -> NDArray[np.int64]:
     """Rejection sampling over arrays: ``propose(k)`` gives k candidates and acceptances;
     rejected slots are re-proposed (independently) until every slot holds an accepted value."""
     out, accept = propose(n)
+    if accept.all():  # (nothing to re-propose: the common case of a small batch)
+        return out
     pending = np.flatnonzero(~accept)
     while pending.size:
         values, accept = propose(pending.size)
@@ -327,6 +336,10 @@ class _LowBins:
     def __init__(self, x: Fraction, m: int, bits: int) -> None:
         self.x, self.m, self.bits = x, m, bits
         self.nbins = 1 << min(m, bits)
+        # each bin's brackets once made (the plan is remembered per scale: a release at the
+        # same ε reads the same few bins again); at most 2^bits + 1 integers each
+        self._lowers: dict[int, int] = {}
+        self._uppers: dict[int, int] = {}
 
     @cached_property
     def lower_powers(self) -> _Powers:
@@ -351,14 +364,26 @@ class _LowBins:
 
     def _lower(self, k: int) -> int:
         """``e_lo[k] >> s`` of the recurrence (a bin's lower bracket is ``e_lo[b + 1]``)."""
+        held = self._lowers.get(k)
+        if held is None:
+            held = self._lowers[k] = self._make_lower(k)
+        return held
+
+    def _upper(self, k: int) -> int:
+        """``⌈e_hi[k] / 2^s⌉`` of the recurrence (a bin's upper bracket is ``e_hi[b]``)."""
+        held = self._uppers.get(k)
+        if held is None:
+            held = self._uppers[k] = self._make_upper(k)
+        return held
+
+    def _make_lower(self, k: int) -> int:
         shift = _PREC - 32
         lo, hi = self.lower_powers.bounds(k)
         if (lo - k) >> shift == hi >> shift:
             return hi >> shift
         return int(_low_part_table(self.x, self.m, self.bits)[0][k - 1])
 
-    def _upper(self, k: int) -> int:
-        """``⌈e_hi[k] / 2^s⌉`` of the recurrence (a bin's upper bracket is ``e_hi[b]``)."""
+    def _make_upper(self, k: int) -> int:
         shift = _PREC - 32
         lo, hi = self.upper_powers.bounds(k)
         ceil_lo, ceil_hi = -((-lo) >> shift), -((-(hi + k)) >> shift)
@@ -409,6 +434,8 @@ def _low_part(
         b = r >> (m - min(m, bits))
         if isinstance(bins, _LowBins):
             accept = u < bins.least  # below every bin's lower bracket
+            if accept.all():  # (no bin to read: ~94 % of single proposals)
+                return r, accept
             rest = np.flatnonzero(~accept)
             lo, hi = bins.brackets(b[rest])
             ur = u[rest]
@@ -450,11 +477,15 @@ def _geometric_plan(x: Fraction, n: int) -> _Inverter | _SplitPlan:
     return m, table, _geometric_direct(xq, _direct_size(xq, n) or _base_table(n))
 
 
-@lru_cache(maxsize=64)
 def _small_geometric_plan(x: Fraction) -> _Inverter | _SplitPlan:
     """:func:`_geometric_plan` for every batch below ``_SMALL_BATCH`` (they all plan alike),
-    so a scalar release looks its scale up once."""
-    return _geometric_plan(x, 1)
+    so a scalar release looks its scale up once (by numerator and denominator)."""
+    return _small_geometric_plan_of(x.numerator, x.denominator)
+
+
+@lru_cache(maxsize=64)
+def _small_geometric_plan_of(numerator: int, denominator: int) -> _Inverter | _SplitPlan:
+    return _geometric_plan(Fraction(numerator, denominator), 1)
 
 
 def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
@@ -560,10 +591,15 @@ def _laplace_plan(x: Fraction, n: int) -> _Inverter | None:
     return None if size is None else _laplace_magnitude(x, size)
 
 
-@lru_cache(maxsize=64)
 def _small_laplace_plan(x: Fraction) -> _Inverter | None:
-    """:func:`_laplace_plan` for every batch below ``_SMALL_BATCH``."""
-    return _laplace_plan(x, 1)
+    """:func:`_laplace_plan` for every batch below ``_SMALL_BATCH`` (remembered by numerator
+    and denominator)."""
+    return _small_laplace_plan_of(x.numerator, x.denominator)
+
+
+@lru_cache(maxsize=64)
+def _small_laplace_plan_of(numerator: int, denominator: int) -> _Inverter | None:
+    return _laplace_plan(Fraction(numerator, denominator), 1)
 
 
 def _discrete_laplace(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
