@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
 import pyarrow as pa
 from sqlglot import exp
 
+from veil._background import settle, submit
 from veil.accounting.budget import Budget, Number
 from veil.accounting.scratch import ScratchLedger
 from veil.accuracy.search import Choice, choose_epsilon, probing
@@ -82,7 +83,7 @@ from veil.plan.nodes import (
 )
 from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
-from veil.release.draw import Cells, Measured, finish, measure
+from veil.release.draw import Cells, Early, Measured, draw_early, early_draws, finish, measure
 from veil.release.estimators import check_models, column_models
 from veil.release.exact import bucket_counts, exact_stats, may_wrap
 from veil.release.explain import (
@@ -1083,6 +1084,10 @@ class Session:
         # still fails, the charge stays and the error says nothing the engine or the release
         # said (not even as __cause__).
         failure: Exception | None = None
+        # the additive noise does not depend on the data when every key is public: it is
+        # drawn on the worker thread while the engine reads (the same draws from the same
+        # source, in the same order: nothing else draws until it is done)
+        early = submit(draw_early, agg, src) if early_draws(agg) is not None else None
         try:
             # one statement for the statistics and every quantile's cells (one scan of the
             # bounded rows), then one per mode (``_trees``)
@@ -1099,9 +1104,14 @@ class Session:
             buckets |= {name: t for (name, _), t in zip(separate, tables[1:], strict=True)}
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
             counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
-            measured: Measured | None = self._measure(compiled, agg, exact, counts, src, chosen)
+            drawn = None if early is None else early.result()
+            measured: Measured | None = self._measure(
+                compiled, agg, exact, counts, src, chosen, early=drawn
+            )
         except Exception as exc:
             measured, failure = None, exc
+        finally:
+            settle(early)  # (the engine failed first: the draws are not used)
         result: Result | None = None
         if measured is not None:
             try:  # post-processing of the measurement: a failure here is a bug
@@ -1142,10 +1152,13 @@ class Session:
         counts: Mapping[str, Mapping[Key, Cells]],
         source: RandomSource,
         chosen: RandomSource | None,
+        early: Early | None = None,
     ) -> Measured:
         """The measurement of ``agg`` (:func:`veil.release.draw.measure`) from the exact
-        statistics the engine returned; ``chosen`` is the caller's source, if any."""
-        return measure(agg, exact, counts, source, private=is_private(chosen))
+        statistics the engine returned; ``chosen`` is the caller's source, if any; ``early``
+        the additive noise drawn from ``source`` while the engine read
+        (:func:`veil.release.draw.draw_early`)."""
+        return measure(agg, exact, counts, source, private=is_private(chosen), early=early)
 
     def _targeted(
         self,

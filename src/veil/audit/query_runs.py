@@ -37,7 +37,7 @@ from veil.errors import InternalError, InvalidArgumentError, QueryFailedError, V
 from veil.plan.canonical import measurement_fingerprint
 from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
 from veil.random import RandomSource, system_source
-from veil.release.draw import Cells, Measured, finish, measure, recentre
+from veil.release.draw import Cells, Early, Measured, finish, measure, recentre
 from veil.release.quantiles import score_change
 from veil.release.result import Result
 from veil.session import Session
@@ -106,9 +106,10 @@ class _AuditSession(Session):
         counts: Counts,
         source: RandomSource,
         chosen: RandomSource | None,
+        early: Early | None = None,
     ) -> Measured:
         self.seen = {"compiled": compiled, "agg": agg, "exact": exact, "counts": counts}
-        return super()._measure(compiled, agg, exact, counts, source, chosen)
+        return super()._measure(compiled, agg, exact, counts, source, chosen, early)
 
 
 def run(

@@ -42,7 +42,9 @@ from veil.release.quantile_groups import choose_quantiles
 from veil.release.quantiles import Cells, choose_quantile
 from veil.release.result import Columns, Lazy, Result, Usage
 
-__all__ = ["Cells", "Measured", "finish", "measure", "recentre"]
+__all__ = [
+    "Cells", "Early", "Measured", "draw_early", "early_draws", "finish", "measure", "recentre"
+]  # fmt: skip
 
 _NO_CELLS: Cells = ((), ())
 
@@ -53,9 +55,46 @@ def _public_keys(agg: Aggregate) -> list[Key]:
     return [tuple(p) for p in itertools.product(*spaces)]
 
 
-def _noise(m: Measurement, size: int, source: RandomSource) -> list[int]:
-    """``size`` draws of measurement ``m``'s additive noise (its family's sampler)."""
+Early = Mapping[str, NDArray[np.int64]]
+"""Additive noise drawn before the engine answered (:func:`draw_early`): per measurement's
+name, one draw per group in :func:`measure`'s visiting order."""
+
+
+def _noise(
+    m: Measurement, size: int, source: RandomSource, early: Early | None = None
+) -> list[int]:
+    """``size`` draws of measurement ``m``'s additive noise (its family's sampler), or the
+    ones drawn early for it."""
+    if early is not None:
+        return [int(z) for z in early[m.name]]
     return family(m.mechanism).sample(m.scale, size, source)
+
+
+def early_draws(agg: Aggregate) -> list[tuple[Measurement, int]] | None:
+    """The additive draws :func:`measure` makes for ``agg`` before any other, when neither
+    their number nor their order depends on the data: every key public (each key of the
+    product is visited, in product order; no selection) and no stratified sum (whose draws
+    are made bin by bin). None otherwise."""
+    if not agg.public_keys or any(m.strata for m in agg.measurements):
+        return None
+    size = math.prod(len(k.labels()) for k in agg.keys)
+    return [(m, size) for m in agg.measurements if m.statistic not in ("quantile", "mode")]
+
+
+def draw_early(agg: Aggregate, source: RandomSource) -> Early | None:
+    """The additive noise :func:`measure` will add for ``agg``, drawn before the engine has
+    answered — or None when the draws depend on the data (:func:`early_draws`).
+
+    Contract: ``measure(agg, exact, counts, source, early=draw_early(agg, source))`` releases
+    exactly what ``measure(agg, exact, counts, source)`` releases from the same ``source``:
+    these are the very draws ``measure`` makes first, in its order, and it then draws the
+    rest (the quantile and mode choices) from ``source`` as before. The noise does not depend
+    on the data, so drawing it while the engine reads (``Session.run`` does, on another
+    thread) changes no output, only when the work is done."""
+    draws = early_draws(agg)
+    if draws is None:
+        return None
+    return {m.name: family(m.mechanism).sample_array(m.scale, n, source) for m, n in draws}
 
 
 def recentre(agg: Aggregate, noisy: dict[Key, dict[str, int]]) -> None:
@@ -96,6 +135,7 @@ def measure(
     source: RandomSource,
     *,
     private: bool = True,
+    early: Early | None = None,
 ) -> Measured:
     """Noise, partition selection and quantile choices over the exact statistics.
 
@@ -109,9 +149,16 @@ def measure(
     mapping or the engine's columns (:class:`veil.release.exact.ExactStats`, read in bulk:
     noise added to whole arrays, the threshold compared on integers, and only the released
     groups' keys and statistics converted to Python).
+
+    ``early``: the additive noise :func:`draw_early` drew for ``agg`` from ``source`` (then
+    not drawn again); the same release as without it.
     """
+    if early is not None:
+        draws = early_draws(agg)
+        if draws is None or any(m.name not in early or len(early[m.name]) != n for m, n in draws):
+            raise InternalError("the noise drawn early is not the draws this measurement makes")
     if isinstance(exact, ExactStats) and not any(m.strata for m in agg.measurements):
-        bulk = _bulk(agg, exact, source)
+        bulk = _bulk(agg, exact, source, early)
         if bulk is not None:
             size, key_columns, by_name = bulk
             if any(m.statistic in ("quantile", "mode") for m in agg.measurements):
@@ -133,7 +180,7 @@ def measure(
         if m.strata:
             _stratified(m, keys, noisy, source)
             continue
-        for k, z in zip(keys, _noise(m, len(keys), source), strict=True):
+        for k, z in zip(keys, _noise(m, len(keys), source, early), strict=True):
             noisy[k][m.name] += z
     if agg.selection is not None:
         chosen = thresholded(agg.measurements)
@@ -187,7 +234,7 @@ def _add(values: NDArray[Any], noise: NDArray[np.int64]) -> NDArray[Any]:
 
 
 def _bulk(
-    agg: Aggregate, exact: ExactStats, source: RandomSource
+    agg: Aggregate, exact: ExactStats, source: RandomSource, early: Early | None = None
 ) -> tuple[int, list[Column], dict[str, Column]] | None:
     """:func:`measure`'s noise and selection over the engine's columns, visiting the groups
     in the same order as the mapping path (product order of public keys, else ``repr`` order
@@ -220,9 +267,12 @@ def _bulk(
     for m in agg.measurements:
         if m.statistic in ("quantile", "mode"):
             continue
-        columns[m.name] = _add(
-            columns[m.name], family(m.mechanism).sample_array(m.scale, size, source)
+        noise = (
+            early[m.name]
+            if early is not None
+            else family(m.mechanism).sample_array(m.scale, size, source)
         )
+        columns[m.name] = _add(columns[m.name], noise)
     if agg.selection is not None:
         chosen = thresholded(agg.measurements)
         if chosen is None:

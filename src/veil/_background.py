@@ -1,0 +1,49 @@
+"""One worker thread for work that can overlap an engine's run (``veil.session``): the
+caller submits it, runs its statement (the engines release the interpreter while they read),
+then waits for the result.
+
+The thread is made on first use and again in a forked child (a fork copies no thread).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = ["settle", "submit"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pid = 0
+
+
+def submit(fn: Callable[..., T], *args: object) -> Future[T]:
+    """``fn(*args)`` on the worker thread (in submission order), as a future; run here, at
+    once, when the interpreter no longer starts work on threads (at its exit)."""
+    global _pool, _pid
+    with _lock:
+        if _pool is None or _pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veil-overlap")
+            _pid = os.getpid()
+        pool = _pool
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:  # shutting down: no new work on threads
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
+
+
+def settle(future: Future[Any] | None) -> None:
+    """Wait until ``future`` is done, whatever its outcome (a caller that no longer needs
+    it must not leave it running: it may be using a source the caller uses next)."""
+    if future is not None:
+        future.exception()
