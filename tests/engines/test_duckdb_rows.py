@@ -128,3 +128,20 @@ def test_a_statement_bound_before_reads_its_rows_with_the_schema_of_that_bind(
         assert read[-1].field("s").type == pa.float64()
     finally:
         engine.close()
+
+
+def test_integers_within_64_bits_read_as_the_arrow_read_at_each_edge() -> None:
+    # read through int64 when every value fits (HUGEINT, DECIMAL(38,0), DECIMAL(19,0)); one
+    # value past either edge, or a DECIMAL(18,0) (fewer digits than int64), keeps each value's
+    # own conversion — the same table either way
+    con = duckdb.connect()
+    edges = ("-9223372036854775808", "9223372036854775807", "0", "-1", "NULL")
+    for extra in ("", ", (9223372036854775808)", ", (-9223372036854775809)"):
+        values = ", ".join(f"({v})" for v in edges) + extra
+        sql = (
+            "SELECT v::HUGEINT AS h, v::DECIMAL(38,0) AS d38, v::DECIMAL(19,0) AS d19, "
+            f"(v % 1000000000000000000)::DECIMAL(18,0) AS d18 FROM (VALUES {values}) t(v)"
+        )
+        arrow, rows = _read(con, sql)
+        _same(arrow, rows)
+        assert len(rows) == len(edges) + (1 if extra else 0)
