@@ -28,7 +28,7 @@ from veil.noise.families import DISCRETE_GAUSSIAN, DISCRETE_LAPLACE
 from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, Scan, aggregate_of
 from veil.plan.canonical import measurement_fingerprint
 from veil.release.draw import Measured, finish, measure
-from veil.release.exact import ExactStats, _integer, exact_stats
+from veil.release.exact import ExactStats, _column, _integer, exact_stats
 from veil.release.measured import FORMAT, PACKED_FORMAT, PRODUCT_FORMAT
 
 TABLE = Scan(
@@ -502,6 +502,30 @@ def test_exact_integers_arrive_as_ints_decimals_or_null() -> None:
         _integer(_Decimal("2.5"))
     with pytest.raises(InternalError, match="came back as 'x'"):
         _integer("x")
+
+
+@pytest.mark.parametrize("null", [True, False], ids=["with NULL", "without NULL"])
+@pytest.mark.parametrize("precision", [38, 19, 5])
+@pytest.mark.parametrize("beyond", [None, 1 << 63, -(1 << 63) - 1, 10**37])
+def test_a_decimal_statistic_reads_as_its_exact_integers_in_any_chunks(
+    precision: int, beyond: int | None, null: bool
+) -> None:
+    # read from its 128-bit words when every value fits in int64, else one by one: the same
+    # integers either way, whatever the chunks and their offsets, NULL read as 0
+    edges = [-(1 << 63), (1 << 63) - 1, 0, -1, 1, *([None] if null else []), 99999, -99999]
+    if beyond is not None:
+        edges.append(beyond)
+    kind = pa.decimal128(precision, 0)
+    fits = [v for v in edges if v is None or len(str(abs(v))) <= precision]
+    whole = pa.array(fits, kind)
+    cut = len(fits) // 2
+    chunked = pa.chunked_array([whole.slice(1, cut), whole.slice(1 + cut), whole.slice(0, 1)])
+    expected = [_integer(v) for v in chunked.to_pylist()]
+    values, nulls = _column(chunked)
+    assert [int(v) for v in values] == expected
+    assert nulls.tolist() == [v is None for v in chunked.to_pylist()]
+    fast = all(v is None or -(1 << 63) <= v < 1 << 63 for v in fits)
+    assert values.dtype == (np.int64 if fast else object)
 
 
 def test_a_public_key_column_with_null_takes_the_mapping_path() -> None:

@@ -232,7 +232,8 @@ def test_a_failure_of_the_early_draws_is_charged_and_withheld() -> None:
     with pytest.raises(veil.QueryFailedError, match="the charge stays") as info:
         s.sql(Q, epsilon=1, bounds={"income": (0, 1000)})
     assert "abc" not in str(info.value)
-    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert info.value.__cause__ is None
+    assert info.value.__context__ is None
     assert s.remaining() == veil.Budget(epsilon=9)
 
 

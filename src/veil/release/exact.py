@@ -11,6 +11,7 @@ with nothing of the data in its message (the session's protocol).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -136,6 +137,10 @@ def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
     kind = filled.type
     if pa.types.is_integer(kind) and kind.bit_width <= 64 and pa.types.is_signed_integer(kind):
         return np.asarray(filled.to_numpy(), dtype=np.int64), nulls
+    if pa.types.is_decimal128(kind) and kind.scale == 0:
+        low = _decimal_low_words(filled)
+        if low is not None:
+            return low, nulls
     if pa.types.is_decimal(kind) or pa.types.is_integer(kind):
         try:  # exact: a fractional or out-of-range value raises and is converted one by one
             cast = pc.cast(filled, pa.int64(), safe=True)
@@ -145,6 +150,27 @@ def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
     out = np.empty(len(filled), dtype=object)
     out[:] = [_integer(v) for v in filled.to_pylist()]
     return out, nulls
+
+
+def _decimal_low_words(values: pa.ChunkedArray) -> NDArray[np.int64] | None:
+    """A ``decimal128(p, 0)`` column without NULLs as int64, read from its 128-bit two's
+    complement words (little-endian: the low word, then the high one): exact when every high
+    word is the low word's sign extended (the value is then the low word); None when one is
+    not (a value beyond 64 bits: the caller converts them one by one), or on a big-endian
+    machine."""
+    if sys.byteorder != "little":
+        return None
+    parts = []
+    for chunk in values.chunks:
+        data = chunk.buffers()[1]
+        start = chunk.offset
+        words = np.frombuffer(data, dtype="<i8")[2 * start : 2 * (start + len(chunk))]
+        parts.append(words.reshape(-1, 2))
+    both = np.concatenate(parts) if len(parts) != 1 else parts[0]
+    low, high = both[:, 0], both[:, 1]
+    if np.any(high != (low >> 63)):
+        return None
+    return low.astype(np.int64)
 
 
 def _outside(values: NDArray[Any], rows: NDArray[Any], limit: int) -> bool:
