@@ -1,8 +1,10 @@
-"""One worker thread for work that can overlap an engine's run (``veil.session``): the
-caller submits it, runs its statement (the engines release the interpreter while they read),
-then waits for the result.
+"""Worker threads for work that can overlap an engine's run (``veil.session``): the caller
+submits it, runs its statement (the engines release the interpreter while they read), then
+waits for the result.
 
-The thread is made on first use and again in a forked child (a fork copies no thread).
+Up to ``WORKERS`` threads, made as needed (so that a small query's work does not wait behind
+a large one's from another thread), and made again in a forked child (a fork copies no
+thread).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["settle", "submit"]
+__all__ = ["WORKERS", "settle", "submit"]
 
 T = TypeVar("T")
+
+WORKERS = 4
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -23,12 +27,12 @@ _pid = 0
 
 
 def submit(fn: Callable[..., T], *args: object) -> Future[T]:
-    """``fn(*args)`` on the worker thread (in submission order), as a future; run here, at
-    once, when the interpreter no longer starts work on threads (at its exit)."""
+    """``fn(*args)`` on a worker thread, as a future; run here, at once, when the interpreter
+    no longer starts work on threads (at its exit)."""
     global _pool, _pid
     with _lock:
         if _pool is None or _pid != os.getpid():
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="veil-overlap")
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="veil-overlap")
             _pid = os.getpid()
         pool = _pool
     try:

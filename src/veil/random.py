@@ -46,7 +46,12 @@ _NONCE_BYTES = 16
 
 @runtime_checkable
 class RandomSource(Protocol):
-    """A source of uniformly random bytes."""
+    """A source of uniformly random bytes.
+
+    A session may ask for them from another thread than the caller's — the noise of a query
+    whose keys are all public is drawn on veil's worker thread while the engine reads
+    (``veil.release.draw.draw_early``) — but never from two threads at once, and in the same
+    order as on one thread."""
 
     def random_bytes(self, n: int) -> bytes:
         """Return exactly ``n`` independent, uniformly random bytes."""

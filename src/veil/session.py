@@ -9,6 +9,10 @@ data version and loss) is answered from ``ledger.cached_answer`` at no cost; a f
 reserving and before the engine is asked to read the data refunds; once the engine reads
 the data the charge stays, even on failure (:class:`veil.errors.QueryFailedError`, whose
 message carries nothing from the engine: a data-dependent failure must not leak for free).
+Where every key is public the noise does not depend on the data: it is drawn from the query's
+source on a worker thread while the engine reads (``veil.release.draw.draw_early``) — the same
+draws in the same order as after the engine, and a failure of either is the failure after
+reading (charged, withheld).
 
 NULL rule: rows where a column read by an aggregate (other than COUNT(*)) is NULL or NaN are
 left out of the whole aggregation, as if ``WHERE col IS NOT NULL`` had been written; a NULL

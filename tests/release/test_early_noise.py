@@ -292,3 +292,16 @@ def test_settle_waits_for_a_failed_future_without_raising() -> None:
     assert failed.done()
     assert isinstance(failed.exception(), ValueError)
     _background.settle(None)
+
+
+def test_a_short_job_does_not_wait_behind_a_long_one() -> None:
+    # one query's large noise (a million public keys) must not hold back another thread's
+    # small one: a job submitted while another runs gets a thread of its own
+    release = threading.Event()
+    long = _background.submit(release.wait, 60)
+    try:
+        assert _background.submit(int, "7").result(timeout=30) == 7
+        assert not long.done()
+    finally:
+        release.set()
+    assert long.result(timeout=30) is True
