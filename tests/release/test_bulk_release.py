@@ -528,6 +528,22 @@ def test_a_decimal_statistic_reads_as_its_exact_integers_in_any_chunks(
     assert values.dtype == (np.int64 if fast else object)
 
 
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.chunked_array([], pa.decimal128(38, 0)),  # no chunk at all (an empty result)
+        pa.chunked_array([pa.array([], pa.decimal128(38, 0))]),
+        pa.chunked_array([pa.array([None], pa.decimal128(38, 0))]),
+        pa.chunked_array([pa.array([], pa.decimal128(38, 0)), pa.array([5], pa.decimal128(38, 0))]),
+    ],
+    ids=["no chunk", "one empty chunk", "one NULL", "an empty chunk, then a value"],
+)
+def test_a_decimal_statistic_of_no_rows_or_empty_chunks_reads_too(column: pa.ChunkedArray) -> None:
+    values, nulls = _column(column)
+    assert [int(v) for v in values] == [_integer(v) for v in column.to_pylist()]
+    assert nulls.tolist() == [v is None for v in column.to_pylist()]
+
+
 def test_a_public_key_column_with_null_takes_the_mapping_path() -> None:
     agg = compiled((GroupKey("a", domain=(1, 2, None)),), budget=Budget(epsilon=1))
     table = engine_table(agg, {"__k0": pa.array([2, None, 1])}, [4, 5, 6], np.random.default_rng(1))

@@ -160,13 +160,17 @@ def _decimal_low_words(values: pa.ChunkedArray) -> NDArray[np.int64] | None:
     machine."""
     if sys.byteorder != "little":
         return None
-    parts = []
+    parts = [np.zeros((0, 2), dtype=np.int64)]  # (a column of no chunks, or empty ones)
     for chunk in values.chunks:
+        if not len(chunk):
+            continue
         data = chunk.buffers()[1]
+        if data is None:
+            return None
         start = chunk.offset
         words = np.frombuffer(data, dtype="<i8")[2 * start : 2 * (start + len(chunk))]
         parts.append(words.reshape(-1, 2))
-    both = np.concatenate(parts) if len(parts) != 1 else parts[0]
+    both = np.concatenate(parts) if len(parts) > 2 else parts[-1]
     low, high = both[:, 0], both[:, 1]
     if np.any(high != (low >> 63)):
         return None
