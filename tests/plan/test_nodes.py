@@ -53,6 +53,21 @@ def test_aggregate_schema_lists_keys_then_aggregates() -> None:
     assert a.schema() == (Field("state", "string"), Field("n", "integer"), Field("m", "real"))
 
 
+def test_an_aggregates_schema_is_made_once_and_a_replaced_node_has_its_own() -> None:
+    import dataclasses
+
+    a = agg(aggregates=(AggregateCall("n", "count"), AggregateCall("s", "sum", "age")),
+            bounds=(ColumnBounds("age", 0, 10),))  # fmt: skip
+    assert a.schema() is a.schema()  # remembered by the (immutable) node
+    b = dataclasses.replace(a, aggregates=(AggregateCall("m", "avg", "income"),),
+                            bounds=(ColumnBounds("income", 0, 10),))  # fmt: skip
+    assert b.schema() == (Field("state", "string"), Field("m", "real"))
+    assert [f.name for f in a.schema()] == ["state", "n", "s"]
+    assert a.schema() == agg(aggregates=a.aggregates, bounds=a.bounds).schema()
+    assert a == agg(aggregates=a.aggregates, bounds=a.bounds)  # equality and hash ignore it
+    assert hash(a) == hash(agg(aggregates=a.aggregates, bounds=a.bounds))
+
+
 def test_histogram_key_is_a_string_bin_label() -> None:
     a = agg(keys=(GroupKey("age", edges=(0, 18, 65, 120), alias="band"),))
     assert a.schema()[0] == Field("band", "string")

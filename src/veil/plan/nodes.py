@@ -152,11 +152,14 @@ class Field:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "a column name")
-        if self.type not in get_args(ColumnType):
+        if self.type not in _COLUMN_TYPES:
             raise InvalidArgumentError(
                 f"column type of {self.name!r} must be one of {get_args(ColumnType)}, "
                 f"got {self.type!r}"
             )
+
+
+_COLUMN_TYPES = frozenset(get_args(ColumnType))
 
 
 @dataclass(frozen=True)
@@ -879,6 +882,15 @@ class Aggregate(Plan):
         return True
 
     def schema(self) -> tuple[Field, ...]:
+        """The keys' fields, then the aggregates' (made once: a node never changes, and a
+        query's compiling and release read them many times, field by field)."""
+        held: tuple[Field, ...] | None = self.__dict__.get("_schema")
+        if held is None:
+            held = self._schema_of()
+            _set(self, "_schema", held)
+        return held
+
+    def _schema_of(self) -> tuple[Field, ...]:
         out: list[Field] = []
         for k in self.keys:
             t = "string" if k.edges is not None else self.child.field(k.column).type
