@@ -3,8 +3,9 @@ submits it, runs its statement (the engines release the interpreter while they r
 waits for the result.
 
 Up to ``WORKERS`` threads, made as needed (so that a small query's work does not wait behind
-a large one's from another thread), and made again in a forked child (a fork copies no
-thread).
+a large one's from another thread). They are stopped before the process forks (the child
+then starts with no thread of veil's, and Python has no threads to warn about) and made again
+when next needed, in the parent as in the child.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ def submit(fn: Callable[..., T], *args: object) -> Future[T]:
         except BaseException as exc:
             done.set_exception(exc)
         return done
+
+
+def _stop() -> None:
+    """Before a fork: the workers finish what they run and stop (made again when needed)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+if hasattr(os, "register_at_fork"):  # (not on Windows, which does not fork)
+    os.register_at_fork(before=_stop)
 
 
 def settle(future: Future[Any] | None) -> None:

@@ -257,15 +257,23 @@ def _in_child(queue: multiprocessing.Queue[int]) -> None:
     queue.put(_background.submit(int, "41").result() + 1)
 
 
-def test_the_worker_is_made_again_in_a_forked_child() -> None:
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("veil-overlap")]
+
+
+def test_the_workers_stop_before_a_fork_and_are_made_again_on_both_sides() -> None:
     assert _background.submit(sum, (1, 2)).result() == 3  # the parent's worker exists
+    assert _workers()
     context = multiprocessing.get_context("fork")
     queue: multiprocessing.Queue[int] = context.Queue()
     child = context.Process(target=_in_child, args=(queue,))
     child.start()
+    assert not _workers()  # stopped before the fork: none was copied into the child
     child.join(timeout=60)
     assert child.exitcode == 0
     assert queue.get(timeout=5) == 42
+    assert _background.submit(sum, (3, 4)).result() == 7  # and made again here
+    assert _workers()
 
 
 def test_work_submitted_at_the_interpreters_exit_runs_in_line() -> None:
