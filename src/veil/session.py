@@ -31,6 +31,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, cast
@@ -1088,11 +1089,13 @@ class Session:
         # still fails, the charge stays and the error says nothing the engine or the release
         # said (not even as __cause__).
         failure: Exception | None = None
-        # the additive noise does not depend on the data when every key is public: it is
-        # drawn on the worker thread while the engine reads (the same draws from the same
-        # source, in the same order: nothing else draws until it is done)
-        early = submit(draw_early, agg, src) if early_draws(agg) is not None else None
+        early: Future[Early | None] | None = None
         try:
+            # the additive noise does not depend on the data when every key is public: it is
+            # drawn on a worker thread while the engine reads (the same draws from the same
+            # source, in the same order: nothing else draws until it is done)
+            if early_draws(agg) is not None:
+                early = submit(draw_early, agg, src)
             # one statement for the statistics and every quantile's cells (one scan of the
             # bounded rows), then one per mode (``_trees``)
             tables = _execute_all(statements, progress)
