@@ -1075,13 +1075,20 @@ class Session:
         reservation = self.ledger.reserve(
             self.analyst, self.dataset, loss, fingerprint=fp, data_version=version, query=text
         )
+        early: Future[Early | None] | None = None
         try:  # nothing here reads private data: a failure refunds
             check_loss(agg, reservation.loss)
             if preparing is None:
                 salt = self._salt(src)
                 lowered = lower(agg, sql_dialect, salt=salt)
                 statements = [_Unprepared(self.engine, tree) for tree in _trees(lowered)]
+            # the additive noise does not depend on the data when every key is public: it is
+            # drawn on a worker thread while the engine reads (the same draws from the same
+            # source, in the same order: nothing else draws until it is done)
+            if early_draws(agg) is not None:
+                early = submit(draw_early, agg, src)
         except BaseException:
+            settle(early)
             reservation.refund()
             raise
         # The engine reads private data from here on. The path is total by construction (the
@@ -1089,13 +1096,7 @@ class Session:
         # still fails, the charge stays and the error says nothing the engine or the release
         # said (not even as __cause__).
         failure: Exception | None = None
-        early: Future[Early | None] | None = None
         try:
-            # the additive noise does not depend on the data when every key is public: it is
-            # drawn on a worker thread while the engine reads (the same draws from the same
-            # source, in the same order: nothing else draws until it is done)
-            if early_draws(agg) is not None:
-                early = submit(draw_early, agg, src)
             # one statement for the statistics and every quantile's cells (one scan of the
             # bounded rows), then one per mode (``_trees``)
             tables = _execute_all(statements, progress)

@@ -250,6 +250,23 @@ def test_an_engine_failure_while_the_noise_is_drawn_waits_for_the_draws() -> Non
     assert s.remaining() == veil.Budget(epsilon=9)
 
 
+def test_a_failure_to_start_the_draws_refunds_before_the_engine_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # submitted before the engine is asked to read: a failure there is the protocol's
+    # "after reserving, before reading" — refunded, and the engine never runs
+    def refuse(*args: object) -> object:
+        raise RuntimeError("no thread can be started")
+
+    monkeypatch.setattr("veil.session.submit", refuse)
+    engine = FakeEngine({"people": people()})
+    s = session(engine, ThreadsSeen("no thread"))
+    with pytest.raises(RuntimeError, match="no thread"):
+        s.sql(Q, epsilon=1, bounds={"income": (0, 1000)})
+    assert engine.calls == []
+    assert s.remaining() == veil.Budget(epsilon=10)
+
+
 # -- the worker -------------------------------------------------------------------------------
 
 
