@@ -16,6 +16,7 @@ import multiprocessing
 import subprocess
 import sys
 import threading
+import time
 from fractions import Fraction
 
 import numpy as np
@@ -178,16 +179,24 @@ def people(n: int = 500) -> pa.Table:
 class ThreadsSeen(SeededSource):
     """A deterministic source that notes which thread asked for each of its draws."""
 
-    def __init__(self, seed: str, fail_after: int | None = None) -> None:
+    def __init__(self, seed: str, fail_after: int | None = None, slow: float = 0.0) -> None:
         super().__init__(seed)
         self.threads: list[str] = []
         self.fail_after = fail_after
+        self.slow = slow  # seconds each draw on a worker takes first
+        self.running = 0  # draws begun and not yet returned
 
     def random_bytes(self, n: int) -> bytes:
-        self.threads.append(threading.current_thread().name)
-        if self.fail_after is not None and len(self.threads) > self.fail_after:
-            raise OSError("the source ran dry: bytes 'abc'")
-        return super().random_bytes(n)
+        self.running += 1
+        try:
+            self.threads.append(threading.current_thread().name)
+            if self.slow and threading.current_thread() is not threading.main_thread():
+                time.sleep(self.slow)
+            if self.fail_after is not None and len(self.threads) > self.fail_after:
+                raise OSError("the source ran dry: bytes 'abc'")
+            return super().random_bytes(n)
+        finally:
+            self.running -= 1
 
 
 def session(engine: FakeEngine, source: SeededSource) -> veil.Session:
@@ -238,15 +247,21 @@ def test_a_failure_of_the_early_draws_is_charged_and_withheld() -> None:
 
 
 def test_an_engine_failure_while_the_noise_is_drawn_waits_for_the_draws() -> None:
-    source = ThreadsSeen("engine fails")
+    # the engine fails at once while each worker draw takes 50 ms: the query returns only
+    # once every draw it started has returned, all of them made (the bytes of a query that
+    # succeeds), so the caller may use its source again at once
+    answered = ThreadsSeen("engine fails")
+    session(FakeEngine({"people": people()}), answered).sql(
+        Q, epsilon=1, bounds={"income": (0, 1000)}
+    )
+    source = ThreadsSeen("engine fails", slow=0.05)
     engine = FakeEngine({"people": people()}, fail=SchemaError("could not convert 'abc'"))
     s = session(engine, source)
     with pytest.raises(veil.QueryFailedError, match="the charge stays") as info:
         s.sql(Q, epsilon=1, bounds={"income": (0, 1000)})
     assert "abc" not in str(info.value)
-    drawn = source.bytes_drawn
-    assert drawn > 8  # the salt and the noise drawn early, discarded
-    assert source.bytes_drawn == drawn  # nothing still drawing once the query has returned
+    assert source.running == 0
+    assert source.bytes_drawn == answered.bytes_drawn > 8  # the salt and the discarded noise
     assert s.remaining() == veil.Budget(epsilon=9)
 
 

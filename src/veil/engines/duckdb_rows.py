@@ -93,7 +93,7 @@ def _decimals(values: Sequence[int | None], kind: pa.DataType) -> pa.Array:
     16 little-endian bytes are its two's complement, the int64 then its sign word."""
     nulls = sum(v is None for v in values)
     low = np.array([0 if v is None else v for v in values] if nulls else values, dtype=np.int64)
-    words = np.empty((low.size, 2), dtype=np.int64)
+    words = np.empty((low.size, 2), dtype="<i8")  # Arrow's decimals are little-endian
     words[:, 0] = low
     words[:, 1] = low >> 63
     valid = pa.array([v is not None for v in values]).buffers()[1] if nulls else None
