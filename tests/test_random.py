@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 import veil.random as vr
-from veil.errors import RandomnessError
+from support import SeededSource
+from veil.errors import InvalidArgumentError, RandomnessError
 
 SRC = Path(vr.__file__).resolve().parent
 FORBIDDEN_MODULES = {"random", "secrets", "numpy.random"}
@@ -114,3 +115,61 @@ def test_system_source_streams_differ_across_fork() -> None:
     child = os.read(read, 64)
     os.waitpid(pid, 0)
     assert child != parent
+
+
+class _Counting(vr.SystemSource):
+    """The system source, counting its calls (a subclass: private, and read ahead)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def random_bytes(self, n: int) -> bytes:
+        self.calls += 1
+        return super().random_bytes(n)
+
+
+class _Short:
+    """A source that returns one byte fewer than asked."""
+
+    def random_bytes(self, n: int) -> bytes:
+        return bytes(max(n - 1, 0))
+
+
+def test_read_ahead_serves_the_sources_bytes_once_each_in_order() -> None:
+    """Whatever the requests' sizes — inside a chunk, across a chunk's end, longer than a
+    chunk — their bytes, end to end, are the source's stream from its start, none skipped or
+    repeated; the source is asked for no more than one chunk beyond them."""
+    sizes = [0, 1, 3, 17, 4, 4_071, 4_096, 4_097, 1, 9_000, 5, 12_000, 2, 4_095, 1, 0, 8]
+    wrapped = SeededSource("read ahead")
+    reader = vr.ReadAhead(wrapped)
+    served = [reader.random_bytes(n) for n in sizes]
+    assert [len(b) for b in served] == sizes
+    total = sum(sizes)
+    assert b"".join(served) == SeededSource("read ahead").random_bytes(total)
+    assert total <= wrapped.bytes_drawn < total + vr.READ_AHEAD
+
+
+def test_read_ahead_asks_the_source_a_chunk_at_a_time() -> None:
+    source = _Counting()
+    reader = vr.read_ahead(source)
+    assert isinstance(reader, vr.ReadAhead)
+    words = [reader.random_bytes(17) for _ in range(1_000)]
+    assert source.calls == -(-17_000 // vr.READ_AHEAD)  # 5 calls for 1,000 draws
+    assert len(set(words)) == 1_000
+
+
+def test_read_ahead_wraps_the_system_source_only() -> None:
+    """A replayable source is left as it is: dropping its unused tail would move its later
+    draws (and the tests that replay them)."""
+    seeded = SeededSource("as it is")
+    assert vr.read_ahead(seeded) is seeded
+    assert isinstance(vr.read_ahead(vr.system_source()), vr.ReadAhead)
+
+
+def test_read_ahead_fails_closed() -> None:
+    with pytest.raises(RandomnessError, match="4095 bytes instead of 4096"):
+        vr.ReadAhead(_Short()).random_bytes(8)  # a chunk
+    with pytest.raises(RandomnessError, match="9999 bytes instead of 10000"):
+        vr.ReadAhead(_Short()).random_bytes(10_000)  # past a chunk: straight from the source
+    with pytest.raises(InvalidArgumentError, match="negative"):
+        vr.ReadAhead(vr.system_source()).random_bytes(-1)

@@ -17,6 +17,12 @@ Contract of :class:`SystemSource`:
   from uniform bytes (RFC 8439), like the kernel's own CSPRNG which is built the same way.
 - It fails closed: if the operating system cannot provide randomness, or returns a short
   read, :class:`veil.errors.RandomnessError` is raised and nothing is sampled.
+
+:func:`read_ahead` wraps the system source for one loop of many small draws (a quantile or a
+mode per group): it asks it for ``READ_AHEAD`` bytes at a time and serves the draws from them
+in order, so thousands of draws cost a few system calls instead of one each. The wrapper lives
+for that loop alone, on one thread; the bytes it did not use are dropped with it, never served
+twice. A replayable source is never wrapped (its later draws would move by what was dropped).
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from veil.errors import InvalidArgumentError, RandomnessError
 
 __all__ = [
+    "READ_AHEAD",
     "RandomSource",
+    "ReadAhead",
     "SystemSource",
     "is_private",
+    "read_ahead",
     "refuse_replayable",
     "system_source",
     "token",
@@ -103,6 +112,59 @@ class SystemSource:
 
 
 _SYSTEM = SystemSource()
+
+READ_AHEAD = 4096
+"""The bytes :class:`ReadAhead` asks its source for at a time (one ``os.urandom`` call)."""
+
+
+class ReadAhead:
+    """``source`` read ahead: its bytes fetched ``READ_AHEAD`` at a time and served in order.
+
+    Contract: the bytes returned by successive calls, concatenated, are a prefix of the
+    concatenation of what the source returned — every byte served once, in the source's
+    order, none skipped or repeated. A request longer than what is buffered plus a chunk takes
+    the rest straight from the source. What is still buffered when the reader is dropped is
+    never used. Not for sharing between threads (a loop's reader is its own), and for the
+    system source only (:func:`read_ahead`)."""
+
+    __slots__ = ("_at", "_buffer", "_source")
+
+    def __init__(self, source: RandomSource) -> None:
+        self._source = source
+        self._buffer = b""
+        self._at = 0
+
+    def random_bytes(self, n: int) -> bytes:
+        if n < 0:
+            raise InvalidArgumentError(f"cannot draw a negative number of bytes ({n})")
+        at, buffer = self._at, self._buffer
+        end = at + n
+        if end <= len(buffer):
+            self._at = end
+            return buffer[at:end]
+        head = buffer[at:]
+        need = n - len(head)
+        if need >= READ_AHEAD:
+            self._buffer, self._at = b"", 0
+            tail = self._source.random_bytes(need)
+            if len(tail) != need:
+                raise RandomnessError(f"the source returned {len(tail)} bytes instead of {need}")
+            return head + tail
+        chunk = self._source.random_bytes(READ_AHEAD)
+        if len(chunk) != READ_AHEAD:
+            raise RandomnessError(f"the source returned {len(chunk)} bytes instead of {READ_AHEAD}")
+        self._buffer, self._at = chunk, need
+        return head + chunk[:need]
+
+    def __repr__(self) -> str:
+        return f"ReadAhead({self._source!r})"
+
+
+def read_ahead(source: RandomSource) -> RandomSource:
+    """``source`` read ahead (:class:`ReadAhead`) for one loop of many small draws if it is
+    the system source, whose dropped bytes are nothing lost; any other source as it is, so a
+    seeded source's later draws stay where they were."""
+    return ReadAhead(source) if isinstance(source, SystemSource) else source
 
 
 def system_source() -> RandomSource:

@@ -29,7 +29,7 @@ from veil.compile.statistics import thresholded
 from veil.errors import InternalError
 from veil.noise.families import family
 from veil.plan.nodes import Aggregate, KeyValue, Measurement, Plan
-from veil.random import RandomSource
+from veil.random import RandomSource, read_ahead
 from veil.release.consistency import consistent_counts
 from veil.release.estimators import column_models, estimate, noise_models
 from veil.release.exact import ExactStats
@@ -203,6 +203,7 @@ def _choices(
     """The quantile and mode choices of the released groups ``keys``, one list per choice
     measurement (in measurement order, each group in release order: the draws' order)."""
     out: dict[str, list[int]] = {}
+    source = read_ahead(source)  # the system source: a few system calls for every group's draws
     for m in agg.measurements:
         if m.statistic not in ("quantile", "mode"):
             continue
