@@ -9,10 +9,13 @@ them; the window's cells and counts; its runs (gap, cell, gap, …, with the str
 the window as single *far* runs of the last class); each run's class f = #{k : t_k ≤ s}; and
 each class's total length. Here:
 
-- per group, one histogram pass and one mask over its own rows keep the rows of the coarse
-  bins holding its window's bounds (the group's own arrays, which the allocator recycles:
-  one array of every row cost more in page faults; a sample-based bracket was tried and
-  lost — 256 sampled rows place a rank only to ±8 of them, so a narrow bracket missed one
+- a group small enough to sort whole (or whose window is the whole grid) keeps every row:
+  all of those are checked, tagged with their group and widened together, a few numpy calls
+  for all of them;
+- per larger group, one histogram pass and one mask over its own rows keep the rows of the
+  coarse bins holding its window's bounds (the group's own arrays, which the allocator
+  recycles: one array of every row cost more in page faults; a sample-based bracket was tried
+  and lost — 256 sampled rows place a rank only to ±8 of them, so a narrow bracket missed one
   group in five);
 - one sort of the kept rows of every group by (group, cell), whose distinct keys give every
   window's cells and counts, and each bound as a position;
@@ -97,7 +100,8 @@ def choose_quantiles(
 @dataclass(frozen=True, eq=False)
 class _Batch:
     """Every listed group's runs laid end to end (group g's are ``first[g] … first[g+1] − 1``)
-    with their classes, and each group's class sizes."""
+    with their classes, and each group's classes that hold candidates with their sizes
+    (:meth:`classes`; ``cap`` the last class)."""
 
     rows: Sequence[NDArray[Any]]
     start: NDArray[np.int64]
@@ -107,8 +111,11 @@ class _Batch:
     first: list[int]
     far_left: list[bool]
     far_right: list[bool]
-    sizes: list[list[int]]
+    held: list[int]
+    sizes: list[int]
+    held_at: list[int]
     targets: list[int]
+    cap: int
     factor: int
     threshold: int
     gamma: Fraction
@@ -137,11 +144,21 @@ class _Batch:
         totals = np.bincount(
             owner * (cap + 1) + klass, weights=length, minlength=len(n) * (cap + 1)
         )
-        sizes = totals.astype(np.int64).reshape(len(n), cap + 1).tolist()
+        # each group's classes that hold candidates, ascending, and their sizes: group g's
+        # are held[held_at[g]:held_at[g + 1]] (most of each group's ~100 classes are empty)
+        full = np.flatnonzero(totals)
+        held_at = np.searchsorted(full, np.arange(len(n) + 1, dtype=np.int64) * (cap + 1))
+        held = (full % (cap + 1)).tolist()
+        sizes = totals[full].astype(np.int64).tolist()
         return cls(
-            rows, start, length, distance, klass, first, far_left, far_right, sizes, targets,
-            factor, threshold, gamma,
+            rows, start, length, distance, klass, first, far_left, far_right, held, sizes,
+            held_at.tolist(), targets, cap, factor, threshold, gamma,
         )  # fmt: skip
+
+    def classes(self, g: int) -> tuple[list[int], list[int]]:
+        """Group g's classes that hold candidates (ascending) and how many each holds."""
+        lo, hi = self.held_at[g], self.held_at[g + 1]
+        return self.held[lo:hi], self.sizes[lo:hi]
 
     def draw(self, g: int, source: RandomSource) -> int:
         """Group g's candidate: :func:`draw_classes` over its runs and class sizes."""
@@ -157,16 +174,18 @@ class _Batch:
         distance = self.distance[lo:hi]
 
         def locate(j: int, position: int) -> tuple[int, int]:
-            members = np.flatnonzero(klass == j)  # the runs of class j, in grid order
-            cum = np.cumsum(length[members])
-            i = int(np.searchsorted(cum, position, side="right"))
-            run = int(members[i])
-            return run, int(start[run]) + position - (int(cum[i]) - int(length[run]))
+            # the lengths of class j's runs, running, in grid order (0 for any other run):
+            # the first run whose running total passes ``position`` is class j's run holding
+            # its position-th candidate, as ``_per_class``' pass over the members finds it
+            cum = (length * (klass == j)).cumsum()
+            run = int(cum.searchsorted(position, side="right"))
+            return run, int(start[run]) + position - (int(cum[run]) - int(length[run]))
 
         def distance_of(run: int, candidate: int) -> int:
             return exact(candidate) if run in far else int(distance[run])
 
-        return draw_classes(self.sizes[g], locate, distance_of, self.gamma, source)
+        held, sizes = self.classes(g)
+        return draw_classes(held, sizes, self.cap, locate, distance_of, self.gamma, source)
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,16 +224,21 @@ def _windows(
     # x_(r_hi), tagged with the group: a pass over the group's rows (its own arrays, which
     # the allocator recycles: one array of every row would cost more in page faults)
     near: list[NDArray[np.int64]] = []
-    below: list[int] = []
+    below = [0] * groups
+    # the groups that keep every row (sorted below): checked, tagged and widened together
+    whole = [g for g in range(groups) if n[g] <= _SMALL or (low[g] < 0 and high[g] > n[g])]
+    if whole:
+        every = np.concatenate([rows[g] for g in whole])
+        if int(every.min()) < 0 or int(every.max()) >= limit:
+            raise InternalError(_BAD_CELLS)
+        tagged = every.astype(np.int64)  # (a copy of its own)
+        tagged += np.repeat(np.array(whole, dtype=np.int64) << bits, [n[g] for g in whole])
+        near.append(tagged)
     ragged = bins << shift > limit  # the last coarse bin reaches past the grid
     for g, v in enumerate(rows):
+        if n[g] <= _SMALL or (low[g] < 0 and high[g] > n[g]):
+            continue  # (kept whole above)
         tag = g << bits
-        if n[g] <= _SMALL or (low[g] < 0 and high[g] > n[g]):  # every row: sorted below
-            if int(v.min()) < 0 or int(v.max()) >= limit:
-                raise InternalError(_BAD_CELLS)
-            near.append(v.astype(np.int64) + tag)
-            below.append(0)
-            continue
         top = v >> shift
         counts = _histogram(top, bins)  # (checks the cells: no pass of min and max)
         if counts.size > bins or (ragged and counts[-1] and int(v.max()) >= limit):
@@ -224,11 +248,12 @@ def _windows(
         last = (
             int(np.searchsorted(ends, high[g] - 1, side="right")) if high[g] <= n[g] else bins - 1
         )
-        below.append(int(ends[first - 1]) if first else 0)
+        below[g] = int(ends[first - 1]) if first else 0
         kept = v[(top >= first) & (top <= last)].astype(np.int64)
         kept += tag
         near.append(kept)
-    order = np.sort(np.concatenate(near))  # (group, cell) ascending
+    order = np.concatenate(near) if len(near) > 1 else near[0]  # (arrays of this call's own)
+    order.sort()  # (group, cell) ascending
     tops = np.arange(groups, dtype=np.int64) << bits
     seg = np.searchsorted(order, tops).tolist()
     mask = (1 << bits) - 1

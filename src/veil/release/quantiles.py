@@ -72,7 +72,7 @@ from numpy.typing import NDArray
 
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, Lowered
 from veil.errors import InternalError
-from veil.noise._exact import LazyUniform, draw_u32, exp_neg_bounds, resolve_source
+from veil.noise._exact import LazyUniform, exp_neg_bounds, resolve_source
 from veil.noise.ranks import EXTREME_MISS, extreme_rank, rank_halfwidth
 from veil.plan.nodes import Measurement
 from veil.random import RandomSource
@@ -264,15 +264,26 @@ def _classes(runs: Runs, gamma: Fraction, cap: int) -> NDArray[np.int64]:
 def _acceptance(gamma: Fraction, s: int, shift: int) -> Callable[[int], tuple[int, int]]:
     """Bounds of 2^p·exp(−γ·s)·2^shift (≤ 2^p): the acceptance threshold of a proposal at
     scaled distance ``s`` in class ``shift``."""
-    return lambda prec: _exp_bounds(gamma, s, prec + shift)
+    n, d = gamma.numerator, gamma.denominator
+    return lambda prec: _exp_bounds(n, d, s, prec + shift)
 
 
 @functools.lru_cache(maxsize=4096)
-def _exp_bounds(gamma: Fraction, s: int, prec: int) -> tuple[int, int]:
-    """``exp_neg_bounds(γ·s, prec)``, remembered: a pure function of its arguments, and the
-    proposals of one measurement's groups share few (γ, s, class) — the 50 per-state medians
-    of bench_peers made 365 acceptance tests on 12 of them."""
-    return exp_neg_bounds(gamma * s, prec)
+def _exp_bounds(n: int, d: int, s: int, prec: int) -> tuple[int, int]:
+    """``exp_neg_bounds(γ·s, prec)`` for γ = n/d, remembered: a pure function of its
+    arguments, and the proposals of one measurement's groups share few (γ, s, class) — the 50
+    per-state medians of bench_peers made 365 acceptance tests on 12 of them. Keyed by γ's
+    numerator and denominator: hashing a Fraction costs more than the lookup."""
+    return exp_neg_bounds(Fraction(n * s, d), prec)
+
+
+def _word(source: RandomSource) -> int:
+    """One uniform 32-bit word, as :func:`veil.noise._exact.draw_u32` reads it (4 bytes,
+    little-endian)."""
+    data = source.random_bytes(4)
+    if len(data) != 4:
+        raise InternalError(f"random source returned {len(data)} bytes instead of 4")
+    return int.from_bytes(data, "little")
 
 
 _Classes = tuple[list[int], Callable[[int, int], tuple[int, int]]]
@@ -350,7 +361,9 @@ def sample_runs(runs: Runs, scale: Fraction, source: RandomSource) -> int:
     cap = 64 + total_len.bit_length()
     classes = _per_class_unimodal(runs, gamma, cap) if runs.unimodal else None
     per_class, locate = classes if classes is not None else _per_class(runs, gamma, cap)
-    return draw_classes(per_class, locate, runs.distance_of, gamma, source)
+    held = [j for j, size in enumerate(per_class) if size]
+    sizes = [per_class[j] for j in held]
+    return draw_classes(held, sizes, cap, locate, runs.distance_of, gamma, source)
 
 
 @functools.lru_cache(maxsize=256)
@@ -360,34 +373,36 @@ def _gamma(factor: int, scale: Fraction) -> Fraction:
 
 
 def draw_classes(
-    per_class: Sequence[int],
+    held: Sequence[int],
+    sizes: Sequence[int],
+    cap: int,
     locate: Callable[[int, int], tuple[int, int]],
     distance_of: Callable[[int, int], int],
     gamma: Fraction,
     source: RandomSource,
 ) -> int:
-    """The draw of :func:`sample_runs` once the classes are known: ``per_class[j]`` candidates
-    in class j = 0 … cap (cap = ``len(per_class) − 1``), ``locate(j, p)`` the run holding the
-    class's p-th candidate in grid order and that candidate, ``distance_of(run, candidate)``
-    its exact scaled distance. A class is proposed with probability ∝ size·2^−j, a candidate
-    uniformly inside it, accepted with probability exp(−γ·s)·2^j (≤ 1 since j ≤ s·γ·c): the
-    candidate drawn has probability ∝ exp(−γ·s) exactly (see the module docstring)."""
-    cap = len(per_class) - 1
-    # the classes with candidates and their weights size·2^(cap − j), in class order: an
-    # empty class has weight 0 and is never chosen, so skipping it chooses as the full list
-    # does (most of the ~100 classes are empty)
-    weights = [(j, size << (cap - j)) for j, size in enumerate(per_class) if size]
-    total = sum(w for _, w in weights)
+    """The draw of :func:`sample_runs` once the classes are known: the classes j = 0 … cap
+    that hold candidates, ``held`` (ascending), and how many each holds, ``sizes`` (≥ 1; every
+    other class is empty); ``locate(j, p)`` the run holding class j's p-th candidate in grid
+    order and that candidate, ``distance_of(run, candidate)`` its exact scaled distance. A
+    class is proposed with probability ∝ size·2^−j, a candidate uniformly inside it, accepted
+    with probability exp(−γ·s)·2^j (≤ 1 since j ≤ s·γ·c): the candidate drawn has probability
+    ∝ exp(−γ·s) exactly (see the module docstring)."""
+    # the classes' weights size·2^(cap − j), in class order: an empty class has weight 0 and
+    # is never chosen, so leaving it out chooses as the whole list would (most of the ~100
+    # classes are empty)
+    weights = [size << (cap - j) for j, size in zip(held, sizes, strict=True)]
+    total = sum(weights)
     while True:
         u = _below(total, source)
         k = 0
-        while u >= weights[k][1]:
-            u -= weights[k][1]
+        while u >= weights[k]:
+            u -= weights[k]
             k += 1
-        j = weights[k][0]
+        j = held[k]
         run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
         s = distance_of(run, candidate)
-        trial = LazyUniform(int(draw_u32(source, 1)[0]), 32, source)
+        trial = LazyUniform(_word(source), 32, source)
         if trial.below(_acceptance(gamma, s, j)):
             return candidate
 
