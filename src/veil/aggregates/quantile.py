@@ -13,12 +13,23 @@ statistics around the release — private values a bar may not read — so the v
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
+import numpy as np
+from numpy.typing import NDArray
 from sqlglot import exp
 
 from veil.aggregates import register
-from veil.aggregates.base import AggregateKind, Call, Expected, Group, Read
+from veil.aggregates.base import (
+    AggregateKind,
+    Call,
+    ColumnModel,
+    Expected,
+    Group,
+    NoiseModel,
+    Read,
+)
 from veil.noise.ranks import rank_halfwidth
 
 
@@ -29,6 +40,25 @@ class _Quantile(AggregateKind):
     def estimate(self, g: Group) -> float:
         qm = g.noise("quantile")
         return float(qm.centre + qm.step * g.value("quantile"))
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[float] | None:
+        """:meth:`estimate` for every group: centre + step·j as one integer ratio per group,
+        divided once — Python's integer division is correctly rounded, as ``float`` of the
+        Fraction is, so each value is the same double."""
+        name = model.reads("quantile")
+        if name is None:
+            return None
+        qm = noise[name]
+        centre, step = qm.centre, qm.step
+        den = centre.denominator * step.denominator
+        base = centre.numerator * step.denominator
+        per = step.numerator * centre.denominator
+        return [(base + per * j) / den for j in columns[name].tolist()]
 
     def halfwidth(self, g: Group, value: float, level: float) -> None:
         return None

@@ -26,6 +26,7 @@ from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN,
 from veil.errors import InternalError
 from veil.plan.domain import int64_values
 from veil.plan.nodes import Aggregate, KeyValue, Measurement
+from veil.plan.tree import is_text
 from veil.release.keys import group_keys
 from veil.release.quantiles import Cells, RowCells
 
@@ -366,7 +367,7 @@ def _domain_codes(
         if index.null_count:
             raise InternalError("a public key came back that is not in its domain")
         return np.asarray(index.to_numpy(), dtype=np.int64)
-    if not (pa.types.is_integer(kind) or pa.types.is_string(kind)):
+    if not (pa.types.is_integer(kind) or is_text(kind)):  # (DuckDB's text can be large)
         return None
     value_set = _value_set(domain, kind)
     if value_set is None:
