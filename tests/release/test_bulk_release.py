@@ -465,10 +465,10 @@ def test_integer_and_boolean_keys_are_ordered_as_their_repr_without_strings(seed
 
 @pytest.mark.parametrize("centred", [False, True])
 def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
-    """COUNT, SUM and AVG in bulk (``AggregateKind.estimates``) against ``estimate`` per
-    group, value for value, on noisy integers that include negatives, zeros, the int64
-    extremes and values past 2^53 (where rounding to a float first could differ if the
-    step were not a power of two)."""
+    """COUNT, SUM, AVG and COUNT(DISTINCT unit) in bulk (``AggregateKind.estimates``) against
+    ``estimate`` per group, value for value, on noisy integers that include negatives, zeros,
+    the int64 extremes and values past 2^53 (where rounding to a float first could differ if
+    the step were not a power of two)."""
     from veil.aggregates import kind
     from veil.release.estimators import column_models, estimate, noise_models
 
@@ -479,8 +479,10 @@ def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
             AggregateCall("n", "count"),
             AggregateCall("s", "sum", "x"),
             AggregateCall("m", "avg", "x"),
+            AggregateCall("u", "count_distinct", "user_id"),
         ),
         bounds=(ColumnBounds("x", -3 if centred else 0, 10),),
+        privacy_unit="user_id",
     )
     ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
     agg = aggregate_of(apply_rules(plan, ctx))
@@ -497,6 +499,45 @@ def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
         want = [estimate(c, g, noise) for g in groups]
         assert bulk == want, c.function
         assert [type(v) for v in bulk] == [type(v) for v in want]
+
+
+@pytest.mark.parametrize("bounds", [(0, 10), (-3, 1_000), (-1e-3, 7.25)], ids=str)
+def test_bulk_spread_estimates_equal_each_groups_estimate(bounds: tuple[float, float]) -> None:
+    """VARIANCE, STDDEV, VAR_POP and STDDEV_POP in bulk against ``estimate`` per group, value
+    for value, on noisy counts, sums and sums of squares that include negatives, zeros,
+    counts below the divisor's floor, the int64 extremes and values past 2^53 (rounded to a
+    double alike in bulk and one by one)."""
+    from veil.aggregates import kind
+    from veil.release.estimators import column_models, estimate, noise_models
+
+    plan = Aggregate(
+        TABLE,
+        keys=(GroupKey("a", domain=tuple(range(8))),),
+        aggregates=(
+            AggregateCall("v", "variance", "x"),
+            AggregateCall("sd", "stddev", "x"),
+            AggregateCall("vp", "var_pop", "x"),
+            AggregateCall("sp", "stddev_pop", "x"),
+        ),
+        bounds=(ColumnBounds("x", *bounds),),
+    )
+    ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
+    agg = aggregate_of(apply_rules(plan, ctx))
+    models, noise = column_models(agg), noise_models(agg)
+    rng = np.random.default_rng(6)
+    edge = [0, -1, 1, 2, (1 << 53) + 1, -(1 << 53) - 3, (1 << 62) + 5, -(1 << 63), (1 << 63) - 1]
+    names = [m.name for m in agg.measurements]
+    columns = {
+        n: rng.permutation(np.array(edge + rng.integers(-50, 5_000, 300).tolist(), np.int64))
+        for n in names
+    }
+    groups = [{n: int(columns[n][i]) for n in names} for i in range(len(edge) + 300)]
+    for c in models:
+        bulk = kind(c.function).estimates(c, columns, noise)
+        assert bulk is not None, c.function
+        want = [estimate(c, g, noise) for g in groups]
+        assert bulk == want, c.function
+        assert all(type(v) is float for v in bulk)
 
 
 @pytest.mark.parametrize("bounds", [(0, 10), (-3, 1_000_000), (-1e-3, 7.25), (0.1, 0.3)], ids=str)

@@ -236,3 +236,13 @@ def test_a_release_reads_the_system_source_a_chunk_at_a_time() -> None:
     assert len(result.rows) == groups
     assert all(0 <= row[1] <= 100 for row in result.rows)
     assert source.calls < 20  # was more than 2 × 300
+
+
+@pytest.mark.parametrize("q", [Fraction(0), Fraction(1, 3), Fraction(1)], ids=str)
+def test_the_targets_of_many_groups_are_each_groups_target(q: Fraction) -> None:
+    """MIN and MAX aim at 2·min(k, n/2) from their end, k computed once for every group."""
+    from veil.release.quantiles import _target, _targets
+
+    m = measurement(q, Fraction(1, 7), 1 << 32)
+    sizes = [1, 2, 3, 7, 40, 41, 1_000, 123_456, 10**9]
+    assert _targets(m, sizes) == [_target(m, n) for n in sizes]

@@ -6,10 +6,24 @@ so the two share one measurement. Error bar: the exact discrete quantile of the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 
+import numpy as np
+from numpy.typing import NDArray
+
 from veil.aggregates import register
-from veil.aggregates.base import AggregateKind, Call, Expected, Group, Moments, Read, Statistic
+from veil.aggregates.base import (
+    AggregateKind,
+    Call,
+    ColumnModel,
+    Expected,
+    Group,
+    Moments,
+    NoiseModel,
+    Read,
+    Statistic,
+)
 
 
 @register
@@ -35,6 +49,19 @@ class CountDistinct(AggregateKind):
 
     def estimate(self, g: Group) -> int:
         return max(0, g.value("units"))
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[int] | None:
+        """:meth:`estimate` for every group (Python ints, as one group's)."""
+        name = model.reads("units")
+        if name is None:
+            return None
+        values: list[int] = np.maximum(columns[name], 0).tolist()
+        return values
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         return g.noise("units").halfwidth(level)

@@ -16,7 +16,7 @@ second-order term (step·t_S)²/(n·d) at the sum noise's quantile t_S. Approxim
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -27,9 +27,11 @@ from veil.aggregates import register
 from veil.aggregates.base import (
     AggregateKind,
     Call,
+    ColumnModel,
     Expected,
     Group,
     Moments,
+    NoiseModel,
     Read,
     Statistic,
 )
@@ -60,19 +62,49 @@ class Spread(AggregateKind):
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
         """(n, S, V) per group: plug-in count, centred sum and the clamped variance."""
         g = groups[0]  # one column: every group shares its noises and bounds
-        sm, qm = g.noise("sum"), g.noise("squares")
-        raw = np.array([x.value("count") for x in groups], dtype=np.float64)
+        return self._spread(
+            g,
+            np.array([x.value("count") for x in groups], dtype=np.float64),
+            np.array([x.value("sum") for x in groups], dtype=np.float64),
+            np.array([x.value("squares") for x in groups], dtype=np.float64),
+        )
+
+    def _spread(
+        self,
+        e: Expected,
+        raw: NDArray[np.float64],
+        sums: NDArray[np.float64],
+        squares: NDArray[np.float64],
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """:meth:`_parts` from the noisy count, sum and sum of squares as doubles (elementwise:
+        a group's values do not depend on the others')."""
+        sm, qm = e.noise("sum"), e.noise("squares")
         n = np.maximum(raw, float(self.ddof + 1))
         d = n - self.ddof
-        s = float(sm.step) * np.array([x.value("sum") for x in groups], dtype=np.float64)
-        squares = np.array([x.value("squares") for x in groups], dtype=np.float64)
+        s = float(sm.step) * sums
         q = qm.square_unit * (squares + qm.limit * raw)
-        v = np.clip((q - s * s / n) / d, 0.0, (g.upper - g.lower) ** 2 / 4 * n / d)
+        v = np.clip((q - s * s / n) / d, 0.0, (e.upper - e.lower) ** 2 / 4 * n / d)
         return n, s, v
 
     def estimate(self, g: Group) -> float:
         _, _, v = self._parts([g])
         return math.sqrt(float(v[0])) if self.root else float(v[0])
+
+    def estimates(
+        self,
+        model: ColumnModel,
+        columns: Mapping[str, NDArray[np.int64]],
+        noise: Mapping[str, NoiseModel],
+    ) -> list[float] | None:
+        """:meth:`estimate` for every group: :meth:`_spread` of the whole columns (the same
+        elementwise operations; each noisy integer rounded to a double as one group's is)."""
+        names = [model.reads(role) for role in ("count", "sum", "squares")]
+        if any(name is None or noise[name].strata for name in names):
+            return None  # (a stratified sum: each group's own bin, group by group)
+        raw, sums, squares = (columns[name].astype(np.float64) for name in names if name)
+        _, _, v = self._spread(Expected(model, noise), raw, sums, squares)
+        values: list[float] = v.tolist()
+        return [math.sqrt(x) for x in values] if self.root else values
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         bar = self.halfwidths([g], [value], level)[0]

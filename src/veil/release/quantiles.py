@@ -123,7 +123,9 @@ def _targets(m: Measurement, sizes: Sequence[int]) -> list[int]:
     """:func:`_target` of each group size (the quantile's checks and ranks made once)."""
     q = _q(m)
     if q in (0, 1):
-        return [_target(m, n) for n in sizes]
+        k2 = 2 * extreme_rank(m.scale, m.limit)  # (one k for every group)
+        near = [min(k2, n) for n in sizes]
+        return near if q == 0 else [2 * n - t for n, t in zip(sizes, near, strict=True)]
     return [q.numerator * n for n in sizes]
 
 
