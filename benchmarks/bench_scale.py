@@ -60,6 +60,11 @@ Sections:
   moves less, and the 1-minute load average. Last, no target: the MEDIAN per (state, age),
   5,050 public groups, on the warm session — where the exponential mechanism's draws, once
   per group, weigh more than the scan.
+- ``kinds``: each aggregate kind over many groups (COUNT and SUM, AVG and VARIANCE, MEDIAN,
+  MIN and MAX per (state, age) — 5,050 public groups —, MODE(age) per state, and COUNT and
+  MEDIAN with unknown keys), on the 1 M-row table through one warm session at a new ε each
+  run, against plain DuckDB's same bounded aggregation; no target (where per-group work
+  shows).
 - ``maxgroups``: the engine time of veil's own statement (lowered with a fresh salt per run,
   as ``aggregates``' engine share) for ``SELECT state, COUNT(*), SUM(income) … GROUP BY
   state`` on the shared benchmark table (``--maxgroups-rows``, 1 M by default; the 50 states
@@ -657,6 +662,76 @@ def maxgroups(repeat: int, rows: int = 1_000_000) -> None:
     session.close()
 
 
+KINDS = (  # (label, veil's aggregates, plain DuckDB's, grouped by, public keys)
+    ("COUNT, SUM per (state, age)", "COUNT(*) AS n, SUM(income) AS t", "count(*), sum(income)",
+     "state, age", True),
+    ("AVG, VARIANCE per (state, age)", "AVG(income) AS a, VARIANCE(income) AS v",
+     "avg(income), var_samp(income)", "state, age", True),
+    ("MEDIAN per (state, age)", "MEDIAN(income) AS m", "median(income)", "state, age", True),
+    ("MIN, MAX per (state, age)", "MIN(income) AS a, MAX(income) AS b",
+     "min(income), max(income)", "state, age", True),
+    ("MODE(age) per state", "MODE(age) AS m", "mode(age)", "state", True),
+    ("COUNT per (state, age), unknown keys", "COUNT(*) AS n", "count(*)", "state, age", False),
+    ("MEDIAN per (state, age), unknown keys", "MEDIAN(income) AS m", "median(income)",
+     "state, age", False),
+)  # fmt: skip
+
+
+def kinds(repeat: int, rows: int = 1_000_000) -> None:
+    """Each aggregate kind over many groups — the 5,050 (state, age) pairs, or the 50 states
+    for MODE — on one warm session at a new ε each run, against plain DuckDB's same bounded
+    aggregation (one row per user, income clamped); no target: where per-group work shows."""
+    import logging
+    import warnings
+
+    import duckdb
+
+    import _data
+
+    logging.getLogger("veil").setLevel(logging.ERROR)
+    path = _data.ensure_table(rows)
+    print(f"== aggregate kinds over many groups, {rows:,} rows (median of {repeat} runs)")
+    con = duckdb.connect()
+    session = Session.local(
+        tables={"people": str(path)}, connection=con, privacy_unit="user_id",
+        budget=Budget(epsilon=10**9, delta=Fraction(1, 1000)), analyst="bench",
+        ledger="sqlite://",
+    )  # fmt: skip
+    lo, hi = _data.INCOME_BOUNDS
+    domains = {"state": list(_data.STATES), "age": list(range(101))}
+    fresh = itertools.count(1)
+    for label, mine, theirs, by, public in KINDS:
+        query = f"SELECT {by}, {mine} FROM people GROUP BY {by}"
+        options: dict[str, Any] = {"bounds": {"income": _data.INCOME_BOUNDS, "age": (0, 100)}}
+        if public:
+            options["domains"] = {k: domains[k] for k in by.split(", ")}
+        else:
+            options["delta"] = Fraction(1, 10**6)
+        plain_sql = (
+            f"SELECT {by}, {theirs} FROM (SELECT state, age, least(greatest(income, {lo}), "
+            f"{hi}) AS income, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY hash(7, "
+            f"user_id, state, age, income)) AS rn FROM read_parquet('{path}')) WHERE rn <= 1 "
+            f"GROUP BY {by}"
+        )
+
+        def job(q: str = query, o: dict[str, Any] = options) -> object:
+            with warnings.catch_warnings():  # (a bound the query does not read is ignored)
+                warnings.simplefilter("ignore")
+                return session.sql(q, epsilon=f"1/{next(fresh)}", **o).rows
+
+        def baseline(q: str = plain_sql) -> object:
+            return con.execute(q).fetchall()
+
+        secs, base, cpu, cpu_base = interleaved_cpu(job, baseline, repeat)
+        print(
+            f"{label:<38} {secs * 1e3:>7.1f} ms   plain DuckDB {base * 1e3:>6.1f} ms  ratio "
+            f"{secs / base:>5.2f}×   (CPU {cpu * 1e3:.0f} / {cpu_base * 1e3:.0f} ms: "
+            f"{cpu / cpu_base:.2f}×; load {os.getloadavg()[0]:.1f})"
+        )
+    session.close()
+    con.close()
+
+
 SECTIONS: dict[str, Callable[..., None]] = {
     "scalar": scalar,
     "aggregates": aggregates,
@@ -664,6 +739,7 @@ SECTIONS: dict[str, Callable[..., None]] = {
     "groups": groups,
     "quantiles": quantiles,
     "maxgroups": maxgroups,
+    "kinds": kinds,
 }
 
 
