@@ -90,7 +90,7 @@ from veil.plan.tree import aggregate_of
 from veil.random import RandomSource, is_private, refuse_replayable, system_source
 from veil.release.draw import Cells, Early, Measured, draw_early, early_draws, finish, measure
 from veil.release.estimators import check_models, column_models
-from veil.release.exact import bucket_counts, exact_stats, may_wrap
+from veil.release.exact import cells_by_measurement, exact_stats, may_wrap
 from veil.release.explain import (
     Explanation,
     describe_contribution,
@@ -1111,7 +1111,7 @@ class Session:
             separate = lowered.separate
             buckets |= {name: t for (name, _), t in zip(separate, tables[1:], strict=True)}
             exact = exact_stats(agg, main, dict(lowered.columns), lowered.keys)
-            counts = {name: bucket_counts(agg, t, lowered.keys) for name, t in buckets.items()}
+            counts = cells_by_measurement(agg, buckets, lowered.keys)
             drawn = None if early is None else early.result()
             measured: Measured | None = self._measure(
                 compiled, agg, exact, counts, src, chosen, early=drawn

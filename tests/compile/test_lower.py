@@ -325,3 +325,32 @@ def test_duckdb_exports_listed_cells_with_64_bit_offsets_and_restores_the_settin
     plain = lower(_ages_and_incomes(), dialect("duckdb"), salt=1)
     assert engine.prepare(plain.main, salt=1).run(None).num_rows == 2
     assert setting() is before
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark", "postgres"])
+def test_quantiles_of_one_column_on_one_grid_share_one_cell_column(engine: str) -> None:
+    """MIN, MAX and MEDIAN of income have the same cells: one column, computed, grouped and
+    (on DuckDB) listed once; age's quantile keeps its own. Each measurement still names its
+    column, and its separate statement is still its own."""
+    agg = _ages_and_incomes(
+        AggregateCall("lo", "min", "income"),
+        AggregateCall("hi", "max", "income"),
+        AggregateCall("med", "quantile", "income", Fraction(1, 2)),
+        AggregateCall("age_med", "quantile", "age", Fraction(1, 2)),
+    )
+    low = lower(agg, dialect(engine), salt=1)
+    columns = dict(low.cells)
+    income = {columns[m.name] for m in agg.measurements if m.column == "income" and m.limit}
+    age = {columns[m.name] for m in agg.measurements if m.column == "age" and m.limit}
+    assert len(columns) == 4
+    assert len(income) == 1
+    assert len(age) == 1
+    assert income != age
+    assert len(low.quantiles) == 4  # one separate statement per measurement, as before
+    assert low.together is not None
+    sql = to_sql(low.together, engine)
+    assert sql.count("42949672.96e0") == 1  # income's cell (a grid of 2^32 over [0, 100]), once
+    if engine == "duckdb":
+        assert sql.count("ARRAY_AGG") == 1
+    else:
+        assert sql.count("GROUPING SETS") == 1

@@ -364,6 +364,11 @@ TOGETHER = [
         {"bounds": {"x": (-6, 6)}},
         id="no-rows",
     ),
+    pytest.param(  # x's three quantiles share one cell column; k's has its own
+        "SELECT g, MIN(x), MAX(x), MEDIAN(x), MEDIAN(k) FROM t GROUP BY g",
+        {"bounds": {"x": (-6, 6), "k": (0, 3)}, "domains": {"g": ["a", "b", None]}},
+        id="shared-cells",
+    ),
 ]
 
 

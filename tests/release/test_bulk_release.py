@@ -742,3 +742,26 @@ def test_a_product_form_that_does_not_fit_its_rows_is_not_served() -> None:
         assert Measured.from_json(form | {"keys": {"product": shape}}) is None
     unknown = {"veil_measured": PACKED_FORMAT + 1}  # a form no release has written yet
     assert Measured.from_json(form | unknown | {"keys": {"product": [2, 3]}}) is None
+
+
+def test_a_cell_table_shared_by_several_measurements_is_read_once() -> None:
+    """``split_together`` gives a column's quantiles on one grid the same cell table: its
+    cells are read once and shared (read-only); another table is read on its own."""
+    from veil.release.exact import bucket_counts, cells_by_measurement
+    from veil.release.quantiles import RowCells
+
+    agg = compiled((GroupKey("s", domain=("x", "y")),), budget=Budget(epsilon=1))
+    lists = pa.array([[1, 2, 2], [5]], pa.list_(pa.uint32()))
+    shared = pa.table({"__k0": ["y", "x"], "__b": lists})
+    other = pa.table({"__k0": ["x"], "__b": pa.array([[7, 7]], pa.list_(pa.uint32()))})
+    out = cells_by_measurement(agg, {"lo": shared, "hi": shared, "age": other}, ["__k0"])
+    assert out["lo"] is out["hi"]
+    assert out["age"] is not out["lo"]
+    want = bucket_counts(agg, shared, ["__k0"])
+    assert set(out["lo"]) == set(want) == {(0,), (1,)}
+    for key, cells in want.items():
+        got = out["lo"][key]
+        assert isinstance(got, RowCells)
+        assert isinstance(cells, RowCells)
+        assert got.rows.tolist() == cells.rows.tolist()
+    assert [c.rows.tolist() for c in out["age"].values()] == [[7, 7]]

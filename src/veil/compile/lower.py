@@ -124,8 +124,10 @@ class Lowered:
     ``together`` (when the query has quantiles) is ``main`` and every quantile's cell counts
     in one statement over one scan of the bounded rows: ``GROUP BY GROUPING SETS ((keys),
     (keys, __q0), …)``. Its rows whose ``cells`` columns are all NULL are ``main``'s rows;
-    the rows whose column ``__qi`` is not NULL are quantile i's cells, with the cell's row
-    count in ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out); on
+    the rows whose column ``__qi`` is not NULL are cells, with the cell's row count in
+    ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out). ``cells``
+    maps each quantile measurement to its column; quantiles with the same cell expression (a
+    column's MIN, MAX and MEDIAN on one grid) share one column, counted once. On
     a ``cells_as_rows`` dialect a cell may come in several rows, whose counts add up, and the
     columns ``listed`` (a subset of ``cells``' columns) are instead one list per ``main`` row:
     the cells of that group's bounded rows, one per row (NULL for no row), NULL in the other
@@ -1085,18 +1087,26 @@ class _Lowering:
     def together(
         self, quantiles: Sequence[Measurement]
     ) -> tuple[exp.Select | exp.Union, tuple[str, ...], tuple[str, ...]]:
-        """``main`` and the cell counts of ``quantiles`` in one statement, its cell columns and
-        those of them ``listed`` (see :class:`Lowered`): the bounded rows are scanned once and
-        grouped by every grouping set at once; the other statistics are computed at the cell
-        level too (and ignored)."""
+        """``main`` and the cell counts of ``quantiles`` in one statement, each quantile's
+        cell column (quantiles with the same cells share one) and the columns ``listed`` (see
+        :class:`Lowered`): the bounded rows are scanned once and grouped by every grouping set
+        at once; the other statistics are computed at the cell level too (and ignored)."""
         main, _ = self.main()
-        names = tuple(f"__q{i}" for i in range(len(quantiles)))
+        # quantiles whose cells are the same expression (a column's MIN, MAX and MEDIAN on one
+        # grid) share one cell column: computed, grouped and listed once
+        column_of: dict[tuple[str, int], str] = {}
+        for m in quantiles:
+            column_of.setdefault((bucket_sql(m, self).sql(), m.limit), f"__q{len(column_of)}")
+        names = tuple(column_of[bucket_sql(m, self).sql(), m.limit] for m in quantiles)
+        distinct = tuple(dict.fromkeys(names))
+        first = [names.index(n) for n in distinct]  # a quantile measured in each column
         # rows: the bounded rows with each quantile's cell (computed once per row, below the
         # grouping, so every engine groups a column, not an expression)
         source = "__rows" if self.agg.privacy_unit is None else "__bounded"
         listed: tuple[str, ...] = ()
         if self.d.cells_as_rows:
-            listed = tuple(n for m, n in zip(quantiles, names, strict=True) if m.limit > ROWS_ABOVE)
+            listed = tuple(n for n, i in zip(distinct, first, strict=True)
+                           if quantiles[i].limit > ROWS_ABOVE)  # fmt: skip
 
         def cell(m: Measurement, name: str) -> exp.Expr:
             # a listed grid of at most 2^32 cells lists them as 32-bit unsigned integers:
@@ -1108,26 +1118,25 @@ class _Lowering:
 
         celled = exp.select(
             exp.Star(),
-            *(_as(cell(m, n), n) for m, n in zip(quantiles, names, strict=True)),
+            *(_as(cell(quantiles[i], n), n) for n, i in zip(distinct, first, strict=True)),
             copy=False,
         ).from_(exp.Table(this=exp.to_identifier(source)), copy=False)
         if self.d.cells_as_rows:
-            return self._together_rows(main, celled, quantiles, names, listed), names, listed
+            return self._together_rows(main, celled, distinct, listed), names, listed
         main.set("group", None)
         main = main.with_("__celled", as_=celled, copy=False)
         main.set("from_", exp.From(this=exp.Table(this=exp.to_identifier("__celled"))))
         keys = [_col(k) for k in self.keys]
         sets = [exp.Tuple(expressions=[k.copy() for k in keys])]
-        sets += [exp.Tuple(expressions=[*(k.copy() for k in keys), _col(n)]) for n in names]
+        sets += [exp.Tuple(expressions=[*(k.copy() for k in keys), _col(n)]) for n in distinct]
         main.set("group", exp.Group(grouping_sets=[exp.GroupingSets(expressions=sets)]))
-        main.select(*(_col(n) for n in names), copy=False)
+        main.select(*(_col(n) for n in distinct), copy=False)
         return main, names, ()
 
     def _together_rows(
         self,
         main: exp.Select,
         celled: exp.Select,
-        quantiles: Sequence[Measurement],
         names: Sequence[str],
         listed: Sequence[str],
     ) -> exp.Select | exp.Union:

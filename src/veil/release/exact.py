@@ -554,6 +554,22 @@ def _listed_counts(agg: Aggregate, table: pa.Table, keys: Sequence[str]) -> dict
     return out
 
 
+def cells_by_measurement(
+    agg: Aggregate, tables: Mapping[str, pa.Table], keys: Sequence[str]
+) -> dict[str, dict[Key, Cells]]:
+    """:func:`bucket_counts` of each measurement's cell table, a table that several
+    measurements share (``split_together``: a column's quantiles on one grid) read once —
+    they then share its (read-only) cells."""
+    read: dict[int, tuple[pa.Table, dict[Key, Cells]]] = {}
+    out: dict[str, dict[Key, Cells]] = {}
+    for name, table in tables.items():
+        held = read.get(id(table))
+        if held is None or held[0] is not table:
+            held = read[id(table)] = (table, bucket_counts(agg, table, keys))
+        out[name] = held[1]
+    return out
+
+
 def bucket_counts(agg: Aggregate, table: pa.Table, keys: Sequence[str]) -> dict[Key, Cells]:
     """Per group, its occupied quantile cells (ascending) and their row counts (int64 arrays);
     a cell the table holds in several rows gets the sum of their counts. A listed table (a

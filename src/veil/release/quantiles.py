@@ -635,7 +635,9 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
     statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
     set (never: a quantile's cell is a clamped integer), in none; a ``listed`` column's lists
     stay one list per group, beside its ``main`` row's keys (:func:`_listed`)."""
-    names = [column for _, column in lowered.cells]
+    # (quantiles with the same cells share one column: each column is read once, and its
+    # quantiles get the same table)
+    names = list(dict.fromkeys(column for _, column in lowered.cells))
     if not names:
         raise InternalError("splitting a statement that carries no quantile cells")
     scalar = [n for n in names if n not in lowered.listed]
@@ -647,12 +649,12 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
             none = pc.and_(none, pc.invert(valid[n]))
         rows = _rows(table, none)
     main = rows.drop_columns(names)
-    cells: dict[str, pa.Table] = {}
-    for name, column in lowered.cells:
+    by_column: dict[str, pa.Table] = {}
+    for column in names:
         if column in lowered.listed:
-            cells[name] = _listed(lowered, rows, column)
+            by_column[column] = _listed(lowered, rows, column)
     if not scalar:
-        return main, cells
+        return main, {name: by_column[column] for name, column in lowered.cells}
     # the cells' keys as dictionary codes (equal keys, equal codes: what bucket_counts groups
     # by), encoded once rather than a copy of every cell's key per quantile
     coded = table.select([*lowered.keys, *scalar, COUNT_COLUMN])
@@ -661,12 +663,10 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
         if not pa.types.is_dictionary(column.type):
             encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
             coded = coded.set_column(i, key, encoded)
-    for name, column in lowered.cells:
-        if column in lowered.listed:
-            continue
+    for column in scalar:
         part = _rows(coded, valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
-        cells[name] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
-    return main, {name: cells[name] for name, _ in lowered.cells}
+        by_column[column] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
+    return main, {name: by_column[column] for name, column in lowered.cells}
 
 
 def _listed(lowered: Lowered, rows: pa.Table, column: str) -> pa.Table:
