@@ -1332,7 +1332,8 @@ class Session:
 
 def _trees(lowered: Lowered) -> tuple[exp.Expression, ...]:
     """The statements of a lowered aggregation, in the order they run: ``together`` (the
-    statistics and every quantile's cells in one scan) or ``main``, then the modes'."""
+    statistics and every quantile's and mode's cells in one scan) or ``main``, then any
+    measurement's that ``together`` does not carry (``Lowered.separate``)."""
     first = lowered.main if lowered.together is None else lowered.together
     return (first, *(tree for _, tree in lowered.separate))
 

@@ -354,3 +354,22 @@ def test_quantiles_of_one_column_on_one_grid_share_one_cell_column(engine: str) 
         assert sql.count("ARRAY_AGG") == 1
     else:
         assert sql.count("GROUPING SETS") == 1
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "spark", "postgres"])
+def test_a_modes_counts_ride_in_the_one_statement(engine: str) -> None:
+    """A MODE's counts per (group, candidate) are in ``together`` beside the statistics (its
+    rows outside the candidates with the cell −1): nothing runs apart, so no second scan."""
+    agg = _ages_and_incomes(
+        AggregateCall("common_age", "mode", "age"),
+        AggregateCall("med", "quantile", "income", Fraction(1, 2)),
+    )
+    low = lower(agg, dialect(engine), salt=1)
+    assert low.together is not None
+    assert low.separate == ()
+    columns = dict(low.cells)
+    (mode,) = [m for m in agg.measurements if m.statistic == "mode"]
+    assert low.modes == (columns[mode.name],)
+    assert columns[mode.name] not in low.listed
+    assert len(set(columns.values())) == 2  # the mode's column and the median's
+    assert "COALESCE(" in to_sql(low.together, engine)

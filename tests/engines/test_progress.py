@@ -20,7 +20,7 @@ from sqlglot import exp
 
 import veil
 from support import SeededSource
-from veil.engines.base import Engine, ProgressReporting
+from veil.engines.base import Engine, Progress, ProgressReporting
 from veil.engines.duckdb import DuckDBEngine
 from veil.engines.fake import FakeEngine
 from veil.engines.progress import watching
@@ -223,16 +223,42 @@ def small_session(seed: int) -> veil.Session:
 QUANTILE = "SELECT COUNT(*) AS n, MEDIAN(x) AS m FROM t"
 
 
-def test_session_passes_progress_through_every_engine_query_of_the_plan() -> None:
-    # the counts and the median are one statement; the mode's candidates are a second one
+def test_session_passes_progress_through_the_plans_one_statement() -> None:
+    # the counts, the median and the mode's candidates are one statement: one scan
     reports: list[float | None] = []
     with small_session(5) as session:
         query = "SELECT COUNT(*) AS n, MEDIAN(x) AS m, MODE(x) AS o FROM t"
         session.sql(query, epsilon=1, bounds={"x": (0, 1000)}, progress=reports.append)
     fractions = [f for f in reports if f is not None]
+    assert fractions, reports
     assert all(a < b for a, b in itertools.pairwise(fractions)), reports
-    assert 0.5 in fractions  # the main query is done, the mode's counts follow
     assert fractions[-1] == 1.0
+
+
+class _Reporting:
+    """A statement that reports ``fractions`` (None first) as it runs."""
+
+    def __init__(self, fractions: list[float | None]) -> None:
+        self.fractions = fractions
+
+    def run(self, progress: Progress | None) -> pa.Table:
+        for f in self.fractions:
+            if progress is not None:
+                progress(f)
+        return pa.table({"n": [1]})
+
+
+def test_progress_sees_several_statements_as_one_scan() -> None:
+    """Statements beside ``together`` (``Lowered.separate``), if any: each an equal share,
+    None only before the first fraction, then strictly increasing fractions."""
+    from veil.session import _execute_all
+
+    reports: list[float | None] = []
+    first = _Reporting([None, 0.5, 0.5, 1.0])
+    second = _Reporting([None, 0.25, 1.0])
+    tables = _execute_all([first, second], reports.append)
+    assert len(tables) == 2
+    assert reports == [None, 0.25, 0.5, 0.625, 1.0]
 
 
 def test_session_results_do_not_depend_on_progress() -> None:

@@ -86,7 +86,7 @@ def exact(engine: Engine, agg: Aggregate, *, salt: int = 12345, together: bool =
 
     ``together``: run the one statement the Session runs for the statistics and the quantile
     cells (``Lowered.together``, split by ``split_together``) instead of ``main`` and one
-    statement per quantile; the modes' statements run apart either way."""
+    statement per quantile and mode."""
     lowered = lower(agg, dialect(engine.dialect), salt=salt)
     stats: dict[Key, dict[str, int]] = {}
     cells: dict[str, pa.Table] = {}

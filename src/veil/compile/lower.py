@@ -62,7 +62,9 @@ instead carry, per quantile of a fine grid, the list of its bounded rows' cells
 which the draw sorts only a window around the target rank, ``veil.release.quantiles``) —
 DuckDB's hash aggregation of a million distinct cells cost ~0.6 s of CPU at 10 M rows, and a
 second branch ``UNION ALL`` shipping each row's cell ~0.1 s, that the list does not; a coarse
-grid's counts per (group, cell) follow by ``UNION ALL``. Modes keep their own statements.
+grid's counts per (group, cell) follow by ``UNION ALL``. A mode's counts per (group,
+candidate) ride in the same statement as a coarse grid's do (its rows outside the candidates
+with the cell −1, dropped when the output is split), so a MODE costs no second scan either.
 """
 
 from __future__ import annotations
@@ -140,11 +142,14 @@ class Lowered:
     together: exp.Expression | None = None
     cells: tuple[tuple[str, str], ...] = ()
     listed: tuple[str, ...] = ()
+    modes: tuple[str, ...] = ()
+    """The ``cells`` columns of mode measurements (a row outside the candidates: cell −1)."""
 
     @property
     def separate(self) -> tuple[tuple[str, exp.Expression], ...]:
         """The statements to run beside ``together`` (or ``main``): the cell counts of the
-        measurements ``together`` does not carry (modes), or all of ``quantiles``."""
+        measurements ``together`` does not carry (none: it carries every quantile's and
+        mode's), or all of ``quantiles`` when there is no ``together``."""
         inside = {name for name, _ in self.cells}
         return tuple((name, t) for name, t in self.quantiles if name not in inside)
 
@@ -1092,12 +1097,18 @@ class _Lowering:
         :class:`Lowered`): the bounded rows are scanned once and grouped by every grouping set
         at once; the other statistics are computed at the cell level too (and ignored)."""
         main, _ = self.main()
+
+        def key(m: Measurement) -> tuple[str, int]:
+            if m.statistic == "mode":  # (a row outside the candidates: the cell −1, see below)
+                return f"mode {self._mode_candidate(m).sql()}", m.limit
+            return bucket_sql(m, self).sql(), m.limit
+
         # quantiles whose cells are the same expression (a column's MIN, MAX and MEDIAN on one
         # grid) share one cell column: computed, grouped and listed once
         column_of: dict[tuple[str, int], str] = {}
         for m in quantiles:
-            column_of.setdefault((bucket_sql(m, self).sql(), m.limit), f"__q{len(column_of)}")
-        names = tuple(column_of[bucket_sql(m, self).sql(), m.limit] for m in quantiles)
+            column_of.setdefault(key(m), f"__q{len(column_of)}")
+        names = tuple(column_of[key(m)] for m in quantiles)
         distinct = tuple(dict.fromkeys(names))
         first = [names.index(n) for n in distinct]  # a quantile measured in each column
         # rows: the bounded rows with each quantile's cell (computed once per row, below the
@@ -1106,9 +1117,16 @@ class _Lowering:
         listed: tuple[str, ...] = ()
         if self.d.cells_as_rows:
             listed = tuple(n for n, i in zip(distinct, first, strict=True)
-                           if quantiles[i].limit > ROWS_ABOVE)  # fmt: skip
+                           if quantiles[i].statistic == "quantile"
+                           and quantiles[i].limit > ROWS_ABOVE)  # fmt: skip
 
         def cell(m: Measurement, name: str) -> exp.Expr:
+            if m.statistic == "mode":
+                # a row outside the candidates counts for none: its cell is −1 (a candidate is
+                # ≥ 0), which ``split_together`` drops, as the mode's own statement leaves the
+                # row out — a grouping set cannot filter its rows, and a NULL cell would read
+                # as a row of ``main``
+                return exp.func("COALESCE", self._mode_candidate(m), exp.Literal.number(-1))
             # a listed grid of at most 2^32 cells lists them as 32-bit unsigned integers:
             # every cell is an integer in [0, limit − 1] already (clamped before its cast),
             # so the cast is exact and total, and DuckDB builds and exports half the bytes
@@ -1177,16 +1195,19 @@ class _Lowering:
         union.set("with_", ctes)
         return union.with_("__celled", as_=celled, copy=False)
 
+    def _mode_candidate(self, m: Measurement) -> exp.Expr:
+        """A bounded row's candidate for mode measurement ``m``: its index among the listed
+        candidates, or its integer offset from the candidates' start (NULL: none)."""
+        if m.column is None:
+            raise InternalError(f"measurement {m.name!r} has no column")
+        if m.column in self.candidates:
+            return _col(self.candidates[m.column])
+        return mode_bucket_sql(m, _col(self.x[m.column]), self)
+
     def mode(self, m: Measurement) -> exp.Select:
         """Row counts per (group, candidate) of mode measurement ``m`` over the bounded rows;
         rows outside the candidates are left out (rows: keys, ``__b``, ``__c``)."""
-        if m.column is None:
-            raise InternalError(f"measurement {m.name!r} has no column")
-        candidate: exp.Expr = (
-            _col(self.candidates[m.column])
-            if m.column in self.candidates
-            else mode_bucket_sql(m, _col(self.x[m.column]), self)
-        )
+        candidate = self._mode_candidate(m)
         outs: list[exp.Expr] = [_col(k) for k in self.keys]
         outs.append(_as(candidate, BUCKET_COLUMN))
         outs.append(_as(exp.Count(this=exp.Star()), BUCKET_COUNT_COLUMN))
@@ -1218,13 +1239,17 @@ def lower(
         (m.name, low.quantile(m)) for m in agg.measurements if m.statistic == "quantile"
     ) + tuple((m.name, low.mode(m)) for m in agg.measurements if m.statistic == "mode")
     inside = [m for m in agg.measurements if m.statistic == "quantile"]
+    inside += [m for m in agg.measurements if m.statistic == "mode"]
     if not inside:
         return Lowered(main=main, quantiles=quantiles, keys=low.keys, columns=columns)
     together, names, listed = low.together(inside)
     cells = tuple((m.name, n) for m, n in zip(inside, names, strict=True))
+    modes = tuple(dict.fromkeys(n for m, n in zip(inside, names, strict=True)
+                                if m.statistic == "mode"))  # fmt: skip
     return Lowered(
-        main, quantiles, low.keys, columns, together=together, cells=cells, listed=listed
-    )
+        main, quantiles, low.keys, columns, together=together, cells=cells, listed=listed,
+        modes=modes,
+    )  # fmt: skip
 
 
 KeyTransport = Literal["native", "bytes", "text"]

@@ -633,8 +633,10 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
     (keys, ``__b``, ``__c``), as the separate statements return them (see
     :class:`veil.compile.lower.Lowered`). Vectorised (Arrow slices or filters); total: every row the
     statement can return lands in exactly one of the tables or, for a NULL cell of a grouping
-    set (never: a quantile's cell is a clamped integer), in none; a ``listed`` column's lists
-    stay one list per group, beside its ``main`` row's keys (:func:`_listed`)."""
+    set (never: a quantile's cell is a clamped integer) or a mode's rows outside its
+    candidates (the cell −1, which its own statement leaves out), in none; a ``listed``
+    column's lists stay one list per group, beside its ``main`` row's keys (:func:`_listed`).
+    Measurements that share a column (``Lowered.cells``) get the same table."""
     # (quantiles with the same cells share one column: each column is read once, and its
     # quantiles get the same table)
     names = list(dict.fromkeys(column for _, column in lowered.cells))
@@ -664,7 +666,10 @@ def split_together(lowered: Lowered, table: pa.Table) -> tuple[pa.Table, dict[st
             encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
             coded = coded.set_column(i, key, encoded)
     for column in scalar:
-        part = _rows(coded, valid[column]).select([*lowered.keys, column, COUNT_COLUMN])
+        kept = valid[column]
+        if column in lowered.modes:  # a mode's rows outside its candidates: the cell −1
+            kept = pc.and_kleene(kept, pc.greater_equal(table.column(column), 0))  # (no NULL)
+        part = _rows(coded, kept).select([*lowered.keys, column, COUNT_COLUMN])
         by_column[column] = part.rename_columns([*lowered.keys, BUCKET_COLUMN, BUCKET_COUNT_COLUMN])
     return main, {name: by_column[column] for name, column in lowered.cells}
 
