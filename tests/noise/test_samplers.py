@@ -54,3 +54,24 @@ def test_the_largest_supported_scale_samples_within_int64() -> None:
     assert np.abs(x).max() < 2**62
     g = discrete_gaussian(MAX_SCALE**2, 2000, source=SeededSource(3))
     assert np.abs(g).max() < 2**62
+
+
+@pytest.mark.parametrize(
+    ("sampler", "scale"),
+    [(discrete_laplace, 7), (discrete_laplace, 10**9), (discrete_gaussian, 49), (geometric, 1000)],
+)
+def test_a_batch_larger_than_a_chunk_is_drawn_chunk_after_chunk(
+    sampler: object, scale: int
+) -> None:
+    """Past ``_CHUNK`` draws, a batch is the chunks drawn one after another from the same
+    source — each a batch of independent draws of the same law — with the same bytes read."""
+    from veil.noise.samplers import _CHUNK
+
+    n = 2 * _CHUNK + 12_345
+    a, b = SeededSource(f"chunks{scale}"), SeededSource(f"chunks{scale}")
+    whole = sampler(scale, n, source=a)  # type: ignore[operator]
+    parts = [sampler(scale, k, source=b) for k in (_CHUNK, _CHUNK, 12_345)]  # type: ignore[operator]
+    assert whole.dtype == np.int64
+    assert whole.shape == (n,)
+    assert np.array_equal(whole, np.concatenate(parts))
+    assert a.bytes_drawn == b.bytes_drawn

@@ -84,7 +84,8 @@ def _edges(spread: float, count: int = 60) -> list[float]:
         (Fraction(10), 100_000),
         (Fraction(255, 2), 100_000),
         (Fraction(1000), 100_000),  # split low/high parts (batch too small for a big table)
-        (Fraction(1000), 300_000),  # a 16384-entry direct table
+        (Fraction(1000), 300_000),  # a 16384-entry direct table, then (past a chunk) a split
+        (Fraction(7), 700_000),  # three chunks (``samplers._CHUNK``)
         (Fraction(10**6), 100_000),
         (Fraction(10**12), 100_000),
     ],
@@ -132,6 +133,7 @@ def _gauss_cdf(sigma2: Fraction) -> Callable[[float], float]:
         (Fraction(1), 100_000),
         (Fraction(7, 3), 300),  # small batch: every acceptance decided one by one
         (Fraction(100), 100_000),
+        (Fraction(100), 600_000),  # three chunks (``samplers._CHUNK``)
         (Fraction(10**6), 100_000),  # binned acceptance table (bins wider than 1)
         (Fraction(10**20), 20_000),
     ],
