@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from decimal import Decimal as _Decimal
 from fractions import Fraction
 
@@ -25,7 +26,16 @@ from veil.accounting import Budget
 from veil.compile import Context, apply_rules
 from veil.errors import InternalError
 from veil.noise.families import DISCRETE_GAUSSIAN, DISCRETE_LAPLACE
-from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, Scan, aggregate_of
+from veil.plan import (
+    Aggregate,
+    AggregateCall,
+    ColumnBounds,
+    Field,
+    GroupKey,
+    Measurement,
+    Scan,
+    aggregate_of,
+)
 from veil.plan.canonical import measurement_fingerprint
 from veil.release.draw import Measured, finish, measure
 from veil.release.exact import ExactStats, _column, _integer, exact_stats
@@ -463,81 +473,72 @@ def test_integer_and_boolean_keys_are_ordered_as_their_repr_without_strings(seed
 # ── released values in bulk (post-processing; equal to the per-group estimates) ────────────
 
 
-@pytest.mark.parametrize("centred", [False, True])
-def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
-    """COUNT, SUM, AVG and COUNT(DISTINCT unit) in bulk (``AggregateKind.estimates``) against
-    ``estimate`` per group, value for value, on noisy integers that include negatives, zeros,
-    the int64 extremes and values past 2^53 (where rounding to a float first could differ if
-    the step were not a power of two)."""
+def bulk_against_each(
+    aggregates: tuple[AggregateCall, ...],
+    bounds: tuple[float, float],
+    values: Callable[[Measurement], list[int]],
+) -> None:
+    """Each column's bulk estimate (``AggregateKind.estimates``) against ``estimate`` per
+    group, value for value and type for type, on the noisy integers ``values(m)`` of each
+    measurement m (one per group)."""
     from veil.aggregates import kind
     from veil.release.estimators import column_models, estimate, noise_models
 
     plan = Aggregate(
         TABLE,
         keys=(GroupKey("a", domain=tuple(range(8))),),
-        aggregates=(
-            AggregateCall("n", "count"),
-            AggregateCall("s", "sum", "x"),
-            AggregateCall("m", "avg", "x"),
-            AggregateCall("u", "count_distinct", "user_id"),
-        ),
-        bounds=(ColumnBounds("x", -3 if centred else 0, 10),),
+        aggregates=aggregates,
+        bounds=(ColumnBounds("x", *bounds),),
         privacy_unit="user_id",
     )
-    ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
-    agg = aggregate_of(apply_rules(plan, ctx))
+    agg = aggregate_of(apply_rules(plan, Context(budget=Budget(epsilon=1), privacy_unit="user_id")))
     models, noise = column_models(agg), noise_models(agg)
-    rng = np.random.default_rng(5)
-    edge = [0, -1, 1, (1 << 53) + 1, -(1 << 53) - 3, (1 << 62) + 12345, -(1 << 63), (1 << 63) - 1]
-    names = [m.name for m in agg.measurements]
-    columns = {n: np.array(edge + rng.integers(-1000, 1000, 200).tolist(), np.int64) for n in names}
-    columns = {n: rng.permutation(c) for n, c in columns.items()}
-    groups = [{n: int(columns[n][i]) for n in names} for i in range(len(edge) + 200)]
+    columns = {m.name: np.array(values(m), np.int64) for m in agg.measurements}
+    size = {c.size for c in columns.values()}.pop()
+    groups = [{n: int(c[i]) for n, c in columns.items()} for i in range(size)]
     for c in models:
         bulk = kind(c.function).estimates(c, columns, noise)
         assert bulk is not None, c.function
         want = [estimate(c, g, noise) for g in groups]
         assert bulk == want, c.function
-        assert [type(v) for v in bulk] == [type(v) for v in want]
+        assert [type(v) for v in bulk] == [type(v) for v in want], c.function
+
+
+EDGES = [0, -1, 1, 2, (1 << 53) + 1, -(1 << 53) - 3, (1 << 62) + 5, -(1 << 63), (1 << 63) - 1]
+"""Noisy integers at the edges: negatives, zeros, values past 2^53 (where rounding to a float
+first could differ if a step were not a power of two), the int64 extremes."""
+
+
+def edges_and(seed: int, low: int, high: int) -> Callable[[Measurement], list[int]]:
+    """Per measurement, ``EDGES`` and 300 integers in [low, high), shuffled."""
+    draws = np.random.default_rng(seed)
+    return lambda m: draws.permutation(EDGES + draws.integers(low, high, 300).tolist()).tolist()
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_bulk_estimates_equal_each_groups_estimate(centred: bool) -> None:
+    """COUNT, SUM, AVG and COUNT(DISTINCT unit) in bulk against each group's estimate."""
+    aggregates = (
+        AggregateCall("n", "count"),
+        AggregateCall("s", "sum", "x"),
+        AggregateCall("m", "avg", "x"),
+        AggregateCall("u", "count_distinct", "user_id"),
+    )
+    bulk_against_each(aggregates, (-3 if centred else 0, 10), edges_and(5, -1000, 1000))
 
 
 @pytest.mark.parametrize("bounds", [(0, 10), (-3, 1_000), (-1e-3, 7.25)], ids=str)
 def test_bulk_spread_estimates_equal_each_groups_estimate(bounds: tuple[float, float]) -> None:
-    """VARIANCE, STDDEV, VAR_POP and STDDEV_POP in bulk against ``estimate`` per group, value
-    for value, on noisy counts, sums and sums of squares that include negatives, zeros,
-    counts below the divisor's floor, the int64 extremes and values past 2^53 (rounded to a
-    double alike in bulk and one by one)."""
-    from veil.aggregates import kind
-    from veil.release.estimators import column_models, estimate, noise_models
-
-    plan = Aggregate(
-        TABLE,
-        keys=(GroupKey("a", domain=tuple(range(8))),),
-        aggregates=(
-            AggregateCall("v", "variance", "x"),
-            AggregateCall("sd", "stddev", "x"),
-            AggregateCall("vp", "var_pop", "x"),
-            AggregateCall("sp", "stddev_pop", "x"),
-        ),
-        bounds=(ColumnBounds("x", *bounds),),
+    """VARIANCE, STDDEV, VAR_POP and STDDEV_POP in bulk against each group's estimate: noisy
+    counts, sums and sums of squares at the edges, counts below the divisor's floor included
+    (each rounded to a double alike in bulk and one by one)."""
+    aggregates = (
+        AggregateCall("v", "variance", "x"),
+        AggregateCall("sd", "stddev", "x"),
+        AggregateCall("vp", "var_pop", "x"),
+        AggregateCall("sp", "stddev_pop", "x"),
     )
-    ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
-    agg = aggregate_of(apply_rules(plan, ctx))
-    models, noise = column_models(agg), noise_models(agg)
-    rng = np.random.default_rng(6)
-    edge = [0, -1, 1, 2, (1 << 53) + 1, -(1 << 53) - 3, (1 << 62) + 5, -(1 << 63), (1 << 63) - 1]
-    names = [m.name for m in agg.measurements]
-    columns = {
-        n: rng.permutation(np.array(edge + rng.integers(-50, 5_000, 300).tolist(), np.int64))
-        for n in names
-    }
-    groups = [{n: int(columns[n][i]) for n in names} for i in range(len(edge) + 300)]
-    for c in models:
-        bulk = kind(c.function).estimates(c, columns, noise)
-        assert bulk is not None, c.function
-        want = [estimate(c, g, noise) for g in groups]
-        assert bulk == want, c.function
-        assert all(type(v) is float for v in bulk)
+    bulk_against_each(aggregates, bounds, edges_and(6, -50, 5_000))
 
 
 @pytest.mark.parametrize("bounds", [(0, 10), (-3, 1_000_000), (-1e-3, 7.25), (0.1, 0.3)], ids=str)
@@ -547,34 +548,18 @@ def test_bulk_quantile_estimates_equal_each_groups_estimate(
     """MEDIAN, a percentile, MIN and MAX in bulk: centre + step·j as one integer ratio per
     group against ``float`` of the Fraction per group, the same double for every candidate
     tried (the grid's ends, random ones, and a step that is no power of two)."""
-    from veil.aggregates import kind
-    from veil.release.estimators import column_models, estimate, noise_models
-
-    plan = Aggregate(
-        TABLE,
-        keys=(GroupKey("a", domain=tuple(range(8))),),
-        aggregates=(
-            AggregateCall("med", "quantile", "x", quantile=Fraction(1, 2)),
-            AggregateCall("p9", "quantile", "x", quantile=Fraction(9, 10)),
-            AggregateCall("lo", "min", "x"),
-            AggregateCall("hi", "max", "x"),
-        ),
-        bounds=(ColumnBounds("x", *bounds),),
+    aggregates = (
+        AggregateCall("med", "quantile", "x", quantile=Fraction(1, 2)),
+        AggregateCall("p9", "quantile", "x", quantile=Fraction(9, 10)),
+        AggregateCall("lo", "min", "x"),
+        AggregateCall("hi", "max", "x"),
     )
-    ctx = Context(budget=Budget(epsilon=1), privacy_unit="user_id")
-    agg = aggregate_of(apply_rules(plan, ctx))
-    models, noise = column_models(agg), noise_models(agg)
-    rng = np.random.default_rng(3)
-    columns: dict[str, np.ndarray] = {}
-    for m in agg.measurements:
-        picks = [0, 1, m.limit - 2, m.limit - 1, *rng.integers(0, m.limit, 300).tolist()]
-        columns[m.name] = np.array(picks, np.int64)
-    groups = [{n: int(c[i]) for n, c in columns.items()} for i in range(304)]
-    for c in models:
-        bulk = kind(c.function).estimates(c, columns, noise)
-        assert bulk is not None, c.function
-        assert bulk == [estimate(c, g, noise) for g in groups], c.function
-        assert all(type(v) is float for v in bulk)
+    draws = np.random.default_rng(3)
+
+    def picks(m: Measurement) -> list[int]:
+        return [0, 1, m.limit - 2, m.limit - 1, *draws.integers(0, m.limit, 300).tolist()]
+
+    bulk_against_each(aggregates, bounds, picks)
 
 
 def test_no_bulk_estimate_where_the_step_is_not_a_power_of_two() -> None:

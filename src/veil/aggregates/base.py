@@ -309,6 +309,18 @@ def clamp(x: float, lo: float, hi: float) -> float:
     return min(max(x, lo), hi)
 
 
+def nonnegative(
+    model: ColumnModel, role: Role, columns: Mapping[str, NDArray[np.int64]]
+) -> list[int] | None:
+    """max(0, v) of every group's noisy ``role`` statistic, as Python ints (a count's bulk
+    estimate), or None when the column reads no such statistic."""
+    name = model.reads(role)
+    if name is None:
+        return None
+    values: list[int] = np.maximum(columns[name], 0).tolist()
+    return values
+
+
 def scaled(step: Fraction, values: NDArray[np.int64]) -> NDArray[np.float64] | None:
     """``float(step * v)`` for every ``v`` at once, or None unless that is exact in bulk:
     ``step`` a power of two (the fixed-point grid's, ``veil.compile.constants.fixed_point``),

@@ -23,6 +23,7 @@ from veil.aggregates.base import (
     NoiseModel,
     Read,
     Statistic,
+    nonnegative,
 )
 
 
@@ -55,11 +56,7 @@ class Count(AggregateKind):
         columns: Mapping[str, NDArray[np.int64]],
         noise: Mapping[str, NoiseModel],
     ) -> list[int] | None:
-        name = model.reads("count")
-        if name is None:
-            return None
-        out: list[int] = np.maximum(columns[name], 0).tolist()
-        return out
+        return nonnegative(model, "count", columns)
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         return g.noise("count").halfwidth(level)

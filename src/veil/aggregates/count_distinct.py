@@ -23,6 +23,7 @@ from veil.aggregates.base import (
     NoiseModel,
     Read,
     Statistic,
+    nonnegative,
 )
 
 
@@ -57,11 +58,7 @@ class CountDistinct(AggregateKind):
         noise: Mapping[str, NoiseModel],
     ) -> list[int] | None:
         """:meth:`estimate` for every group (Python ints, as one group's)."""
-        name = model.reads("units")
-        if name is None:
-            return None
-        values: list[int] = np.maximum(columns[name], 0).tolist()
-        return values
+        return nonnegative(model, "units", columns)
 
     def halfwidth(self, g: Group, value: float, level: float) -> float:
         return g.noise("units").halfwidth(level)
