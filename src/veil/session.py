@@ -1097,8 +1097,8 @@ class Session:
         # said (not even as __cause__).
         failure: Exception | None = None
         try:
-            # one statement for the statistics and every quantile's cells (one scan of the
-            # bounded rows), then one per mode (``_trees``)
+            # one statement for the statistics and every quantile's and mode's cells (one
+            # scan of the bounded rows; ``_trees``)
             tables = _execute_all(statements, progress)
             main, buckets = tables[0], dict[str, pa.Table]()
             if lowered.together is not None:

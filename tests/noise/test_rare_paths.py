@@ -21,7 +21,14 @@ from support import SeededSource
 from veil.errors import InternalError, InvalidArgumentError, RandomnessError
 from veil.noise import discrete_gaussian, discrete_laplace, geometric
 from veil.noise import mechanisms as mech
-from veil.noise._exact import below_const, draw_u32, draw_u64, exp_neg_bounds, fraction_bounds
+from veil.noise._exact import (
+    below_const,
+    draw_u32,
+    draw_u64,
+    draw_word,
+    exp_neg_bounds,
+    fraction_bounds,
+)
 from veil.noise.calibrate import _dg_delta_bound
 from veil.noise.choice import first_accepted, read_scores, uniform_permutation
 from veil.noise.errorbars import gaussian_halfwidth
@@ -61,6 +68,14 @@ class FailingSource:
 def test_a_source_that_returns_too_few_bytes_is_a_bug_not_a_sample(draw: Any, width: int) -> None:
     with pytest.raises(InternalError, match=rf"returned {3 * width - 1} bytes instead of"):
         draw(ShortSource(), 3)
+
+
+def test_one_word_is_draw_u32s_word_and_a_short_read_is_a_bug() -> None:
+    a, b = SeededSource("word"), SeededSource("word")
+    assert [draw_word(a) for _ in range(5)] == draw_u32(b, 5).tolist()
+    assert a.bytes_drawn == b.bytes_drawn == 20
+    with pytest.raises(InternalError, match=r"returned 3 bytes instead of 4"):
+        draw_word(ShortSource())
 
 
 def test_a_short_source_fails_the_public_samplers_instead_of_reusing_bytes() -> None:

@@ -123,14 +123,14 @@ class Lowered:
     keys, ``__b`` bucket, ``__c`` count). ``keys`` names the key columns in order;
     ``columns`` maps a measurement name to its column in ``main``.
 
-    ``together`` (when the query has quantiles) is ``main`` and every quantile's cell counts
-    in one statement over one scan of the bounded rows: ``GROUP BY GROUPING SETS ((keys),
-    (keys, __q0), …)``. Its rows whose ``cells`` columns are all NULL are ``main``'s rows;
-    the rows whose column ``__qi`` is not NULL are cells, with the cell's row count in
-    ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out). ``cells``
-    maps each quantile measurement to its column; quantiles with the same cell expression (a
-    column's MIN, MAX and MEDIAN on one grid) share one column, counted once. On
-    a ``cells_as_rows`` dialect a cell may come in several rows, whose counts add up, and the
+    ``together`` (when the query has quantiles or modes) is ``main`` and every quantile's and
+    mode's cell counts in one statement over one scan of the bounded rows: ``GROUP BY GROUPING
+    SETS ((keys), (keys, __q0), …)``. Its rows whose ``cells`` columns are all NULL are
+    ``main``'s rows; the rows whose column ``__qi`` is not NULL are cells, with the cell's row
+    count in ``__n`` (a quantile's cell is never NULL: the NULL rule left those rows out).
+    ``cells`` maps each quantile or mode measurement to its column; those with the same cell
+    expression (a column's MIN, MAX and MEDIAN on one grid) share one column, counted once. On a
+    ``cells_as_rows`` dialect a cell may come in several rows, whose counts add up, and the
     columns ``listed`` (a subset of ``cells``' columns) are instead one list per ``main`` row:
     the cells of that group's bounded rows, one per row (NULL for no row), NULL in the other
     rows."""
@@ -1092,8 +1092,9 @@ class _Lowering:
     def together(
         self, quantiles: Sequence[Measurement]
     ) -> tuple[exp.Select | exp.Union, tuple[str, ...], tuple[str, ...]]:
-        """``main`` and the cell counts of ``quantiles`` in one statement, each quantile's
-        cell column (quantiles with the same cells share one) and the columns ``listed`` (see
+        """``main`` and the cell counts of ``quantiles`` (quantile and mode measurements) in
+        one statement, each one's cell column (those with the same cells share one) and the
+        columns ``listed`` (see
         :class:`Lowered`): the bounded rows are scanned once and grouped by every grouping set
         at once; the other statistics are computed at the cell level too (and ignored)."""
         main, _ = self.main()
@@ -1106,9 +1107,10 @@ class _Lowering:
         # quantiles whose cells are the same expression (a column's MIN, MAX and MEDIAN on one
         # grid) share one cell column: computed, grouped and listed once
         column_of: dict[tuple[str, int], str] = {}
-        for m in quantiles:
-            column_of.setdefault(key(m), f"__q{len(column_of)}")
-        names = tuple(column_of[key(m)] for m in quantiles)
+        same = [key(m) for m in quantiles]
+        for k in same:
+            column_of.setdefault(k, f"__q{len(column_of)}")
+        names = tuple(column_of[k] for k in same)
         distinct = tuple(dict.fromkeys(names))
         first = [names.index(n) for n in distinct]  # a quantile measured in each column
         # rows: the bounded rows with each quantile's cell (computed once per row, below the

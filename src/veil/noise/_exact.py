@@ -27,6 +27,7 @@ __all__ = [
     "bernoulli_exp",
     "draw_u32",
     "draw_u64",
+    "draw_word",
     "exp_neg_bounds",
     "resolve_source",
     "uniform_int",
@@ -52,6 +53,15 @@ def draw_u32(source: RandomSource, n: int) -> NDArray[np.uint32]:
     if len(data) != 4 * n:
         raise InternalError(f"random source returned {len(data)} bytes instead of {4 * n}")
     return np.frombuffer(data, dtype="<u4").astype(np.uint32, copy=False)
+
+
+def draw_word(source: RandomSource) -> int:
+    """One uniform 32-bit word as a Python int: ``draw_u32(source, 1)[0]`` (the same 4 bytes,
+    little-endian) without an array (one proposal's acceptance word)."""
+    data = source.random_bytes(4)
+    if len(data) != 4:
+        raise InternalError(f"random source returned {len(data)} bytes instead of 4")
+    return int.from_bytes(data, "little")
 
 
 def draw_u64(source: RandomSource, n: int) -> NDArray[np.uint64]:

@@ -72,7 +72,7 @@ from numpy.typing import NDArray
 
 from veil.compile.lower import BUCKET_COLUMN, BUCKET_COUNT_COLUMN, COUNT_COLUMN, Lowered
 from veil.errors import InternalError
-from veil.noise._exact import LazyUniform, exp_neg_bounds, resolve_source
+from veil.noise._exact import LazyUniform, draw_word, exp_neg_bounds, resolve_source
 from veil.noise.ranks import EXTREME_MISS, extreme_rank, rank_halfwidth
 from veil.plan.nodes import Measurement
 from veil.random import RandomSource
@@ -279,15 +279,6 @@ def _exp_bounds(n: int, d: int, s: int, prec: int) -> tuple[int, int]:
     return exp_neg_bounds(Fraction(n * s, d), prec)
 
 
-def _word(source: RandomSource) -> int:
-    """One uniform 32-bit word, as :func:`veil.noise._exact.draw_u32` reads it (4 bytes,
-    little-endian)."""
-    data = source.random_bytes(4)
-    if len(data) != 4:
-        raise InternalError(f"random source returned {len(data)} bytes instead of 4")
-    return int.from_bytes(data, "little")
-
-
 _Classes = tuple[list[int], Callable[[int, int], tuple[int, int]]]
 """Per class j = 0 … cap its total length, and ``locate(j, p)``: the run holding the class's
 p-th candidate in grid order, and that candidate."""
@@ -404,7 +395,7 @@ def draw_classes(
         j = held[k]
         run, candidate = locate(j, u >> (cap - j))  # uniform on the class's candidates
         s = distance_of(run, candidate)
-        trial = LazyUniform(_word(source), 32, source)
+        trial = LazyUniform(draw_word(source), 32, source)
         if trial.below(_acceptance(gamma, s, j)):
             return candidate
 
