@@ -86,16 +86,6 @@ def test_estimates_from_a_spark_release_match_the_arrow_path_math(two_partitions
     assert abs(freq["a"].value) <= freq["a"].error_bar
 
 
-def test_workers_that_cannot_import_veil_are_detected_before_anything_is_charged() -> None:
-    import sys
-
-    from veil.perturbation import workers_import_veil
-
-    assert workers_import_veil(sys.executable)
-    # a bare interpreter without this project's packages (the machine's, or none at all)
-    assert not workers_import_veil("/nonexistent/python3")
-
-
 def test_an_executor_failing_on_a_value_keeps_the_charge_and_only_the_log_has_its_text(
     spark: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

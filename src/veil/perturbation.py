@@ -30,9 +30,12 @@ Where the noise is drawn (DESIGN §3): in the engine's batches.
   Arrow record batches and perturbed in bulk; the result is a materialised ``pyarrow.Table``.
 - A Spark DataFrame is perturbed by ``mapInArrow`` on the executors. Each executor's function
   calls :func:`veil.random.system_source` *itself*: no seed, key or random state is shipped from
-  the driver, so two partitions never share noise. The result is checkpointed eagerly (reliable
-  checkpoint when a checkpoint directory is set, else a local checkpoint), so every later action
-  reads the same noisy values — re-running the lineage would hand out fresh noise for free.
+  the driver, so two partitions never share noise. Before anything is charged, the executors
+  themselves are asked whether they can run this module, at the driver's versions
+  (:func:`veil.engines.spark_executors.check_executors`). The result is checkpointed eagerly
+  (reliable checkpoint when a checkpoint directory is set, else a local checkpoint), so every
+  later action reads the same noisy values — re-running the lineage would hand out fresh noise
+  for free.
 
 The seed this replaces (``parallel_noise`` in the first seed) used ``np.random.laplace`` with a
 sensitivity measured on the data; both are refused here (DESIGN §8).
@@ -45,10 +48,6 @@ import hashlib
 import importlib
 import json
 import os
-import shutil
-import subprocess
-import sys
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -65,11 +64,11 @@ from veil.accounting.conversions import group_privacy
 from veil.accounting.limits import MIN_EPSILON
 from veil.compile.constants import check_bounds
 from veil.engines.spark import is_spark_dataframe, require_pyspark
+from veil.engines.spark_executors import check_executors, map_in_arrow
 from veil.errors import (
     BoundsError,
     InternalError,
     InvalidArgumentError,
-    MissingDependencyError,
     QueryFailedError,
     SchemaError,
     log_withheld,
@@ -324,8 +323,10 @@ def perturb(
       dataset)`` before any record is read and committed once the release is materialised;
       on a ``session=`` declaring ``contributions=k`` (each person has at most k records),
       the person's loss, k·ε (group privacy: ``veil.accounting.conversions.group_privacy``).
-      Everything decidable from the schema (columns, types, categories of the column's type)
-      is refused before that, free; no engine reads a record before it (a DuckDB relation's
+      Everything decidable from the schema (columns, types, categories of the column's type),
+      and Spark executors that cannot run the kernel (asked by a job that reads no data:
+      :func:`veil.engines.spark_executors.check_executors`), is refused before that, free;
+      no engine reads a record before it (a DuckDB relation's
       types come from a zero-row query). The kernel is total; a failure that still happens
       keeps the charge and raises :class:`veil.errors.QueryFailedError`, which quotes nothing
       and chains nothing; the engine's error is logged for the operator on the
@@ -822,58 +823,20 @@ class _ExecutorPerturbation:
             yield perturb_batch(batch, self.specs, source)
 
 
-@functools.lru_cache(maxsize=16)
-def workers_import_veil(executable: str) -> bool:
-    """Whether the Python ``executable`` Spark starts for its workers can import veil (this
-    interpreter, or one that has veil installed)."""
-    found = shutil.which(executable) or executable
-    if os.path.realpath(found) == os.path.realpath(sys.executable):
-        return True
-    try:
-        done = subprocess.run(
-            [found, "-c", "import veil"], capture_output=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
-def _check_workers(frame: SparkDataFrame) -> None:
-    """On a local master, refuse (before anything is charged) a Spark whose Python workers
-    cannot import veil, saying how to start it; on a cluster, see the README's spark-submit
-    recipe (the workers' environment is the cluster's)."""
-    context = getattr(frame.sparkSession, "sparkContext", None)
-    master = str(getattr(context, "master", ""))
-    executable = getattr(context, "pythonExec", None)
-    if not master.startswith("local") or not isinstance(executable, str):
-        return
-    if not workers_import_veil(executable):
-        raise MissingDependencyError(
-            f"Spark's Python workers run {executable!r}, which cannot import veil, so perturb "
-            "cannot run on them; start Spark with this interpreter: set "
-            f"PYSPARK_PYTHON={sys.executable} before creating the SparkSession (or "
-            f".config('spark.pyspark.python', {sys.executable!r}))"
-        )
-
-
 def _spark_job(frame: SparkDataFrame, specs: tuple[ColumnPerturbation, ...]) -> Any:
     """The lazy perturbed DataFrame (nothing runs until it is materialised)."""
     require_pyspark()
-    _check_workers(frame)
     types = importlib.import_module("pyspark.sql.pandas.types")
     _check_columns(list(frame.columns), specs)
     projected = frame.select(*[n for s in specs for n in s.inputs])
     arrow_in = types.to_arrow_schema(projected.schema)
     _check_types(arrow_in, specs)
+    # last of the free checks (it runs a small job): can the executors run this module?
+    check_executors(frame.sparkSession, kernel=__name__)
     out_schema = pa.schema([f for s in specs for f in _output_fields(s, arrow_in)])
-    with warnings.catch_warnings():
-        # mapInArrow shares pandas_udf's version check; the function never touches pandas.
-        warnings.filterwarnings(
-            "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
-        )
-        return projected.mapInArrow(
-            _ExecutorPerturbation(specs), types.from_arrow_schema(out_schema)
-        )
+    return map_in_arrow(
+        projected, _ExecutorPerturbation(specs), types.from_arrow_schema(out_schema)
+    )
 
 
 def _materialise(frame: Any) -> Any:
