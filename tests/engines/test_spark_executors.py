@@ -105,3 +105,17 @@ def test_a_passed_check_is_not_run_again_in_the_same_application(spark: Any) -> 
     check_executors(spark, kernel=KERNEL)
     assert _check_jobs(spark) == once
 
+
+def test_the_spark_extra_installs_what_perturb_needs_on_the_driver() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extra = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["spark"]
+    wants = {r.name: r for r in map(Requirement, extra)}
+    # pyspark's mapInArrow refuses a driver without pandas; its sql extra pins the pandas and
+    # pyarrow versions that pyspark release supports
+    assert "sql" in wants["pyspark"].extras
+    assert "pandas" in wants
