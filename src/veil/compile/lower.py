@@ -363,7 +363,21 @@ def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     return node, predicate
 
 
-_MAX_DOUBLE = 1.7976931348623157e308
+_MAX_DOUBLE = Fraction(2**1024 - 2**971)  # the largest finite double
+_SMALLEST_DOUBLE = Fraction(1, 2**1074)  # the smallest positive (subnormal) double
+_TOP_GAP = Fraction(2**970)  # half the largest double's ulp
+
+
+def _exact(x: Fraction) -> exp.Expr:
+    """The exact decimal literal of a non-negative dyadic rational ``x`` (``n·5^k e-k`` for
+    ``n / 2^k``): an arbitrary-precision NUMERIC reads exactly ``x``, a double column reads
+    the nearest double (``x`` itself when it is one)."""
+    k = x.denominator.bit_length() - 1
+    if x < 0 or x.denominator != 1 << k:
+        raise InternalError(f"{x} is not a non-negative dyadic rational")
+    digits = str(x.numerator * 5**k)
+    return exp.Literal.number(digits if k == 0 else f"{digits}e-{k}")
+
 
 _PURE: tuple[type[exp.Expression], ...] = (
     exp.And,
@@ -511,9 +525,18 @@ class _Lowering:
 
     def _real(self, column: str) -> exp.Expr:
         """Column ``column`` as a double, total: for a dialect whose cast can fail on a value
-        (``real_cast_may_fail``), NaN and magnitudes beyond the double range become NaN and
-        ±inf by comparisons in the column's own type before the cast (a NUMERIC of 1e400
-        cannot be cast to double precision; NaN sorts above every number and equals itself)."""
+        (``real_cast_may_fail``), every value is mapped by comparisons in the column's own
+        type, before any cast, to the double the cast gives where it gives one, and otherwise
+        to the double it rounds to — NaN, ±inf beyond the double range, ±0 below it.
+
+        PostgreSQL's NUMERIC → double precision cast (``strtod``, rounding to nearest) refuses
+        exactly the magnitudes that round to ±inf (|v| ≥ 2^1024 − 2^970, the midpoint above
+        the largest double) and to ±0 (0 < |v| ≤ 2^-1075, half the smallest subnormal);
+        subnormals are accepted. Every constant is an exact NUMERIC literal of a double (or a
+        power of two) — read as that very double by a ``double precision`` or ``real``
+        column, so one expression serves every column type; the midpoints are reached by an
+        exact subtraction or doubling inside the rare branch, never by a literal that a double
+        column would fail to read."""
         col = _col(column)
         if not self.d.real_cast_may_fail or self.agg.child.field(column).type != "real":
             return self.cast(col, self.d.real_type)
@@ -521,12 +544,45 @@ class _Lowering:
         def special(text: str) -> exp.Expr:
             return self.cast(exp.Literal.string(text), self.d.real_type)
 
+        def x() -> exp.Expr:
+            return col.copy()
+
+        top, tiny, gap = _exact(_MAX_DOUBLE), _exact(_SMALLEST_DOUBLE), _exact(_TOP_GAP)
+        cast = self.cast(x(), self.d.real_type)
+        # x > MAX: the cast gives MAX while x − MAX < 2^970 (half MAX's ulp), else fails
+        above = (
+            exp.Case()
+            .when(exp.LT(this=exp.Sub(this=x(), expression=top.copy()), expression=gap.copy()),
+                  cast.copy())
+            .else_(special("Infinity"))
+        )  # fmt: skip
+        below = (
+            exp.Case()
+            .when(exp.LT(this=exp.Sub(this=exp.Neg(this=x()), expression=top.copy()),
+                         expression=gap.copy()), cast.copy())
+            .else_(special("-Infinity"))
+        )  # fmt: skip
+        # 0 < |x| < 2^-1074: the cast gives ±2^-1074 where 2|x| passes it, else fails (±0)
+        doubled = exp.Add(this=x(), expression=x())
+        tiny_case = (
+            exp.Case()
+            .when(exp.GT(this=doubled.copy(), expression=tiny.copy()), cast.copy())
+            .when(exp.LT(this=doubled, expression=exp.Neg(this=tiny.copy())), cast.copy())
+            .when(exp.GT(this=x(), expression=exp.Literal.number(0)), special("0"))
+            .else_(special("-0"))
+        )
+        is_tiny = exp.and_(
+            exp.GT(this=x(), expression=exp.Neg(this=tiny.copy())),
+            exp.LT(this=x(), expression=tiny.copy()),
+            exp.NEQ(this=x(), expression=exp.Literal.number(0)),
+        )
         return (
             exp.Case()
-            .when(exp.EQ(this=col.copy(), expression=exp.Literal.string("NaN")), special("NaN"))
-            .when(exp.GT(this=col.copy(), expression=literal(_MAX_DOUBLE)), special("Infinity"))
-            .when(exp.LT(this=col.copy(), expression=literal(-_MAX_DOUBLE)), special("-Infinity"))
-            .else_(self.cast(col.copy(), self.d.real_type))
+            .when(exp.EQ(this=x(), expression=exp.Literal.string("NaN")), special("NaN"))
+            .when(exp.GT(this=x(), expression=top.copy()), above)
+            .when(exp.LT(this=x(), expression=exp.Neg(this=top.copy())), below)
+            .when(is_tiny, tiny_case)
+            .else_(cast)
         )
 
     def _is_nan(self, x: exp.Expr) -> exp.Expr:

@@ -19,7 +19,8 @@ Types come from the catalog, never from values (DESIGN §1):
 * ``numeric(p, s)`` with p ≤ 38 is a DECIMAL(p, s); a ``numeric`` without precision (or wider)
   is shown as DOUBLE — it is aggregated as the nearest double, and travels as its exact text
   when grouped by. NaN and magnitudes beyond the double range (a NUMERIC can hold 1e400) are
-  mapped to NaN and ±inf before any cast, so no value makes a cast fail;
+  mapped to NaN and ±inf, and those below it (1e-400) to ±0, before any cast — each value
+  becomes the double it rounds to — so no value makes a cast fail;
 * text types (``text``, ``varchar``, ``char(n)``, ``citext``…) are read as ``text COLLATE "C"``:
   equality and grouping are byte-wise (a non-deterministic collation could merge two keys and
   release whichever one another row carries; ``char(n)`` loses its padding);
