@@ -4,6 +4,14 @@ Tables are registered as views, never copied into Python: a Parquet path (or glo
 lazily by DuckDB at query time; a pandas or Polars DataFrame or an Arrow table is registered
 zero-copy; a name of a table already in a given DuckDB connection is used as is.
 
+A file table reads the files its path or glob expands to whose layout is the table's
+(:mod:`veil.engines.sources`: a CSV's header, a Parquet footer's columns), and is read again
+when they change (a new file of the glob, one rewritten) — each file deciding only its own
+rows. Parquet is read totally (:mod:`veil.engines.duckdb_files`, :mod:`veil.engines.footers`):
+strings that are not UTF-8 with each invalid byte as ``?``, DECIMALs beyond their precision
+clamped, storages DuckDB cannot scan for every value refused from the footer. What the engine
+says after registration names tables, never files (``veil.sources`` logs them).
+
 Types are never inferred from private values (the schema is public: DESIGN §1):
 
 * CSV/TSV and JSON-lines files are read line by line by the rules of
@@ -20,7 +28,7 @@ Types are never inferred from private values (the schema is public: DESIGN §1):
 :mod:`veil.engines.declared`): a declared column is read through ``TRY_CAST``, so a value that
 does not convert is NULL — never a failure, never a type change.
 
-The exact ``read_csv`` call every text file goes through (:func:`_line_reader`) reads each
+The exact ``read_csv`` call every text file goes through (``duckdb_files``) reads each
 physical line as one VARCHAR and nothing else: ``delim`` is the line break itself (so a line is
 never split), ``quote`` and ``escape`` are empty (so a quote never runs on to the next line),
 ``header=false`` and ``auto_detect=false`` (nothing sniffed), ``strict_mode=false`` with
@@ -29,15 +37,15 @@ at LF, CRLF or a lone CR; empty lines come back NULL and are dropped, and so is 
 to the header. Each kept line is then cut into its cells once, in a projection of its own
 (:func:`veil.engines.lines.line_cells`: a split, or one regular expression for a line with
 quotes), and each column takes its cell from that list (:func:`veil.engines.lines.cell`).
-This needs DuckDB ≥ 1.3, for its ``LAMBDA x : …`` syntax.
+This needs DuckDB ≥ 1.3, for its ``LAMBDA x : …`` syntax (and ≥ 2.0 for ``utf8_validation``).
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import itertools
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -58,6 +66,7 @@ from veil.engines.declared import (
     try_cast,
     type_sql,
 )
+from veil.engines.duckdb_files import guarded_items, parquet_scan, text_query
 from veil.engines.duckdb_memo import (
     LARGE_SETTING,
     arrow_schema,
@@ -69,19 +78,11 @@ from veil.engines.duckdb_memo import (
     written,
 )
 from veil.engines.duckdb_rows import fetched, readable
-from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
-from veil.engines.lines import (
-    MAX_LINE_BYTES,
-    TextFormat,
-    cell,
-    header_names,
-    line_cells,
-    read_first_line,
-    require_declared_json,
-    text_format,
-    text_notes,
-)
+from veil.engines.footers import refuse_unreadable_reads
+from veil.engines.lines import TextFormat, text_format, text_notes
 from veil.engines.progress import watching
+from veil.engines.sources import Kept, expand, is_glob, keep
+from veil.engines.sources import logger as sources_logger
 from veil.errors import InternalError, InvalidArgumentError, SchemaError
 from veil.plan.nodes import declare_hint
 
@@ -97,7 +98,7 @@ _TEXTS = 64  # statement texts remembered (DuckDBEngine._text)
 _WIDTHS = (31, 32, 63, 64, 127, 128)  # the bounds of DuckDB's integer types, in bits
 _COPY_NOTE = "Arrow output on a DB-API result makes an extra copy"
 _REGISTRATIONS = itertools.count()
-_LINE = "line"
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
 def _quote(name: str) -> str:
@@ -108,41 +109,13 @@ def _ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 
 
-def _is_glob(source: str) -> bool:
-    return any(c in source for c in "*?[")
-
-
-def _line_reader(files: list[str], fmt: TextFormat) -> exp.Expression:
-    """``read_csv`` reading each physical line of ``files`` as one VARCHAR, nothing sniffed."""
-
-    def opt(name: str, value: exp.Expression) -> exp.PropertyEQ:
-        return exp.PropertyEQ(this=exp.to_identifier(name), expression=value)
-
-    text = exp.Literal.string
-    columns = exp.Struct(expressions=[opt(_LINE, text("VARCHAR"))])
-    return exp.Anonymous(
-        this="read_csv",
-        expressions=[
-            exp.Array(expressions=[text(f) for f in files]),
-            opt("columns", columns),
-            opt("header", exp.false()),
-            opt("auto_detect", exp.false()),
-            opt("delim", text("\n")),
-            opt("quote", text("")),
-            opt("escape", text("")),
-            opt("comment", text("")),
-            opt("strict_mode", exp.false()),
-            opt("ignore_errors", exp.true()),
-            opt("null_padding", exp.false()),
-            opt("max_line_size", exp.Literal.number(MAX_LINE_BYTES)),
-            opt("encoding", text("utf-8")),
-            opt("compression", text("gzip" if fmt.gzip else "none")),
-        ],
-    )
-
-
-def _json_pointer(key: str) -> str:
-    return "/" + key.replace("~", "~0").replace("/", "~1")
+def _stat(path: str) -> tuple[int, int]:
+    """A file's size and modification time; (-1, -1) for one that is gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _text_of(value: object, isna: Any, is_scalar: Any) -> str | None:
@@ -172,7 +145,10 @@ class DuckDBEngine:
     ``connection`` is an existing DuckDB connection to use (default: a private in-memory one).
     ``schema`` declares column types per table, ``{"people": {"income": "DOUBLE"}}`` (see
     :mod:`veil.engines.declared`); an unknown type name is an ``InvalidArgumentError``, a
-    declared column the source lacks a ``SchemaError``, both raised here.
+    declared column the source lacks a ``SchemaError``, both raised here. ``layouts`` gives a
+    file table's layout as its owner recorded it (``{"people": "uid,income,city"}``: a CSV's
+    header line, or a Parquet footer's columns): a file of it whose layout differs is skipped
+    (:mod:`veil.engines.sources`); without one, the files of a table must share their layout.
     """
 
     dialect = "duckdb"
@@ -183,6 +159,7 @@ class DuckDBEngine:
         *,
         connection: duckdb.DuckDBPyConnection | None = None,
         schema: SchemaArg = None,
+        layouts: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(tables, Mapping) or not tables:
             raise InvalidArgumentError(
@@ -195,11 +172,17 @@ class DuckDBEngine:
         self._owned = connection is None
         self._con = connection if connection is not None else duckdb.connect()
         self._versions: dict[str, str] = {}
-        self._files: dict[str, list[str]] = {}
+        # file tables: their path or glob, format and declarations, and their layout (the
+        # owner's, or the one their files shared at registration)
+        self._sources: dict[str, tuple[str, TextFormat | None, Declared]] = {}
+        self._layouts: dict[str, str] = dict(layouts or {})
+        self._files: dict[str, list[str]] = {}  # the files each file table's view reads
+        self._built: dict[str, str] = {}  # the data version each file table's view was built at
         # tables whose columns change only with their data version or the connection's
         # catalog: files read from one exact path (not a glob), see ``_bind_key``
         self._fixed: set[str] = set()
-        self._footers: dict[str, tuple[str, frozenset[str]]] = {}
+        # the columns DuckDB cannot scan for every value, from the footers of the files read
+        self._unreadable: dict[str, dict[str, str]] = {}
         self._digests: dict[str, tuple[object, str]] = {}  # see data_version
         self._texts: dict[int, _Text] = {}  # see _text
         self._schemas: dict[str, pa.Schema] = {}  # fixed by a header and declarations
@@ -220,6 +203,7 @@ class DuckDBEngine:
             return
         self._refuse_shadow(name, f"a {type(source).__name__}")
         raw = f"{self._private}{len(self._versions)}"
+        decimals: dict[str, tuple[int, int]] = {}
         if isinstance(source, duckdb.DuckDBPyRelation):
             target = raw if declared else name
             source.create_view(target, replace=True)  # in the relation's own connection
@@ -242,9 +226,25 @@ class DuckDBEngine:
                 source = self._objects_as_text(name, source, declared)
             self._con.register(raw if declared else name, source)
             what = f"the {type(source).__name__}"
-        if declared:
-            self._typed_view(name, exp.Table(this=_ident(raw)), declared, what)
+            # an Arrow DECIMAL is not checked against its precision (pyarrow builds one from
+            # buffers, and reads a Parquet file's as it is): guarded as a Parquet file's are
+            decimals = self._decimal_columns(raw if declared else name)
+            if decimals and not declared:
+                self._con.unregister(name)
+                self._con.register(raw, source)
+        if declared or decimals:
+            self._typed_view(name, exp.Table(this=_ident(raw)), declared, what, decimals)
         self._versions[name] = f"object:{id(source)}:{time.time_ns()}:{next(_REGISTRATIONS)}"
+
+    def _decimal_columns(self, table: str) -> dict[str, tuple[int, int]]:
+        """The top-level DECIMAL columns of ``table`` (a zero-row read) → (precision, scale)."""
+        described = self._con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0")
+        found: dict[str, tuple[int, int]] = {}
+        for column, kind in zip(described.columns, described.types, strict=True):
+            match = _DECIMAL.fullmatch(str(kind))
+            if match is not None:
+                found[column] = (int(match[1]), int(match[2]))
+        return found
 
     def _register_name(self, name: str, source: str, declared: Declared) -> None:
         """A file path or glob, or the name of a table of the connection."""
@@ -253,25 +253,16 @@ class DuckDBEngine:
             fmt is not None
             or source.lower().endswith(_PARQUET)
             or os.path.exists(source)
-            or _is_glob(source)
+            or is_glob(source)
         )
         if is_file or name != source:
             self._refuse_shadow(name, repr(source))
         if is_file:
-            files = sorted(glob.glob(source)) if _is_glob(source) else [source]
-            if not files or not all(os.path.isfile(f) for f in files):
-                raise SchemaError(
-                    f"table {name!r}: no file at {source!r}; pass an existing CSV or Parquet path"
-                )
-            if fmt is not None:
-                self._register_text(name, files, fmt, declared)
-            else:
-                scan = exp.Anonymous(this="read_parquet", expressions=[exp.Literal.string(source)])
-                self._typed_view(name, scan, declared, f"the Parquet file {source!r}")
-            self._files[name] = files
-            self._versions[name] = ""
-            if not _is_glob(source):
+            self._sources[name] = (source, fmt, declared)
+            if not is_glob(source):
                 self._fixed.add(name)
+            self._versions[name] = ""
+            self._register_files(name)
             return
         if name != source or declared:
             self._typed_view(name, self._connection_table(name, source), declared, repr(source))
@@ -351,9 +342,17 @@ class DuckDBEngine:
             )
         return text
 
-    def _typed_view(self, name: str, raw: exp.Expression, declared: Declared, what: str) -> None:
+    def _typed_view(
+        self,
+        name: str,
+        raw: exp.Expression,
+        declared: Declared,
+        what: str,
+        decimals: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         """View ``name`` over ``raw``: every column as is, declared ones through ``TRY_CAST``
-        (nothing declared: ``SELECT *``, which follows the source's columns)."""
+        (nothing declared: ``SELECT *``, which follows the source's columns); the DECIMAL
+        columns of ``decimals`` (a Parquet file's, as stored) through their range guard."""
         try:
             described = self._con.sql(exp.select("*").from_(raw).limit(0).sql(dialect=self.dialect))
         except duckdb.CatalogException:
@@ -363,6 +362,9 @@ class DuckDBEngine:
             ) from None
         except duckdb.Error as exc:
             raise SchemaError(f"cannot read the schema of table {name!r}: {exc}") from exc
+        guarded = guarded_items(described.columns, decimals or {})
+        if guarded is not None:  # rows: every column, a DECIMAL beyond its digits clamped
+            raw = exp.select(*guarded).from_(raw, copy=False).subquery("__veil_guarded")
         if not declared:
             self._create_view(name, exp.select("*").from_(raw, copy=False), {}, {})
             return
@@ -405,52 +407,47 @@ class DuckDBEngine:
                 f"({exc}); declare a type the column's values can be cast to"
             ) from exc
 
-    def _register_text(
-        self, name: str, files: list[str], fmt: TextFormat, declared: Declared
-    ) -> None:
-        """A view reading ``files`` line by line (:mod:`veil.engines.lines`); its schema — the
-        header's names and the declared types — is fixed here and cached."""
-        line = exp.column(_LINE, quoted=True)
-        keep: exp.Expr = exp.Not(this=exp.Is(this=line, expression=exp.Null()))
-        if fmt.kind == "json":
-            require_declared_json(name, declared)
-            columns = tuple(declared)
-            casts = dict(declared)
-            valid = exp.Anonymous(this="json_valid", expressions=[line.copy()])
-            kind = exp.Anonymous(this="json_type", expressions=[line.copy()])
-            keep = exp.and_(keep, valid, exp.EQ(this=kind, expression=exp.Literal.string("OBJECT")))
-            raws: list[exp.Expression] = [
-                exp.Anonymous(
-                    this="json_extract_string",
-                    expressions=[line.copy(), exp.Literal.string(_json_pointer(c))],
-                )
-                for c in columns
-            ]
-        else:
-            header = self._header(name, files, fmt)
-            columns = header_names(name, header, fmt, repr(files[0]))
-            casts = match_columns(name, declared, columns, f"the header of {files[0]!r}")
-            keep = exp.and_(keep, exp.NEQ(this=line.copy(), expression=exp.Literal.string(header)))
-            listed = exp.column(_ident("__veil_cells"))
-            raws = [cell(listed, k, self.dialect, casts.get(c)) for k, c in enumerate(columns, 1)]
-        lines: exp.Select = (
-            exp.select(line.copy(), copy=False)
-            .from_(exp.Table(this=_line_reader(files, fmt)), copy=False)
-            .where(keep, copy=False)
-        )
-        if fmt.kind == "csv":
-            # rows: one per kept line, with its cells split once (no quote) or tokenized once
-            split = exp.alias_(
-                line_cells(line, fmt.delimiter, self.dialect), _ident("__veil_cells")
+    def _register_files(self, name: str) -> None:
+        """The view of file table ``name`` over the files its source expands to now, those
+        whose layout is the table's (:func:`veil.engines.sources.keep`): a CSV/TSV or JSON
+        lines read line by line, Parquet read totally (``duckdb_files``)."""
+        source, fmt, declared = self._sources[name]
+        files = expand(source)
+        if not files and (not is_glob(source) or name not in self._layouts):
+            raise SchemaError(
+                f"table {name!r}: no file at {source!r}; pass an existing CSV or Parquet path"
             )
-            lines = exp.select(split, copy=False).from_(lines.subquery(copy=False), copy=False)
-        # rows: one per kept line; each column its cell (CSV) or key (JSON) as text, then cast
-        items: list[exp.Expr] = []
-        for column, raw in zip(columns, raws, strict=True):
-            dtype = casts.get(column) if fmt.kind == "json" else None  # CSV cells are typed
-            typed = try_cast(raw, dtype, text=True) if dtype else raw  # JSON: text
-            items.append(exp.alias_(typed, _ident(column), copy=False))
-        query = exp.select(*items, copy=False).from_(lines.subquery(copy=False), copy=False)
+        # a glob's files are held to the table's layout; one exact file is the table itself
+        many = is_glob(source)
+        kept = keep(name, files, fmt, self._layouts.get(name) if many else None)
+        if many and kept.layout is not None:
+            self._layouts[name] = kept.layout  # later files are held to it, and skipped
+        if fmt is not None:
+            self._register_text(name, kept, fmt, declared, source)
+        elif not kept.files:
+            raise SchemaError(
+                f"table {name!r}: no Parquet file at {source!r} has the table's columns"
+            )
+        else:
+            footer = kept.footer
+            self._typed_view(
+                name,
+                parquet_scan(kept.files),
+                declared,
+                f"the Parquet file {kept.files[0]!r}",
+                {} if footer is None else footer.decimals,
+            )
+            self._unreadable[name] = {} if footer is None else dict(footer.unreadable)
+        self._files[name] = list(kept.files)
+        self._built[name] = self.data_version(name)
+
+    def _register_text(
+        self, name: str, kept: Kept, fmt: TextFormat, declared: Declared, source: str
+    ) -> None:
+        """A view reading ``kept.files`` line by line (:mod:`veil.engines.lines`); its schema
+        — the header's names and the declared types — is fixed here and cached."""
+        where = repr(kept.files[0] if kept.files else source)
+        query, casts, columns = text_query(name, kept.files, fmt, declared, kept.layout, where)
         self._create_view(name, query, casts, {})
         self._schemas[name] = self._read_schema(name)
         notes = text_notes(name, fmt, columns, casts)
@@ -462,17 +459,28 @@ class DuckDBEngine:
             )
         self._notes[name] = notes
 
-    @staticmethod
-    def _header(name: str, files: list[str], fmt: TextFormat) -> str:
-        """The header line every file of the table starts with (read by Python: no row)."""
-        header = read_first_line(files[0], fmt)
-        for other in files[1:]:
-            if read_first_line(other, fmt) != header:
-                raise SchemaError(
-                    f"table {name!r}: {other!r} does not start with the header of "
-                    f"{files[0]!r}; the files of one table must have the same first line"
-                )
-        return header
+    def _refresh(self, table: str) -> None:
+        """Build file table ``table``'s view again when its files changed since it was built
+        (a file added to its glob, one rewritten): the new files are held to the table's
+        layout as the first were, so none changes how the others are read. What cannot be
+        read is refused without naming a file (the operator's log names it)."""
+        if table not in self._sources or self._built.get(table) == self.data_version(table):
+            return
+        try:
+            self._register_files(table)
+        except SchemaError as exc:
+            sources_logger.warning("table %r cannot be read again: %s", table, exc)
+            raise SchemaError(
+                f"table {table!r} cannot be read: none of its files can be read as it was "
+                "registered (the operator's log says which)"
+            ) from None
+
+    def _refresh_named(self, query: exp.Expression) -> None:
+        """:meth:`_refresh` every file table ``query`` names."""
+        if self._sources:
+            for name in {t.name for t in query.find_all(exp.Table)}:
+                if name in self._sources:
+                    self._refresh(name)
 
     def _check_exists(self, name: str) -> None:
         try:
@@ -505,6 +513,10 @@ class DuckDBEngine:
         if table not in self._versions and self._versions:
             self._known(table)
         if table in self._files:  # a file's schema changes only with the file (its version)
+            self._refresh(table)
+            cached = self._schemas.get(table)
+            if cached is not None:
+                return cached
             version = self.data_version(table)
             seen = self._file_schemas.get(table)
             if seen is not None and seen[0] == version:
@@ -524,7 +536,9 @@ class DuckDBEngine:
             relation = self._con.sql(f"SELECT * FROM {_quote(table)} LIMIT 0")
             return arrow_schema(self._con, seen, table, relation)
         except duckdb.Error as exc:
-            raise SchemaError(f"cannot read the schema of table {table!r}: {exc}") from exc
+            raise SchemaError(
+                f"cannot read the schema of table {table!r}: {self._scrub(exc)}"
+            ) from exc
 
     def notes(self, table: str) -> tuple[str, ...]:
         """Sentences for ``explain`` about how ``table`` is read: a CSV's undeclared (text)
@@ -539,40 +553,36 @@ class DuckDBEngine:
         return dict(self._declared.get(table, {}))
 
     def data_version(self, table: str) -> str:
-        """For files: a digest of their paths, sizes and modification times; for in-memory
-        objects and connection tables: a token of this registration (no cache across sessions)."""
+        """For files: a digest of the paths its source expands to now (a glob listed again),
+        their sizes and modification times; for in-memory objects and connection tables: a
+        token of this registration (no cache across sessions)."""
         self._known(table)
-        files = self._files.get(table)
-        if files is None:
+        if table not in self._sources:
             return self._versions[table]
+        source = self._sources[table][0]
+        files = expand(source) if is_glob(source) else [source]
         # every call reads the files' sizes and times afresh; the digest of the same reading
         # (and the same working directory, which relative paths resolve against) is remembered
-        seen = (os.getcwd(), tuple((st.st_size, st.st_mtime_ns) for st in map(os.stat, files)))
+        seen = (os.getcwd(), tuple(_stat(f) for f in files))
         held = self._digests.get(table)
         if held is not None and held[0] == seen:
             return held[1]
         digest = hashlib.sha256()
         for f, (size, mtime) in zip(files, seen[1], strict=True):
             digest.update(f"{os.path.abspath(f)}\0{size}\0{mtime}\0".encode())
+        digest.update(f"{len(files)}".encode())
         version = "files:" + digest.hexdigest()[:32]
         self._digests[table] = (seen, version)
         return version
 
     def unreadable_columns(self, table: str) -> frozenset[str]:
-        """The columns (lower-cased) of ``table``'s Parquet files stored as millisecond
-        timestamps, which DuckDB's reader fails to convert for a value beyond the microsecond
-        range: read from the footers (no data row), again whenever the files change."""
+        """The columns (lower-cased) of ``table``'s Parquet files that DuckDB's reader cannot
+        scan for every value (:mod:`veil.engines.footers`: millisecond or INT96 timestamps,
+        TIME, JSON, DECIMALs it cannot guard…): from the footers of the files it reads, which
+        share the table's layout, so they are decided by that layout alone."""
         self._known(table)
-        files = self._files.get(table)
-        if files is None:
-            return frozenset()
-        version = self.data_version(table)
-        seen = self._footers.get(table)
-        if seen is not None and seen[0] == version:
-            return seen[1]
-        found = millisecond_columns(files)
-        self._footers[table] = (version, found)
-        return found
+        self._refresh(table)
+        return frozenset(self._unreadable.get(table, {}))
 
     def check(self, query: exp.Expression) -> None:
         """Bind ``query`` without running it (no private value is read): a type or name error
@@ -655,12 +665,12 @@ class DuckDBEngine:
         self, query: exp.Expression, statement: Any, params: dict[str, int] | None
     ) -> duckdb.DuckDBPyRelation:
         """Bind ``statement`` (``query``'s text, or DuckDB's parse of it) with ``params``."""
-        # the footers are read only for files whose footers name a millisecond column (each
-        # file's set is remembered per version): a session without any walks no tree here
-        unreadable = {t: found for t in self._files if (found := self.unreadable_columns(t))}
+        self._refresh_named(query)
+        # a session whose files hold no column DuckDB cannot scan walks no tree here
+        unreadable = {t: found for t, found in self._unreadable.items() if found}
         if unreadable:
             named = {t.name.lower() for t in query.find_all(exp.Table)}
-            refuse_millisecond_reads(
+            refuse_unreadable_reads(
                 query,
                 {t.lower(): found for t, found in unreadable.items() if t.lower() in named},
                 "DuckDB",
@@ -670,11 +680,28 @@ class DuckDBEngine:
             return self._con.sql(statement, params=params)
         except duckdb.BinderException as exc:  # binding reads no rows: nothing here is data
             # its first line: the rest lists candidate functions or points into veil's own SQL
-            first = str(exc).split("\n", 1)[0].rstrip(".")
+            first = self._scrub(exc).split("\n", 1)[0].rstrip(".")
             hint = self._text_hint(query)
             raise SchemaError(f"the query does not fit the table's columns: {first}{hint}") from exc
         except duckdb.Error as exc:
-            raise SchemaError(f"the query does not fit the table's columns: {exc}") from exc
+            raise SchemaError(
+                f"the query does not fit the table's columns: {self._scrub(exc)}"
+            ) from exc
+
+    def _scrub(self, error: BaseException) -> str:
+        """``error``'s message with every path of this engine's file tables written ``…``: what
+        the engine says after registration names tables, never files (the operator's log,
+        ``veil.sources``, gets the message as DuckDB wrote it)."""
+        text = str(error)
+        paths = {source for source, _, _ in self._sources.values()}
+        paths |= {f for files in self._files.values() for f in files}
+        paths |= {os.path.abspath(p) for p in paths}
+        scrubbed = text
+        for path in sorted(paths, key=len, reverse=True):
+            scrubbed = scrubbed.replace(path, "…")
+        if scrubbed != text:
+            sources_logger.warning("a message about a file table, as DuckDB wrote it: %s", text)
+        return scrubbed
 
     def _text_hint(self, query: exp.Expression) -> str:
         """How to declare the type of an undeclared text column that a WHERE of ``query``
@@ -704,6 +731,7 @@ class DuckDBEngine:
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` and return its result; engine errors become veil errors."""
+        self._refresh_named(query)
         return self._run(to_sql(query, self.dialect))
 
     def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
@@ -711,6 +739,7 @@ class DuckDBEngine:
         ~100 ms (see :class:`veil.engines.base.ProgressReporting` for the contract and what the
         fraction reveals). DuckDB tracks progress only with its ``enable_progress_bar`` setting
         on: it is switched on (with its own printing off) for this query and restored after."""
+        self._refresh_named(query)
         sql = to_sql(query, self.dialect)
         with (
             self._largelists(lists(query)),

@@ -13,10 +13,13 @@ is NULL rather than a unit of its own). Empty lines are
 skipped; a line that is not valid UTF-8 is skipped; a line longer than :data:`MAX_LINE_BYTES`
 (2 MiB) is skipped. The first line is the header and is schema, not a person's data: it names
 the columns (and the engines skip every line identical to it, e.g. the headers of the other
-files of a glob). Every file of a glob or directory must start with the same header, or the
-table is refused. Each file's first line is read on its own, before any query — with Python's
-standard library (DuckDB) or Hadoop's file system and line reader (Spark) — so neither a data
-row nor the files' sizes decide it.
+files of a glob). The files of a glob or directory are held to the table's header: the one its
+owner recorded (a catalog records it when the dataset is registered), a file that starts
+otherwise skipped, its rows unread (:mod:`veil.engines.sources`); or, for a table registered
+directly, the one its files share then, files that differ being refused there. Each file's
+first line is read on its own, before any query — with Python's standard library (DuckDB) or
+Hadoop's file system and line reader (Spark) — so neither a data row nor the files' sizes
+decide it.
 
 **Cells (CSV/TSV).** The delimiter is ``,`` (tab for ``.tsv``), the quote ``"`` and a quote
 inside a quoted cell is doubled (``""``). A line is read cell by cell from the left:

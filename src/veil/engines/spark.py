@@ -70,6 +70,7 @@ from veil.engines.lines import (
     text_notes,
 )
 from veil.engines.progress import watching
+from veil.engines.sources import logger as sources_logger
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -173,7 +174,10 @@ class SparkEngine:
     or a path (Parquet, ORC, CSV/TSV with a header, JSON lines; a directory is read as
     Parquet unless its name ends in ``.csv``…). ``schema`` declares column types per table
     (``{"people": {"income": "DOUBLE"}}``, see :mod:`veil.engines.declared`); JSON lines need
-    it. Works with classic Spark and with Spark Connect sessions.
+    it. ``layouts`` gives a CSV/TSV table's header line as its owner recorded it: a file of
+    its directory or glob that starts otherwise is skipped (:mod:`veil.engines.sources`);
+    without one, the files must start alike. Works with classic Spark and with Spark Connect
+    sessions.
     """
 
     dialect = "spark"
@@ -184,6 +188,7 @@ class SparkEngine:
         tables: Mapping[str, DataFrame | str | os.PathLike[str]],
         *,
         schema: SchemaArg = None,
+        layouts: Mapping[str, str] | None = None,
     ) -> None:
         require_pyspark()
         if not tables:
@@ -202,6 +207,7 @@ class SparkEngine:
         self._notes: dict[str, tuple[str, ...]] = {}
         self._declared: dict[str, dict[str, str]] = {}
         self._footers: dict[Any, frozenset[str]] = {}
+        self._layouts: dict[str, str] = dict(layouts or {})
         for name, source in tables.items():
             key = name.lower()  # Spark resolves identifiers case-insensitively
             if key in self._frames:
@@ -308,7 +314,7 @@ class SparkEngine:
                 "file reads as no rows)",
             )
         else:
-            header = self._header(name, path, lines)
+            header, lines = self._header(name, path, lines)
             columns = header_names(name, header, fmt, repr(path))
             casts = match_columns(name, declared, columns, f"the header of {path!r}")
             keep = keep & (value != functions.lit(header))
@@ -336,25 +342,49 @@ class SparkEngine:
             items.append(_spark_sql(exp.alias_(value, exp.to_identifier(column, quoted=True))))
         return self._analysed(name, inner.selectExpr(*items), casts)
 
-    def _header(self, name: str, path: str, lines: DataFrame) -> str:
-        """The header line every file of ``lines`` (the text of ``path``) starts with: each
-        file's own first line, read apart from Spark's scan (which orders files by size, so
+    def _header(self, name: str, path: str, lines: DataFrame) -> tuple[str, DataFrame]:
+        """The header line of ``lines`` (the text of ``path``) and the lines to read: each
+        file's own first line is read apart from Spark's scan (which orders files by size, so
         a query's first row comes from the largest file), so no data row and no file size
-        decides it. Files whose first lines differ are refused (a headerless file, another
-        file's columns), without quoting them."""
+        decides it. With the owner's header (``layouts``), a file that starts otherwise is
+        skipped (logged on ``veil.sources``); without it, files whose first lines differ are
+        refused (a headerless file, another file's columns), without quoting them."""
         files = sorted(lines.inputFiles())  # listed from the file system's metadata
-        if not files:
+        if not files and name not in self._layouts:
             raise SchemaError(
                 f"table {name!r}: no file at {path!r}; pass an existing CSV path, directory or glob"
             )
-        header = self._first_line(name, files[0])
-        for other in files[1:]:
-            if self._first_line(name, other) != header:
-                raise SchemaError(
-                    f"table {name!r}: {other!r} does not start with the header of "
-                    f"{files[0]!r}; the files of one table must have the same first line"
-                )
-        return header
+        layout = self._layouts.get(name)
+        if layout is None:
+            header = self._first_line(name, files[0])
+            for other in files[1:]:
+                if self._first_line(name, other) != header:
+                    raise SchemaError(
+                        f"table {name!r}: {other!r} does not start with the header of "
+                        f"{files[0]!r}; the files of one table must have the same first line"
+                    )
+            return header, lines
+        kept = [f for f in files if self._first_line_or_none(name, f) == layout]
+        if len(kept) == len(files):
+            return layout, lines
+        skipped = [f for f in files if f not in kept]
+        sources_logger.warning(
+            "table %r: skipped %d file(s) whose first line is not the table's header (their "
+            "rows are not read): %s",
+            name, len(skipped), ", ".join(skipped),
+            extra={"veil_table": name, "veil_skipped": tuple(skipped)},
+        )  # fmt: skip
+        reader = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES))
+        if kept:
+            return layout, reader.text(kept)
+        return layout, self._spark.createDataFrame([], "value STRING")
+
+    def _first_line_or_none(self, name: str, file: str) -> str | None:
+        """:meth:`_first_line`, None for a file whose first line cannot be read."""
+        try:
+            return self._first_line(name, file)
+        except SchemaError:
+            return None
 
     def _first_line(self, name: str, file: str) -> str:
         """The first line of one input file, as :func:`veil.engines.lines.read_first_line`
