@@ -131,14 +131,24 @@ def test_veil_catalog_add_refuses_a_column_type_on_a_postgres_source(tmp_path: P
     assert Catalog(ledger_url(tmp_path)).datasets() == []
 
 
-def test_a_postgres_schema_stored_before_the_rule_is_refused_not_dropped(tmp_path: Path) -> None:
+def test_a_postgres_schema_stored_before_the_rule_is_refused_not_dropped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused before connecting; whoever opens the engine is an analyst, so the refusal
+    says nothing of how the owner registered the source, and the operator's log says why
+    (issue 33)."""
     pytest.importorskip("psycopg", reason="pip install 'veil[postgres]'")
     catalog = Catalog(ledger_url(tmp_path))
     spec = catalog.add_dataset("people", source=POSTGRES).to_json()
     spec["schema"] = {"income": "DOUBLE"}  # as an older veil stored it
     catalog.ledger.put_dataset("people", json.dumps(spec, sort_keys=True), replace=True)
-    with pytest.raises(InvalidArgumentError, match="schema= declarations are not accepted"):
-        catalog.open_engine("people")  # refused before connecting
+    with (
+        caplog.at_level("ERROR", logger="veil.sources"),
+        pytest.raises(SchemaError, match="dataset 'people' cannot be read now") as caught,
+    ):
+        catalog.open_engine("people")
+    assert "schema=" not in str(caught.value)
+    assert "schema= declarations are not accepted" in caplog.text
 
 
 # -- a declared CSV column, answered whatever one person's cell holds -----------------------

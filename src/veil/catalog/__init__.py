@@ -8,10 +8,18 @@ them: an analyst may narrow bounds or limits in a query (more protection), never
 and never change the privacy unit; a query that tries is refused before anything is charged.
 
 The dataset's name is its unit of accounting, bound to its source here, so one source cannot
-be queried under two names with two budgets (:meth:`Catalog.add_dataset` refuses a second name
-for a registered source). The total cap is enforced by the ledger in the same transaction as
-each analyst's own grant (:meth:`veil.Ledger.cap_dataset`): what colluding analysts learn
-together is bounded by it.
+be queried under two names with two budgets: :meth:`Catalog.add_dataset` refuses a second name
+for a registered source, and a file source is known by the (device, inode) of the files it
+expands to, so a hard link, a glob matching another dataset's file or a second spelling of
+its path is the same source. A glob of files (one per person, often) has a *layout* fixed at
+registration — the header line its CSV files share, or the columns of its Parquet files —
+against which later files are held: one whose layout differs is skipped when the dataset is
+read (:mod:`veil.engines.sources`), so one person's file never changes how the others are
+read, nor whether a query is answered. What an analyst is told never names the source: an
+engine that cannot be opened on it is refused in general words, and the operator's log
+(``veil.sources``) says which file or server failed. The total cap is enforced by the ledger
+in the same transaction as each analyst's own grant (:meth:`veil.Ledger.cap_dataset`): what
+colluding analysts learn together is bounded by it.
 
 >>> import veil
 >>> catalog = Catalog("sqlite://")
@@ -24,7 +32,9 @@ together is bounded by it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import re
 import tomllib
@@ -36,7 +46,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from veil.accounting.budget import Budget, Number, exact
-from veil.errors import BoundsError, InvalidArgumentError, LedgerError, UnknownDatasetError
+from veil.catalog.files import source_files, with_layout
+from veil.errors import (
+    BoundsError,
+    InvalidArgumentError,
+    LedgerError,
+    MissingDependencyError,
+    SchemaError,
+    UnknownDatasetError,
+    UserError,
+)
 
 if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger
@@ -46,6 +65,8 @@ __all__ = ["Catalog", "Dataset", "Source", "SourceKind", "config_ledger_url", "p
 
 SourceKind = Literal["file", "duckdb", "postgres", "spark"]
 KeyValue = str | int | float | bool | None
+
+_sources = logging.getLogger("veil.sources")  # owner-side details: paths, servers
 
 
 def _text(value: object, what: str) -> str:
@@ -59,12 +80,15 @@ class Source:
     """Where a dataset's rows are: ``kind`` ``"file"`` (a CSV or Parquet ``path``),
     ``"duckdb"`` (a DuckDB database file ``path`` and its ``table``), ``"postgres"`` (a
     connection ``url`` and a ``table`` as ``schema.table``) or ``"spark"`` (a catalog
-    ``table`` of the active Spark session, or a ``path`` Spark reads)."""
+    ``table`` of the active Spark session, or a ``path`` Spark reads). ``layout``: what every
+    file of a glob must start with — its CSV header line, or its Parquet columns — fixed from
+    the files when the dataset is registered (or given, for a CSV, as the header line)."""
 
     kind: SourceKind
     path: str | None = None
     table: str | None = None
     url: str | None = None
+    layout: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(SourceKind):
@@ -81,6 +105,8 @@ class Source:
             _text(getattr(self, name), f"a {self.kind} source's {name}")
         if self.kind == "spark" and not (self.table or self.path):
             raise InvalidArgumentError("a spark source needs a table or a path")
+        if self.layout is not None and not isinstance(self.layout, str):
+            raise InvalidArgumentError(f"a source's layout must be a string, got {self.layout!r}")
 
     @property
     def identity(self) -> str:
@@ -95,10 +121,10 @@ class Source:
     def from_json(d: Mapping[str, Any]) -> Source:
         if not isinstance(d, Mapping):
             raise InvalidArgumentError(f"a source must be a table of kind, path…; got {d!r}")
-        unknown = set(d) - {"kind", "path", "table", "url"}
+        unknown = set(d) - {"kind", "path", "table", "url", "layout"}
         if unknown:
             raise InvalidArgumentError(f"unknown source field(s) {sorted(unknown)}")
-        return Source(d.get("kind"), d.get("path"), d.get("table"), d.get("url"))  # type: ignore[arg-type]
+        return Source(d.get("kind"), d.get("path"), d.get("table"), d.get("url"), d.get("layout"))  # type: ignore[arg-type]
 
 
 def _fraction(value: object, what: str) -> Fraction:
@@ -428,6 +454,9 @@ class Catalog:
             weights=weights,
         )
         _check_schema(ds, "python")
+        registered = self.ledger.get_dataset(ds.name)
+        previous = None if registered is None else parse_entry(registered).source
+        ds = dataclasses.replace(ds, source=with_layout(ds.source, previous))
         spec = json.dumps(ds.to_json(), sort_keys=True)
         identity = source.identity
         others = [d for d in self.datasets() if d.name != ds.name]
@@ -437,7 +466,17 @@ class Catalog:
                 f"this source is already registered as dataset {clash!r}: one source is one "
                 f"unit of accounting; remove {clash!r} first or use its name"
             )
-        registered = self.ledger.get_dataset(ds.name)
+        files = source_files(ds.source)
+        if files:
+            for other in others:
+                shared = files & source_files(other.source)
+                if shared:
+                    raise LedgerError(
+                        f"the files of this source are files of dataset {other.name!r} too "
+                        f"({len(shared)} of them: the same file under another name, a hard "
+                        f"link, or a glob that matches it): one file is one unit of "
+                        f"accounting; remove {other.name!r} first or use its name"
+                    )
         if registered is not None and registered != spec and not replace:
             raise LedgerError(  # refused before the cap below is touched
                 f"dataset {ds.name!r} is already in the catalog with other metadata; pass "
@@ -486,8 +525,27 @@ class Catalog:
 
     def open_engine(self, name: str) -> Engine:
         """A new engine over dataset ``name``'s source, its one table called ``name`` (one per
-        caller: engines are not shared between requests)."""
-        return _engine(self.dataset(name))
+        caller: engines are not shared between requests).
+
+        Whoever asks is an analyst: when the source cannot be opened (a file gone, a server
+        down), the ``SchemaError`` names no file, path or server — the operator's log
+        (``veil.sources``) has the engine's own message."""
+        ds = self.dataset(name)
+        try:
+            return _engine(ds)
+        except MissingDependencyError:
+            raise  # says what to install, nothing of the source
+        except UserError as exc:
+            _sources.error(
+                "dataset %r: its source cannot be opened: %s",
+                name,
+                exc,
+                extra={"veil_dataset": name, "veil_source": ds.source.to_json()},
+            )
+            raise SchemaError(
+                f"dataset {name!r} cannot be read now: its source is not as the data owner "
+                "registered it (the operator's log says why); ask the data owner"
+            ) from None
 
 
 def config_ledger_url(doc: Mapping[str, Any], base: Path) -> str | None:
@@ -622,17 +680,23 @@ def _toml_entry(entry: object, base: Path) -> dict[str, Any]:
 def _engine(ds: Dataset) -> Engine:
     src = ds.source
     schema = {ds.name: dict(ds.schema)} if ds.schema else None
+    layouts = {ds.name: src.layout} if src.layout is not None else None
     if src.kind == "file":
         from veil.engines.duckdb import DuckDBEngine
 
-        return DuckDBEngine({ds.name: src.path}, schema=schema)
+        return DuckDBEngine({ds.name: src.path}, schema=schema, layouts=layouts)
     if src.kind == "duckdb":
         import duckdb
 
         from veil.engines.duckdb import DuckDBEngine
 
-        connection = duckdb.connect(src.path or "", read_only=True)
-        return DuckDBEngine({ds.name: src.table}, connection=connection, schema=schema)
+        try:
+            connection = duckdb.connect(src.path or "", read_only=True)
+        except duckdb.Error as exc:
+            raise SchemaError(f"cannot open the DuckDB database {src.path!r}: {exc}") from None
+        return DuckDBEngine(
+            {ds.name: src.table}, connection=connection, schema=schema, layouts=layouts
+        )
     if src.kind == "postgres":
         from veil.engines.postgres import PostgresEngine
 
@@ -644,4 +708,6 @@ def _engine(ds: Dataset) -> Engine:
     from veil.engines.spark import SparkEngine
 
     spark = SparkSession.builder.getOrCreate()
-    return SparkEngine(spark, {ds.name: src.table or src.path or ""}, schema=schema)
+    return SparkEngine(
+        spark, {ds.name: src.table or src.path or ""}, schema=schema, layouts=layouts
+    )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,10 @@ from veil.errors import (
 __all__ = ["PostgresEngine"]
 
 INSTALL_HINT = "pip install 'veil[postgres]'"
+
+_sources = logging.getLogger("veil.sources")  # owner-side details: relations, privileges
+# the registered relation gone (42P01), or not readable by the user (42501), its schema gone
+_OWNER_SIDE = frozenset({"42P01", "42501", "3F000"})
 
 _SETTINGS = (
     "SET TimeZone = 'UTC'",
@@ -469,9 +474,17 @@ def _translate(exc: Exception, *, checking: bool = False) -> VeilError:
     ``UnsupportedQueryError``; 22 (a value or constant that does not convert) a
     ``SchemaError``; anything else, while checking, a ``SchemaError`` and, while running, an
     ``InternalError`` (the server failed to run veil's SQL). The server's message is kept (the
-    session withholds every message of a query that already read data)."""
+    session withholds every message of a query that already read data), except where it is
+    about the registered relation itself (gone, not readable: 42P01, 42501, 3F000), which
+    names the owner's schema: that goes to the operator's log (``veil.sources``)."""
     state = str(getattr(exc, "sqlstate", "") or "")
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if state in _OWNER_SIDE:  # names the owner's relations: for the operator's log only
+        _sources.warning("PostgreSQL cannot read a registered table (%s): %s", state, detail)
+        return SchemaError(
+            "a table of the query cannot be read now: it is not as the data owner registered "
+            "it (the operator's log says why); ask the data owner"
+        )
     if state.startswith("0A"):
         return UnsupportedQueryError(f"PostgreSQL does not support this query: {detail}")
     if state.startswith("42"):
