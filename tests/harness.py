@@ -95,16 +95,35 @@ class SparkHarness:
         return veil.Session.spark(spark, {"t": frame}, **options)
 
 
+class DuckDBParquetHarness:
+    """The embedded engine over a Parquet file written from the Arrow table as it is — the
+    way writers that do not validate write one (strings that are not UTF-8, DECIMALs beyond
+    their precision: ``parquet_support``)."""
+
+    name = "duckdb-parquet"
+
+    def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
+        return not casts
+
+    def session(
+        self, table: pa.Table, casts: Mapping[str, str], tmp: Path, **options: Any
+    ) -> veil.Session:
+        path = tmp / f"t{next(_FILES)}.parquet"
+        pq.write_table(table, path)
+        return veil.Session.local({"t": path}, **options)
+
+
 class PostgresHarness:
     """PostgreSQL (the test server), over a table written into this run's schema with the
-    types that hold the Arrow values exactly (``postgres_support.load``)."""
+    types that hold the Arrow values exactly (``postgres_support.load``), then cast (a
+    column of text into NUMERIC, say) in SQL."""
 
     name = "postgres"
 
     def supports(self, table: pa.Table, casts: Mapping[str, str]) -> bool:
         import postgres_support
 
-        return not casts and postgres_support.supports(table)
+        return postgres_support.supports(table)
 
     def session(
         self, table: pa.Table, casts: Mapping[str, str], tmp: Path, **options: Any
@@ -112,11 +131,21 @@ class PostgresHarness:
         import postgres_support
 
         qualified = postgres_support.load(table)
+        if casts:
+            columns = ", ".join(
+                f'{casts[c]} AS "{c}"' if c in casts else f'"{c}"' for c in table.column_names
+            )
+            cast = f"{qualified}_cast"
+            postgres_support.connection().execute(
+                f"CREATE TABLE {cast} AS SELECT {columns} FROM {qualified}"
+            )
+            qualified = cast
         return veil.Session.postgres(postgres_support.PG_URL, {"t": qualified}, **options)
 
 
 HARNESSES = [
     pytest.param(DuckDBHarness(), id="duckdb"),
+    pytest.param(DuckDBParquetHarness(), id="duckdb-parquet"),
     pytest.param(SparkHarness(), id="spark", marks=pytest.mark.spark),
     pytest.param(PostgresHarness(), id="postgres", marks=pytest.mark.postgres),
 ]

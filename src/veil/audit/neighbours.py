@@ -20,8 +20,10 @@ keeps:
   in differentially private libraries and how to fix it", CCS): a new unit whose summed value
   stresses the arithmetic — ±1e308, 2^53 + 2, the double just above the upper bound, 0.1 and
   the smallest subnormal for a float column; ±(2^63 − 1) (the type's range) and 2^53 + 1 for an
-  integer one. veil clamps and sums in fixed point, so each must move the exact statistics by
-  at most the sensitivity and never overflow.
+  integer one; for a DECIMAL(p, s) column its largest and smallest values and, as a file
+  written without validation can hold (issue 33), a stored integer beyond p digits — −2^127 in
+  a 128-bit DECIMAL, which made DuckDB abort. veil clamps and sums in fixed point, so each must
+  move the exact statistics by at most the sensitivity and never overflow or fail.
 
 Added rows copy every other column from a row the WHERE keeps (the template), so they pass
 the same filters unless the filter reads a changed column (a neighbour that then changes
@@ -55,6 +57,7 @@ _CRAFTED_FLOATS: tuple[tuple[str, float], ...] = (
     ("crafted-0.1", 0.1),
     ("crafted-subnormal", 5e-324),
 )
+_CRAFTED_DECIMALS = ("crafted-decimal-max", "crafted-decimal-min", "crafted-beyond-precision")
 _CRAFTED_INTS: tuple[tuple[str, int | None], ...] = (
     ("crafted-int-max", None),  # the column type's largest value
     ("crafted-int-min", None),  # its smallest
@@ -153,6 +156,16 @@ def _replace(rows: pa.Table, column: str, values: Sequence[Any]) -> pa.Table:
     i = rows.schema.get_field_index(column)
     field = rows.schema.field(i)
     return rows.set_column(i, field, pa.array(list(values), type=field.type))
+
+
+def _stored_decimals(rows: pa.Table, column: str, stored: int) -> pa.Table:
+    """``rows`` with ``column`` (a 128-bit DECIMAL) holding the stored integer ``stored`` in
+    every row, whatever its precision (Arrow checks it neither here nor when writing)."""
+    i = rows.schema.get_field_index(column)
+    field = rows.schema.field(i)
+    data = stored.to_bytes(16, "little", signed=True) * rows.num_rows
+    array = pa.Array.from_buffers(field.type, rows.num_rows, [None, pa.py_buffer(data)])
+    return rows.set_column(i, field, array)
 
 
 class _Units:
@@ -350,18 +363,27 @@ def _crafted(units: _Units, template: int, groups: Sequence[tuple[Any, ...]]) ->
         elif pa.types.is_floating(t):
             above = float(np.nextafter(float(bound.upper), math.inf))
             values = [(n, above if math.isnan(v) else v) for n, v in _CRAFTED_FLOATS]
+        elif pa.types.is_decimal(t) and t.bit_width == 128:
+            top = 10**t.precision - 1  # the stored integers of the type's ends
+            values = list(zip(_CRAFTED_DECIMALS, (top, -top, -(2**127)), strict=True))
         else:
             continue
         for name, value in values:
             rows = _new_unit(units, template, groups)
             if rows is None:
                 return out
-            rows = _replace(_at(rows, agg, up=True), column, [value] * rows.num_rows)
+            rows = _at(rows, agg, up=True)
+            if pa.types.is_decimal(t):
+                rows = _stored_decimals(rows, column, value)
+                shown = f"the stored integer {value}"
+            else:
+                rows = _replace(rows, column, [value] * rows.num_rows)
+                shown = repr(value)
             label = f"{name} ({column})" if len(summed) > 1 else name
             out.append(
                 Neighbour(
                     label,
-                    f"add a unit with {column} = {value!r} in the largest group(s)",
+                    f"add a unit with {column} = {shown} in the largest group(s)",
                     _with(data, rows),
                     crafted=True,
                 )
