@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 
 import pytest
 import sqlglot
 
+import support
+from support import PEOPLE
 from veil.accounting import Budget
 from veil.compile import Context, apply_rules, dialect, lower, to_sql
 from veil.errors import InternalError, InvalidArgumentError
@@ -15,38 +18,11 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
-    Filter,
     GroupKey,
-    Scan,
     aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
-)
-
-
-def compiled(
-    keys: tuple[GroupKey, ...] = (GroupKey("state", domain=("CA", "NY")),),
-    aggregates: tuple[AggregateCall, ...] = (AggregateCall("n", "count"),),
-    unit: str | None = "user_id",
-    contribution: Contribution | None = None,
-    predicate: str | None = None,
-) -> Aggregate:
-    child = PEOPLE if predicate is None else Filter(PEOPLE, sqlglot.parse_one(predicate))
-    plan = Aggregate(
-        child, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("income", 0, 100),)
-    )
-    budget = Budget(epsilon=1, delta=Fraction(1, 10**6))
-    ctx = Context(budget=budget, privacy_unit=unit, contribution=contribution)
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(support.compiled, keys=(GroupKey("state", domain=("CA", "NY")),))
 
 
 def test_one_row_per_unit_lowers_to_a_single_row_number_window() -> None:

@@ -3,48 +3,27 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 
 import pytest
-import sqlglot
 
-from veil.accounting import Budget
-from veil.compile import Context, apply_rules, dialect, lower, to_sql
+import support
+from support import people
+from veil.compile import dialect, lower, to_sql
 from veil.errors import InternalError, UnsupportedQueryError
 from veil.plan import (
     Aggregate,
     AggregateCall,
     ColumnBounds,
-    Field,
-    Filter,
     GroupKey,
-    Scan,
-    aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-        Field("born", "temporal"),
-    ),
-)
+PEOPLE = people("user_id", "state", "age", "income", "born")
 POSTGRES = dialect("postgres")
 AVG = (AggregateCall("m", "avg", "income"),)
 
 
-def compiled(
-    predicate: str | None = None,
-    aggregates: tuple[AggregateCall, ...] = (AggregateCall("n", "count"),),
-    keys: tuple[GroupKey, ...] = (GroupKey("state", domain=("CA", "NY")),),
-    bounds: tuple[ColumnBounds, ...] = (ColumnBounds("income", 0, 100),),
-) -> Aggregate:
-    child = PEOPLE if predicate is None else Filter(PEOPLE, sqlglot.parse_one(predicate))
-    plan = Aggregate(child, keys=keys, aggregates=aggregates, bounds=bounds)
-    ctx = Context(budget=Budget(epsilon=1, delta=Fraction(1, 10**6)), privacy_unit="user_id")
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(support.compiled, keys=(GroupKey("state", domain=("CA", "NY")),), table=PEOPLE)
 
 
 def postgres_sql(agg: Aggregate, **options: bool) -> str:
@@ -67,7 +46,7 @@ def postgres_sql(agg: Aggregate, **options: bool) -> str:
     ],
 )
 def test_postgres_keeps_a_pure_condition_as_it_is(predicate: str) -> None:
-    sql = postgres_sql(compiled(predicate))
+    sql = postgres_sql(compiled(predicate=predicate))
     assert "TRY" not in sql
     where = sql[sql.index("WHERE") : sql.index("__bounded")]
     assert where.startswith("WHERE (")  # parenthesised, not rewritten
@@ -93,7 +72,7 @@ def test_postgres_keeps_a_pure_condition_as_it_is(predicate: str) -> None:
 def test_postgres_refuses_a_condition_that_could_raise_on_some_row(
     predicate: str, what: str
 ) -> None:
-    agg = compiled(predicate)
+    agg = compiled(predicate=predicate)
     with pytest.raises(
         UnsupportedQueryError, match=rf"{what}.* in WHERE could fail on some rows on postgres"
     ):
@@ -101,12 +80,12 @@ def test_postgres_refuses_a_condition_that_could_raise_on_some_row(
 
 
 def test_the_same_conditions_are_made_total_where_the_engine_has_try() -> None:
-    sql = to_sql(lower(compiled("age + 1 > 3"), dialect("duckdb"), salt=1).main, "duckdb")
+    sql = to_sql(lower(compiled(predicate="age + 1 > 3"), dialect("duckdb"), salt=1).main, "duckdb")
     assert 'TRY("age" + 1 > 3)' in sql
 
 
 def test_spark_makes_casts_and_divisions_total_by_their_try_forms() -> None:
-    agg = compiled("CAST(state AS INT) = 3 AND income / 2 > 3")
+    agg = compiled(predicate="CAST(state AS INT) = 3 AND income / 2 > 3")
     sql = to_sql(lower(agg, dialect("spark"), salt=1).main, "spark")
     assert "TRY_CAST(`state` AS INT) = 3" in sql
     assert "TRY_DIVIDE(`income`, 2) > 3" in sql

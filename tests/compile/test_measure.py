@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import pytest
 
+from support import PEOPLE
 from veil.accounting import Budget
 from veil.accounting.conversions import zcdp_to_approx
 from veil.compile.measure import FIXED_POINT_LIMIT, build, max_rho
@@ -15,20 +16,9 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     GroupKey,
-    Scan,
 )
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
-)
 INCOME = (ColumnBounds("income", 0, 1_000_000),)
 COUNT_SUM_AVG = (
     AggregateCall("n", "count"),

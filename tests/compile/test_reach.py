@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import pytest
 
+from support import people
 from veil.accounting import Budget
 from veil.compile import Context, apply_rules
 from veil.compile.statistics import (
@@ -27,16 +28,11 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     GroupKey,
-    Scan,
     aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people",
-    (Field("user_id", "integer"), Field("state", "string"), Field("income", "real")),
-)
+PEOPLE = people("user_id", "state", "income")
 
 
 def brute_force(groups: int, rows: int, total: int | None) -> tuple[int, int, int, int]:

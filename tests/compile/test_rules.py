@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import pytest
 
+from support import PEOPLE
 from veil.accounting import Budget
 from veil.compile.rules import (
     RULES,
@@ -24,22 +25,11 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     GroupKey,
     Limit,
-    Scan,
     aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
-)
 CTX = Context(budget=Budget(epsilon=1))
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from functools import partial
 
 import pytest
 from sqlglot import exp
 
+import support
+from support import PEOPLE
 from veil.accounting import Budget
-from veil.compile import Context, apply_rules, dialect, lower, to_sql
+from veil.compile import dialect, lower, to_sql
 from veil.compile.statistics import (
     bucket_sql,
     effective_groups,
@@ -25,23 +28,10 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     GroupKey,
-    Scan,
-    aggregate_of,
 )
 from veil.plan.nodes import Measurement
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
-)
-DELTA = Fraction(1, 10**6)
 ONE = Contribution()
 
 
@@ -61,15 +51,7 @@ def plan(
     )
 
 
-def compiled(
-    aggregates: tuple[AggregateCall, ...],
-    contribution: Contribution,
-    keys: tuple[GroupKey, ...] = (GroupKey("state"),),
-) -> Aggregate:
-    ctx = Context(
-        budget=Budget(epsilon=1, delta=DELTA), privacy_unit="user_id", contribution=contribution
-    )
-    return aggregate_of(apply_rules(plan(keys=keys, aggregates=aggregates), ctx))
+compiled = partial(support.compiled, plan_unit="user_id")
 
 
 class Terms:
@@ -214,7 +196,10 @@ def test_a_sum_accumulates_in_the_wide_type_when_there_is_one() -> None:
 
 
 def test_units_are_counted_by_their_first_row_when_a_unit_keeps_several() -> None:
-    agg = compiled((AggregateCall("u", "count_distinct", "user_id"),), Contribution(1, 3))
+    agg = compiled(
+        aggregates=(AggregateCall("u", "count_distinct", "user_id"),),
+        contribution=Contribution(1, 3),
+    )
     assert [m.statistic for m in agg.measurements] == ["count_units"]
     sql = to_sql(lower(agg, dialect("duckdb"), salt=1).main, "duckdb")
     assert 'SUM(CASE WHEN "__rn" = 1 THEN 1 ELSE 0 END) AS "__u"' in sql
@@ -225,8 +210,8 @@ def test_units_are_counted_by_their_first_row_when_a_unit_keeps_several() -> Non
 
 def test_units_are_rows_when_each_unit_keeps_one_row() -> None:
     agg = compiled(
-        (AggregateCall("n", "count"), AggregateCall("u", "count_distinct", "user_id")),
-        Contribution(1, 1),
+        aggregates=(AggregateCall("n", "count"), AggregateCall("u", "count_distinct", "user_id")),
+        contribution=Contribution(1, 1),
     )
     # one row per unit: the unit count is the row count, one measurement
     assert [m.statistic for m in agg.measurements] == ["count"]
@@ -255,8 +240,8 @@ def test_a_statistic_outside_the_closed_set_fails_loudly() -> None:
 
 def test_each_compiled_sensitivity_is_recomputed_from_the_plan() -> None:
     agg = compiled(
-        (AggregateCall("n", "count"), AggregateCall("v", "variance", "income")),
-        Contribution(3, 2),
+        aggregates=(AggregateCall("n", "count"), AggregateCall("v", "variance", "income")),
+        contribution=Contribution(3, 2),
     )
     for m in agg.measurements:
         assert sensitivity(agg, m.statistic, m.mechanism, m.limit, m.quantile) == m.sensitivity

@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 import sqlglot
 
+from support import PEOPLE, compiled
 from veil.accounting import Budget
 from veil.compile import Context, apply_rules, dialect, lower, to_sql
 from veil.compile.templates import template
@@ -15,22 +16,11 @@ from veil.plan import (
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     Filter,
     GroupKey,
-    Scan,
     aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
-)
 STATES = (GroupKey("state", domain=("CA", "NY")),)
 SHAPES: dict[str, tuple[tuple[GroupKey, ...], tuple[AggregateCall, ...], Contribution | None]] = {
     "count, sum and mean per public key": (
@@ -59,20 +49,20 @@ SHAPES: dict[str, tuple[tuple[GroupKey, ...], tuple[AggregateCall, ...], Contrib
 }
 
 
-def compiled(
+def of_shape(
     shape: str, budget: Budget, upper: int = 100, unit: str | None = "user_id"
 ) -> Aggregate:
     keys, aggregates, contribution = SHAPES[shape]
-    child = Filter(PEOPLE, sqlglot.parse_one("age >= 18"))
-    plan = Aggregate(
-        child,
-        keys=keys,
-        aggregates=aggregates,
-        privacy_unit=unit,
+    return compiled(
+        keys,
+        aggregates,
+        predicate="age >= 18",
         bounds=(ColumnBounds("income", 0, upper),),
+        budget=budget,
+        unit=unit,
+        plan_unit=unit,
+        contribution=contribution,
     )
-    ctx = Context(budget=budget, privacy_unit=unit, contribution=contribution)
-    return aggregate_of(apply_rules(plan, ctx))
 
 
 def texts(lowered: object, name: str) -> list[str]:
@@ -96,7 +86,7 @@ def test_a_template_is_the_lowering_of_its_aggregation_with_a_salt_placeholder(
     name: str, shape: str, unit: str | None
 ) -> None:
     for budget in BUDGETS:
-        agg = compiled(shape, budget, unit=unit)
+        agg = of_shape(shape, budget, unit=unit)
         expected = texts(lower(agg, dialect(name), salt=None), name)
         assert texts(template(agg, dialect(name)), name) == expected
         wide = texts(lower(agg, dialect(name), salt=None, exact_sums=True), name)
@@ -104,11 +94,11 @@ def test_a_template_is_the_lowering_of_its_aggregation_with_a_salt_placeholder(
 
 
 def test_a_new_budget_reuses_the_template_and_new_bounds_do_not() -> None:
-    first = template(compiled("count, sum and mean per public key", BUDGETS[0]), dialect("duckdb"))
-    again = template(compiled("count, sum and mean per public key", BUDGETS[1]), dialect("duckdb"))
+    first = template(of_shape("count, sum and mean per public key", BUDGETS[0]), dialect("duckdb"))
+    again = template(of_shape("count, sum and mean per public key", BUDGETS[1]), dialect("duckdb"))
     assert again is first  # the privacy parameters change the noise only, never the SQL
     wider = template(
-        compiled("count, sum and mean per public key", BUDGETS[1], upper=1000), dialect("duckdb")
+        of_shape("count, sum and mean per public key", BUDGETS[1], upper=1000), dialect("duckdb")
     )
     assert wider is not first
     assert texts(wider, "duckdb") != texts(first, "duckdb")
@@ -116,7 +106,7 @@ def test_a_new_budget_reuses_the_template_and_new_bounds_do_not() -> None:
 
 def test_a_template_keeps_the_salt_a_placeholder_in_every_bounding_hash() -> None:
     shape = "a maximum and a variance, keys not public"
-    for sql in texts(template(compiled(shape, BUDGETS[0]), dialect("duckdb")), "duckdb"):
+    for sql in texts(template(of_shape(shape, BUDGETS[0]), dialect("duckdb")), "duckdb"):
         assert "$salt" in sql
         assert sql.count("HASH($salt") == sql.count("HASH(")  # no literal salt anywhere
 

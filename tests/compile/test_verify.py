@@ -4,48 +4,32 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from functools import partial
 
 import pytest
 
+import support
+from support import DELTA, people
 from veil.accounting import Budget
-from veil.compile import Context, apply_rules, check_loss, recompute_loss
+from veil.compile import check_loss, recompute_loss
 from veil.errors import PrivacyInvariantError
 from veil.plan import (
     Aggregate,
     AggregateCall,
-    ColumnBounds,
     Contribution,
-    Field,
     GroupKey,
-    Scan,
-    aggregate_of,
 )
 
-PEOPLE = Scan(
-    "people", (Field("user_id", "integer"), Field("state", "string"), Field("income", "real"))
-)
-DELTA = Fraction(1, 10**6)
 ONE = Contribution(1, 1)
 PUBLIC = (GroupKey("state", domain=("CA", "NY")),)
 
 
-def compiled(
-    contribution: Contribution = ONE,
-    budget: Budget | None = None,
-    keys: tuple[GroupKey, ...] = (GroupKey("state"),),
-) -> Aggregate:
-    plan = Aggregate(
-        PEOPLE,
-        keys=keys,
-        aggregates=(AggregateCall("n", "count"), AggregateCall("m", "avg", "income")),
-        bounds=(ColumnBounds("income", 0, 100),),
-    )
-    ctx = Context(
-        budget=budget or Budget(epsilon=1, delta=DELTA),
-        privacy_unit="user_id",
-        contribution=contribution,
-    )
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(
+    support.compiled,
+    aggregates=(AggregateCall("n", "count"), AggregateCall("m", "avg", "income")),
+    table=people("user_id", "state", "income"),
+    contribution=ONE,
+)
 
 
 def with_measurement(agg: Aggregate, name: str, **changes: object) -> Aggregate:
@@ -63,7 +47,7 @@ def test_a_compiled_plan_passes_and_its_loss_is_the_charge() -> None:
 
 
 def test_a_gaussian_plan_passes_too() -> None:
-    agg = compiled(Contribution(50, 1))
+    agg = compiled(contribution=Contribution(50, 1))
     assert {m.mechanism for m in agg.measurements} == {"discrete_gaussian"}
     assert agg.budget is not None
     assert check_loss(agg, agg.budget) == agg.budget

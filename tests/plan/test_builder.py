@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from support import people
 from veil.errors import (
     InvalidArgumentError,
     SchemaError,
@@ -19,12 +20,7 @@ from veil.plan.nodes import Aggregate, Field, Filter, GroupKey, Project
 from veil.plan.tree import fields_from_arrow
 from veil.sql import parse
 
-PEOPLE = (
-    Field("user_id", "integer"),
-    Field("state", "string"),
-    Field("age", "integer"),
-    Field("income", "real"),
-)
+PEOPLE = people().columns
 
 
 def q() -> Query:

@@ -5,12 +5,12 @@ import json
 import pytest
 import sqlglot
 
+from support import people
 from veil.plan import (
     Aggregate,
     AggregateCall,
     ColumnBounds,
     Contribution,
-    Field,
     Filter,
     GroupKey,
     PlanVisitor,
@@ -20,7 +20,7 @@ from veil.plan import (
 )
 from veil.plan.nodes import Having, Limit, Project, Sort
 
-PEOPLE = Scan("people", (Field("user_id", "integer"), Field("age", "integer")))
+PEOPLE = people("user_id", "age")
 
 
 def build(predicate: str = "age > 3", upper: float = 100, max_groups: int = 1) -> Aggregate:

@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 import sqlglot
 
+from support import PEOPLE
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan import (
     Aggregate,
@@ -17,21 +18,10 @@ from veil.plan import (
     Having,
     Limit,
     Project,
-    Scan,
     Sort,
     SortKey,
     aggregate_of,
     replace_aggregate,
-)
-
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-    ),
 )
 
 

@@ -15,12 +15,14 @@ import math
 from collections.abc import Callable
 from decimal import Decimal as _Decimal
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pytest
 from scipy import stats as scipy_stats
 
+import support
 from support import SeededSource
 from veil.accounting import Budget
 from veil.compile import Context, apply_rules
@@ -52,20 +54,14 @@ TABLE = Scan(
         Field("d", "temporal"),
     ),
 )
-DELTA = Fraction(1, 10**6)
 
 
-def compiled(
-    keys: tuple[GroupKey, ...],
-    aggregates: tuple[AggregateCall, ...] = (
-        AggregateCall("n", "count"),
-        AggregateCall("m", "avg", "x"),
-    ),
-    budget: Budget | None = None,
-) -> Aggregate:
-    plan = Aggregate(TABLE, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("x", 0, 10),))
-    ctx = Context(budget=budget or Budget(epsilon=1, delta=DELTA), privacy_unit="user_id")
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(
+    support.compiled,
+    aggregates=(AggregateCall("n", "count"), AggregateCall("m", "avg", "x")),
+    table=TABLE,
+    bounds=(ColumnBounds("x", 0, 10),),
+)
 
 
 def columns_of(agg: Aggregate) -> dict[str, str]:

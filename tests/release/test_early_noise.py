@@ -18,16 +18,17 @@ import sys
 import threading
 import time
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
+import support
 import veil
 from support import SeededSource
 from veil import _background
 from veil.accounting import Budget
-from veil.compile import Context, apply_rules
 from veil.engines.fake import FakeEngine
 from veil.errors import InternalError, SchemaError
 from veil.plan import Aggregate, AggregateCall, ColumnBounds, Field, GroupKey, Scan, aggregate_of
@@ -40,11 +41,7 @@ TABLE = Scan(
 )
 
 
-def compiled(
-    keys: tuple[GroupKey, ...], aggregates: tuple[AggregateCall, ...], budget: Budget
-) -> Aggregate:
-    plan = Aggregate(TABLE, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("x", 0, 10),))
-    return aggregate_of(apply_rules(plan, Context(budget=budget, privacy_unit="user_id")))
+compiled = partial(support.compiled, table=TABLE, bounds=(ColumnBounds("x", 0, 10),))
 
 
 COUNT_AVG = (AggregateCall("n", "count"), AggregateCall("m", "avg", "x"))

@@ -3,47 +3,37 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import partial
 
-import sqlglot
-
+import support
+from support import people
 from veil.accounting import Budget
-from veil.compile import Context, apply_rules
 from veil.plan import (
-    Aggregate,
     AggregateCall,
-    ColumnBounds,
     Contribution,
-    Field,
-    Filter,
     GroupKey,
-    Scan,
-    aggregate_of,
 )
 from veil.plan.nodes import Limit, Project
 from veil.release.explain import Explanation, describe_usage, plan_tree
 
-PEOPLE = Scan(
-    "people", (Field("user_id", "integer"), Field("state", "string"), Field("income", "real"))
-)
 ONE = Contribution()
 
 
-def compiled(budget: Budget, contribution: Contribution = ONE) -> Aggregate:
-    plan = Aggregate(
-        Filter(PEOPLE, sqlglot.parse_one("income > 0")),
-        keys=(GroupKey("state", domain=tuple(f"S{i}" for i in range(50))),),
-        aggregates=(
-            AggregateCall("v", "variance", "income"),
-            AggregateCall("q", "quantile", "income", Fraction(1, 4), weight=Fraction(2)),
-        ),
-        bounds=(ColumnBounds("income", 0, 100),),
-    )
-    ctx = Context(budget=budget, privacy_unit="user_id", contribution=contribution)
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(
+    support.compiled,
+    aggregates=(
+        AggregateCall("v", "variance", "income"),
+        AggregateCall("q", "quantile", "income", Fraction(1, 4), weight=Fraction(2)),
+    ),
+    keys=(GroupKey("state", domain=tuple(f"S{i}" for i in range(50))),),
+    table=people("user_id", "state", "income"),
+    predicate="income > 0",
+    contribution=ONE,
+)
 
 
 def test_the_outline_shows_filters_weights_quantiles_limits_and_projections() -> None:
-    agg = compiled(Budget(epsilon=1))
+    agg = compiled(budget=Budget(epsilon=1))
     tree = plan_tree(Project(Limit(agg, count=5, offset=2), ("q",))).splitlines()
     assert tree[0] == "Project q"
     assert tree[1] == "  Limit 5 offset 2"
@@ -55,7 +45,9 @@ def test_the_outline_shows_filters_weights_quantiles_limits_and_projections() ->
 
 
 def test_gaussian_usage_gives_the_l2_sensitivity_in_value_and_squared_units() -> None:
-    agg = compiled(Budget(epsilon=1, delta=Fraction(1, 10**6)), Contribution(50, 1))
+    agg = compiled(
+        budget=Budget(epsilon=1, delta=Fraction(1, 10**6)), contribution=Contribution(50, 1)
+    )
     usage = {u.measurement: u for u in describe_usage(agg)}
     assert {u.mechanism for u in usage.values()} == {"discrete_gaussian", "exponential"}
     assert usage["count"].sensitivity == "L2 = 7.07107 rows"  # sqrt(G·R²), G = 50
@@ -69,7 +61,7 @@ def test_gaussian_usage_gives_the_l2_sensitivity_in_value_and_squared_units() ->
 
 
 def test_the_budget_line_says_whether_the_grant_covers_the_cost() -> None:
-    agg = compiled(Budget(epsilon=1))
+    agg = compiled(budget=Budget(epsilon=1))
     base = Explanation(agg, "SELECT 1", (), Budget(epsilon=1), (), {}, "1 group, 1 row")
     assert base.budget_line == "no budget is granted to this analyst on this dataset"
     rich = Explanation(

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -14,18 +15,16 @@ import pyarrow.compute as pc
 import pytest
 import sqlglot
 
-from support import SeededSource
-from veil.accounting import Budget
-from veil.compile import Context, apply_rules, dialect, lower
+import support
+from support import SeededSource, people
+from veil.compile import dialect, lower
 from veil.errors import InternalError, SchemaError
 from veil.plan import (
     Aggregate,
     AggregateCall,
-    ColumnBounds,
     Field,
     GroupKey,
     Scan,
-    aggregate_of,
 )
 from veil.plan.nodes import ColumnType, Having, Limit, Project, Sort, SortKey
 from veil.release.consistency import consistent_counts
@@ -36,32 +35,16 @@ from veil.release.keys import decode_key, group_keys, released_key
 from veil.release.post import post_process
 from veil.release.quantiles import choose_quantile, split_together
 
-PEOPLE = Scan(
-    "people",
-    (
-        Field("user_id", "integer"),
-        Field("state", "string"),
-        Field("age", "integer"),
-        Field("income", "real"),
-        Field("born", "temporal"),
-    ),
-)
-DELTA = Fraction(1, 10**6)
+PEOPLE = people("user_id", "state", "age", "income", "born")
 STATES = (GroupKey("state", domain=("CA", "NY")),)
 
 
-def compiled(
-    aggregates: tuple[AggregateCall, ...] = (
-        AggregateCall("n", "count"),
-        AggregateCall("m", "avg", "income"),
-    ),
-    keys: tuple[GroupKey, ...] = STATES,
-) -> Aggregate:
-    plan = Aggregate(
-        PEOPLE, keys=keys, aggregates=aggregates, bounds=(ColumnBounds("income", 0, 100),)
-    )
-    ctx = Context(budget=Budget(epsilon=1, delta=DELTA), privacy_unit="user_id")
-    return aggregate_of(apply_rules(plan, ctx))
+compiled = partial(
+    support.compiled,
+    aggregates=(AggregateCall("n", "count"), AggregateCall("m", "avg", "income")),
+    keys=STATES,
+    table=PEOPLE,
+)
 
 
 AGG = compiled()
@@ -130,7 +113,7 @@ def test_sums_may_wrap_only_once_rows_times_limit_reaches_2_to_63() -> None:
     assert not may_wrap(AGG, below)
     assert may_wrap(AGG, above)
     assert not may_wrap(AGG, engine_table([], [], pa.array([], pa.int64())))
-    counts_only = compiled((AggregateCall("n", "count"),))
+    counts_only = compiled(aggregates=(AggregateCall("n", "count"),))
     assert not may_wrap(counts_only, above)
 
 
@@ -265,7 +248,7 @@ def test_a_listed_column_splits_into_one_list_of_cells_per_group(encoded: bool) 
     group's rows — counted, a repeated cell once with its count; a NULL list (a query
     without GROUP BY over no rows) has no cell."""
     median = (AggregateCall("n", "count"), AggregateCall("m", "quantile", "income", Fraction(1, 2)))
-    lowered = lower(compiled(median), dialect("duckdb"), salt=1)
+    lowered = lower(compiled(aggregates=median), dialect("duckdb"), salt=1)
     assert lowered.listed == ("__q0",)
     keys = pa.array(["NY", "CA"])
     table = pa.table(
@@ -281,7 +264,7 @@ def test_a_listed_column_splits_into_one_list_of_cells_per_group(encoded: bool) 
     got = bucket_counts(AGG, cells["quantile(income, 1/2)"], ["__k0"])
     read = {key: (b.tolist(), c.tolist()) for key, (b, c) in got.items()}
     assert read == {(0,): ([3, 7], [1, 2]), (1,): ([5], [1])}  # CA, NY by domain index
-    alone = lower(compiled(median, keys=()), dialect("duckdb"), salt=1)
+    alone = lower(compiled(aggregates=median, keys=()), dialect("duckdb"), salt=1)
     empty = pa.table({"__n": [0], "__q0": pa.array([None], pa.list_(pa.int64()))})
     main, cells = split_together(alone, empty)
     assert main.to_pylist() == [{"__n": 0}]
@@ -432,7 +415,10 @@ def test_limit_offset_then_project() -> None:
 
 
 MED = next(
-    m for m in compiled((AggregateCall("med", "quantile", "income", Fraction(1, 2)),)).measurements
+    m
+    for m in compiled(
+        aggregates=(AggregateCall("med", "quantile", "income", Fraction(1, 2)),)
+    ).measurements
 )
 
 

@@ -8,16 +8,12 @@ import contextlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support import people
 from veil.errors import UserError
-from veil.plan.nodes import Field, Plan
+from veil.plan.nodes import Plan
 from veil.sql import parse
 
-PEOPLE = (
-    Field("user_id", "integer"),
-    Field("state", "string"),
-    Field("age", "integer"),
-    Field("income", "real"),
-)
+PEOPLE = people().columns
 PIECES = [
     "SELECT", "FROM", "WHERE", "GROUP BY", "HAVING", "ORDER BY", "LIMIT", "OFFSET", "AS",
     "AND", "OR", "NOT", "IN", "BETWEEN", "IS", "NULL", "DISTINCT", "JOIN", "ON", "UNION",

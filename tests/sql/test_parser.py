@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 from sqlglot import exp
 
+from support import people
 from veil.plan.builder import Query
 from veil.plan.canonical import canonical, fingerprint
 from veil.plan.nodes import (
     Aggregate,
     Contribution,
-    Field,
     Filter,
     GroupKey,
     Having,
@@ -27,14 +27,7 @@ from veil.plan.nodes import (
 )
 from veil.sql import parse, parse_query
 
-PEOPLE = (
-    Field("user_id", "integer"),
-    Field("state", "string"),
-    Field("sex", "string"),
-    Field("age", "integer"),
-    Field("income", "real"),
-    Field("hours", "real"),
-)
+PEOPLE = people("user_id", "state", "sex", "age", "income", "hours").columns
 TABLES = {"people": PEOPLE}
 BOUNDS = {"income": (0, 1_000_000), "hours": (0, 80), "age": (0, 120)}
 UNIT = "user_id"

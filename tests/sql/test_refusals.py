@@ -6,17 +6,11 @@ import re
 
 import pytest
 
+from support import people
 from veil.errors import SchemaError, UnsupportedQueryError
-from veil.plan.nodes import Field
 from veil.sql import parse
 
-PEOPLE = (
-    Field("user_id", "integer"),
-    Field("state", "string"),
-    Field("sex", "string"),
-    Field("age", "integer"),
-    Field("income", "real"),
-)
+PEOPLE = people("user_id", "state", "sex", "age", "income").columns
 TABLES = {"people": PEOPLE}
 
 
