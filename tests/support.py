@@ -1,11 +1,15 @@
 """Helpers shared by the tests (importable as ``support`` thanks to pytest's pythonpath): a
-seeded random source, the ``people`` table of the plan-level tests and :func:`compiled`."""
+seeded random source, a hand-moved :class:`Clock`, the ``people`` table of the plan-level tests
+and :func:`compiled`."""
 
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
+from types import ModuleType
 
+import pytest
 import sqlglot
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
@@ -41,6 +45,40 @@ class SeededSource:
     def random_bytes(self, n: int) -> bytes:
         self.bytes_drawn += n
         return self._enc.update(bytes(n))
+
+
+class Clock:
+    """A wall clock that moves only when the test says (:meth:`advance`), so a test of expiry
+    does not depend on how fast the machine runs the lines between two readings.
+
+    :meth:`install` puts it in the modules under test in place of what they read the time with:
+    their ``datetime`` (``datetime.now``), ``now()`` (``veil.accounting.records.now``'s ISO
+    text) and ``_now()`` (a ``datetime``), whichever they have.
+    """
+
+    def __init__(self, at: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+        self.at = at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch, *modules: ModuleType) -> None:
+        clock = self
+
+        class _Datetime(datetime):
+            @classmethod
+            def now(cls, tz: object = None) -> datetime:  # type: ignore[override]
+                return clock.at if tz is not None else clock.at.replace(tzinfo=None)
+
+        for module in modules:
+            if getattr(module, "datetime", None) is datetime:
+                monkeypatch.setattr(module, "datetime", _Datetime)
+            if callable(getattr(module, "now", None)):
+                monkeypatch.setattr(
+                    module, "now", lambda: clock.at.isoformat(timespec="microseconds")
+                )
+            if callable(getattr(module, "_now", None)):
+                monkeypatch.setattr(module, "_now", lambda: clock.at)
 
 
 COLUMNS: dict[str, ColumnType] = {

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ledger_support import assert_unlocked
 from veil import Budget, BudgetExhaustedError, Ledger
 
 pytestmark = pytest.mark.slow
@@ -158,8 +159,8 @@ def _kill_mid_flight(url: str) -> None:
     kind, held_id = recv.recv()
     assert kind == "held"
     committed: list[int] = []
-    deadline = time.monotonic() + 0.8
-    while time.monotonic() < deadline and recv.poll(1.0):
+    while len(committed) < 10:  # a few commits in, however slow the machine: kill mid-flight
+        assert recv.poll(120), "the victim committed nothing for 120 s"
         committed.append(recv.recv()[1])
     assert victim.pid is not None
     os.kill(victim.pid, signal.SIGKILL)
@@ -178,10 +179,9 @@ def _kill_mid_flight(url: str) -> None:
         assert all(status[i] == "committed" for i in committed)  # no committed charge lost
         sums = ledger.check("alice", "people")  # the running sums match the records
         assert sums.epsilon >= Fraction(1, 2) + len(committed) * Fraction(1, 1000000)
-        # the ledger is not left locked: the next charge goes through at once
-        began = time.monotonic()
+        # the ledger is not left locked: no lock to wait for, and the next charge goes through
+        assert_unlocked(url)
         ledger.reserve("alice", "people", Budget(epsilon=0.1), fingerprint="after").commit()
-        assert time.monotonic() - began < 5
         assert ledger.check("alice", "people").epsilon == sums.epsilon + Fraction(1, 10)
 
 

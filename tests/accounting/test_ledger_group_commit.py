@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from ledger_support import assert_unlocked
 from veil import Budget, BudgetExhaustedError, Ledger, LedgerError
 
 _fork = mp.get_context("fork")
@@ -275,8 +276,8 @@ def test_a_process_killed_mid_batch_leaves_every_released_answer_durably_charged
     _start(victim)
     send.close()
     seen: dict[str, list[int]] = {"reserved": [], "released": []}
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline and recv.poll(5.0):
+    while len(seen["released"]) <= 10:  # a dozen answers in, however slow the machine
+        assert recv.poll(120), "the victim released nothing for 120 s"
         kind, charge_id = recv.recv()
         seen[kind].append(charge_id)
     assert victim.pid is not None
@@ -299,6 +300,5 @@ def test_a_process_killed_mid_batch_leaves_every_released_answer_durably_charged
             assert charges[charge_id].answer_id is not None
         sums = ledger.check("alice", "people")  # the running sums match the records
         assert sums.epsilon == len(charges) * Fraction(1, 1000000)
-        began = time.monotonic()  # not left locked
+        assert_unlocked(url)  # not left locked
         ledger.reserve("alice", "people", Budget(epsilon=0.1), fingerprint="after").commit()
-        assert time.monotonic() - began < 5

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 import warnings
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -18,8 +17,10 @@ from sqlalchemy import select, update
 import veil
 from service.server import postgres_ledger
 from service_support import SQL, Service
+from support import Clock
 from veil.accounting import spending
 from veil.accounting.spending import Spent
+from veil.service import sessions as sessions_module
 from veil.service.dashboard import COOKIE, ENDED, WRONG_KEY
 from veil.service.dashboard_data import AUDIT_ROWS, BudgetView, primary, used
 from veil.service.dashboard_html import CHART_W, chart, esc, num
@@ -31,6 +32,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 PLOT_WIDTH = CHART_W - 44 - 12  # the chart's width less its margins
+PAGE_BYTES = 256 * 1024  # the capped page is 167 KiB at 1,000 charges
 QUERY = {"dataset": "people", "sql": SQL, "epsilon": 0.25}
 HOSTILE = "SELECT COUNT(*) AS n FROM people WHERE grp = '<script>alert(\"x\")</script>'"
 
@@ -227,13 +229,17 @@ def test_a_session_ends_when_it_expires(service: Service) -> None:
     assert "alice" not in html
 
 
-def test_a_session_store_forgets_a_session_after_its_lifetime(service: Service) -> None:
+def test_a_session_store_forgets_a_session_after_its_lifetime(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    clock.install(monkeypatch, sessions_module)
     store = SessionStore(service.client.app.state.veil.principals, ttl_s=0.3)
     opened = store.open(service.keys["alice"])
     assert opened is not None
     secret, login = opened
     assert store.get(secret) == login
-    time.sleep(0.4)
+    clock.advance(0.4)
     assert store.get(secret) is None
     assert store.open(service.keys["revoked"]) is None
     assert store.get("x" * 43) is None
@@ -336,26 +342,15 @@ def test_the_dashboard_is_not_in_the_openapi_document(service: Service) -> None:
 def test_a_thousand_charges_render_quickly_with_a_capped_audit_table(service: Service) -> None:
     ledger = service.ledger
     ledger.grant("carol", "people", veil.Budget(epsilon=20))
-    start = time.perf_counter()
     for i in range(1000):
         who = "carol" if i % 4 == 0 else "alice"  # alice: 750, more than a chart draws
         ledger.reserve(
             who, "people", veil.Budget(epsilon="1/250"), fingerprint=f"{i:064x}",
             query=f"SELECT COUNT(*) AS n FROM people WHERE income > {i}",
         ).commit({"n": i})  # fmt: skip
-    seeded = time.perf_counter() - start
     log_in(service, "root")
-    page(service)  # warm: the first request opens the session store
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        html = page(service)
-        times.append(time.perf_counter() - t)
-    best = min(times)
-    print(
-        f"\n1,000 charges: seeded in {seeded:.1f} s; page {len(html) / 1024:.0f} KiB, rendered "
-        f"in {best * 1000:.0f} ms (best of 5), {max(times) * 1000:.0f} ms worst"
-    )
+    html = page(service)
+    print(f"\n1,000 charges: page {len(html) / 1024:.0f} KiB")
     rows = audit_rows(html)
     assert len(rows) == AUDIT_ROWS
     assert f"The latest {AUDIT_ROWS} of 1,000 charges" in html
@@ -365,7 +360,7 @@ def test_a_thousand_charges_render_quickly_with_a_capped_audit_table(service: Se
                        r'd="([^"]+)"', html, re.S)  # fmt: skip
     assert alices is not None
     assert alices.group(1).count("H") <= 2 * PLOT_WIDTH + 2  # downsampled from 751 steps
-    assert best < 1.0, f"the page took {best:.2f} s at 1,000 charges"
+    assert len(html) < PAGE_BYTES, f"the page is {len(html)} bytes at 1,000 charges"
     log_in(service, "alice")
     mine = page(service)
     assert len(audit_rows(mine)) == AUDIT_ROWS

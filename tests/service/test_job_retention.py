@@ -3,13 +3,14 @@ never ended), by the next job created; ``job_keep_s`` may not be shorter than ``
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, func, select
 
+from support import Clock
 from veil.errors import InvalidArgumentError
+from veil.service import jobs as jobs_module
 from veil.service.config import ServiceLimits
 from veil.service.jobs import JobStore, jobs
 
@@ -19,14 +20,18 @@ def _rows(store: JobStore) -> int:
         return int(conn.execute(select(func.count()).select_from(jobs)).scalar_one())
 
 
-def test_jobs_past_their_keep_time_are_deleted_by_the_next_job(tmp_path: Path) -> None:
+def test_jobs_past_their_keep_time_are_deleted_by_the_next_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = Clock()
+    clock.install(monkeypatch, jobs_module)
     store = JobStore(create_engine(f"sqlite:///{tmp_path / 'j.db'}"), ttl_s=0.1, keep_s=0.3)
     done = store.create("alice", "people")
     store.finish(done, 200, {"rows": [[1]]})
     never = store.create("alice", "people")  # its worker died: it stays "running"
     fresh = store.create("alice", "people")
     assert store.get(done, "alice") is not None
-    time.sleep(0.4)
+    clock.advance(0.4)
     store.finish(fresh, 200, {"rows": [[2]]})  # ended just now: kept
     store.create("bob", "people")  # deletes what is due
     assert store.get(done, "alice") is None
