@@ -1,5 +1,7 @@
-# Two entry points for a fresh machine:
+# Entry points for a fresh machine:
 #   make demo   — create .venv, install veil, run the demo on the embedded engine (DuckDB)
+#   make check  — the unit lane: ruff, then pytest --lane unit (no servers, processes, Spark,
+#                 browser, statistical or slow tests; see tests/lanes.py), in a few minutes
 #   make test   — create .venv, install veil with its test extras (Java for Spark; php-cli,
 #                 phpunit, chromium and chromium-driver from Debian), then ruff, mypy --strict
 #                 (with and without pyspark), the whole pytest suite in two processes with
@@ -22,7 +24,7 @@ WORKERS ?= 2
 # Debian packages the PHP client's tests and the browser tests need (installed if missing)
 SYSTEM_PACKAGES := php-cli php-curl php-xml php-mbstring phpunit chromium chromium-driver
 
-.PHONY: demo test lint typecheck pytest phptest java system bench clean
+.PHONY: demo check test lint typecheck pytest phptest java system bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +69,12 @@ pytest: $(VENV)/.dev java system
 	mkdir -p $(COVERAGE)
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile --cov=veil --cov-branch --cov-report=json
 	$(BIN)/python scripts/check_coverage.py $(COVERAGE)/coverage.json $(COVERAGE_FLOORS)
+
+# the unit lane: what a contributor runs before each commit (the full lane is `make test`)
+check: $(VENV)/.dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/pytest --lane unit -n $(WORKERS) --dist loadfile -q
 
 # the PHP client's PHPUnit tests, against a real `veil serve` they start on loopback
 phptest: $(VENV)/.dev system

@@ -149,6 +149,7 @@ def test_the_bounds_step_costs_a_ninth_of_the_epsilon_at_the_declared_range() ->
     assert len(str(t.bounds_epsilon.numerator).rstrip("0")) <= 3  # three significant digits
 
 
+@pytest.mark.slow
 def test_the_epsilon_meeting_the_targets_grows_with_the_bounds() -> None:
     s = _session(_table(SPREAD))
     sql = "SELECT SUM(x) AS total, AVG(x) AS m FROM t"

@@ -154,6 +154,7 @@ def test_the_limits_step_sees_a_bin_of_as_many_units_as_the_query_s_noise() -> N
     assert t.epsilon_min == cheapest[1]
 
 
+@pytest.mark.slow
 def test_the_epsilon_meeting_the_targets_grows_with_the_limits() -> None:
     s = _session(_table(MANY))
     sql = "SELECT COUNT(*) AS n, SUM(x) AS total, AVG(x) AS m FROM t"

@@ -25,6 +25,7 @@ def people(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.system
 def test_a_usage_error_is_one_line_like_every_other_error(people: Path) -> None:
     done = veil_cli("query", "SELECT COUNT(*) FROM t", "--table", f"t={people}")
     assert done.returncode == 2
@@ -36,6 +37,7 @@ def test_a_usage_error_is_one_line_like_every_other_error(people: Path) -> None:
     assert "╭" not in done.stderr  # no box
 
 
+@pytest.mark.system
 def test_a_usage_error_is_a_json_object_with_format_json(people: Path) -> None:
     done = veil_cli("query", "SELECT 1", "--table", f"t={people}", "--format", "json")
     assert done.returncode == 2

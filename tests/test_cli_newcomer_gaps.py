@@ -25,6 +25,7 @@ def people(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("group", [(), ("budget",), ("catalog",), ("admin",)])
 def test_a_group_without_a_command_prints_its_help_and_no_empty_error(group: tuple[str]) -> None:
     done = veil_cli(*group)
@@ -84,6 +85,7 @@ def test_values_are_quoted_as_written_and_fixes_name_the_flags(people: Path, com
 HEAVY = ("sqlalchemy", "pyarrow", "sqlglot", "duckdb", "pyspark", "numpy", "pandas", "fastapi")
 
 
+@pytest.mark.system
 def test_the_cli_and_its_help_import_no_heavy_package() -> None:
     """``veil --help`` starts in a blink only while none of these load: the engines, the
     ledger's database layer, the SQL parser and Spark come in when a command needs them."""

@@ -183,6 +183,7 @@ def test_a_released_perturbation_logs_nothing(
     assert [r for r in caplog.records if r.name == WITHHELD_LOGGER] == []
 
 
+@pytest.mark.system
 def test_a_withheld_error_is_printed_nowhere_until_the_operator_configures_logging() -> None:
     # Python's last-resort handler would print an unhandled ERROR record on stderr (the
     # analyst's terminal); with nothing configured the record must go nowhere, and with a

@@ -104,6 +104,7 @@ def test_system_source_rejects_a_short_read(monkeypatch: pytest.MonkeyPatch) -> 
         vr.system_source().random_bytes(8)
 
 
+@pytest.mark.system
 def test_system_source_streams_differ_across_fork() -> None:
     read, write = os.pipe()
     pid = os.fork()

@@ -109,6 +109,7 @@ def _grant_once(url: str, start: Any, out: Connection) -> None:
         out.send(repr(exc))
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("storage", ["sqlite", "postgresql"])
 def test_processes_granting_one_new_budget_at_once_all_count(
     storage: str, request: pytest.FixtureRequest

@@ -51,6 +51,8 @@ from veil.aggregates import kinds
 from veil.errors import QueryFailedError, UserError, VeilWarning
 from veil.plan.tree import aggregate_of
 
+pytestmark = pytest.mark.slow  # hunts neighbours over every engine
+
 MARK = "sécret⁂"  # in every string cell: no message may contain it
 UNIT = 10**6  # the added unit's id
 PLANTED = (7_654_321.987_125, 7_654_321_987)  # numbers of the tables no message may quote

@@ -38,6 +38,8 @@ from veil.errors import (
 from veil.service.principals import Principals
 from veil.service.problems import PROBLEMS
 
+pytestmark = pytest.mark.system  # real servers (veil serve) on loopback
+
 GROUPED = "SELECT state, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY state"
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -18,6 +18,8 @@ from veil.errors import (
     UnsupportedQueryError,
 )
 
+pytestmark = pytest.mark.system  # real servers (veil serve) on loopback
+
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:

@@ -26,6 +26,8 @@ from veil.errors import (
     VeilError,
 )
 
+pytestmark = pytest.mark.system  # real servers (veil serve) on loopback
+
 GROUPED_SQL = (
     "SELECT state, COUNT(*) AS n, MEDIAN(income) AS mid FROM people WHERE age >= 30 GROUP BY state"
 )

@@ -290,6 +290,7 @@ def _workers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("veil-overlap")]
 
 
+@pytest.mark.system
 def test_the_workers_stop_before_a_fork_and_are_made_again_on_both_sides() -> None:
     assert _background.submit(sum, (1, 2)).result() == 3  # the parent's worker exists
     assert _workers()
@@ -305,6 +306,7 @@ def test_the_workers_stop_before_a_fork_and_are_made_again_on_both_sides() -> No
     assert _workers()
 
 
+@pytest.mark.system
 def test_work_submitted_at_the_interpreters_exit_runs_in_line() -> None:
     code = (
         "import atexit, threading\n"
