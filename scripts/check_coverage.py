@@ -3,6 +3,11 @@
 Usage: ``python scripts/check_coverage.py COVERAGE_JSON PACKAGE=PERCENT ...``, e.g.
 ``python scripts/check_coverage.py build/coverage/coverage.json veil.noise=95``.
 
+``PACKAGE`` is a package (``veil.noise``: its files and subpackages), a module
+(``veil.session``), or a prefix ending in ``*`` that names a family of modules at the package
+root (``veil.autobounds*``: ``veil.autobounds``, ``veil.autobounds_target``… and anything
+below them).
+
 ``COVERAGE_JSON`` is what ``coverage json`` (or pytest-cov's ``--cov-report=json:…``) wrote
 from a run with branch coverage on. A package's coverage is coverage.py's own percentage
 summed over the package's files, subpackages included: (lines run + branch outcomes taken) /
@@ -58,13 +63,32 @@ def module_of(path: str) -> str:
     return ".".join(parts)
 
 
+def covers(package: str, module: str) -> bool:
+    """Whether ``module`` counts in ``package``: the package itself, a module below it, or —
+    for a ``prefix*`` — any module whose dotted name starts with the prefix."""
+    if package.endswith("*"):
+        return module.startswith(package[:-1])
+    return module == package or module.startswith(package + ".")
+
+
 def parse_floors(args: list[str]) -> dict[str, Fraction]:
     floors: dict[str, Fraction] = {}
     for arg in args:
         package, sep, percent = arg.partition("=")
-        if not sep or not package.startswith("veil"):
-            raise ValueError(f"expected PACKAGE=PERCENT (e.g. veil.noise=95), got {arg!r}")
-        floors[package] = Fraction(percent)
+        name = package.removesuffix("*")
+        if (
+            not sep
+            or not (name == "veil" or name.startswith("veil."))
+            or not all(part.isidentifier() for part in name.split("."))
+        ):
+            raise ValueError(
+                "expected PACKAGE=PERCENT (e.g. veil.noise=95, veil.session=90, "
+                f"veil.autobounds*=90), got {arg!r}"
+            )
+        try:
+            floors[package] = Fraction(percent)
+        except ValueError:
+            raise ValueError(f"{arg!r}: {percent!r} is not a percentage") from None
     return floors
 
 
@@ -82,7 +106,7 @@ def tally(report: dict[str, object], packages: list[str]) -> tuple[dict[str, Tal
         summary = data["summary"]
         whole.add(summary)
         for package in packages:
-            if module == package or module.startswith(package + "."):
+            if covers(package, module):
                 per_package[package].add(summary)
     return per_package, whole
 
