@@ -1,10 +1,22 @@
-"""Ledger helpers for the tests (import as ``ledger_support``)."""
+"""Ledger helpers for the tests (import as ``ledger_support``): forked children, lock probes."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+import warnings
+from typing import Any
 from urllib.parse import urlsplit
+
+
+def start_forked(process: Any) -> None:
+    """Start a forked child (``multiprocessing``'s fork context). Safe in these tests: each
+    child opens its own Ledger (no shared connections); newer Pythons warn about fork in
+    threaded parents, which these are not meant to be, so that warning is not an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        process.start()
+
 
 # the safety net of assert_unlocked's wait on PostgreSQL (never reached when all is well)
 _PG_SAFETY_S = 120

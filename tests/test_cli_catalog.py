@@ -5,20 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from cli_support import invoke
 from veil import Budget, Catalog, Session
-
-
-@pytest.fixture
-def people(tmp_path: Path) -> Path:
-    path = tmp_path / "people.parquet"
-    table = pa.table({"uid": list(range(100)), "state": ["CA", "NY"] * 50, "income": [10.0] * 100})
-    pq.write_table(table, path)
-    return path
 
 
 def test_add_show_and_remove_a_dataset(tmp_path: Path, people: Path) -> None:

@@ -7,20 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-import pytest
-
 import veil
 from cli_support import invoke
-
-
-@pytest.fixture
-def people(tmp_path: Path) -> Path:
-    path = tmp_path / "people.parquet"
-    table = pa.table({"uid": list(range(100)), "state": ["CA", "NY"] * 50, "income": [10.0] * 100})
-    pq.write_table(table, path)
-    return path
 
 
 def test_the_default_delta_is_the_grant_s_share_and_running_out_names_the_flags(

@@ -9,20 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import veil
 from cli_support import invoke, veil_cli
-
-
-@pytest.fixture
-def people(tmp_path: Path) -> Path:
-    path = tmp_path / "people.parquet"
-    table = pa.table({"uid": list(range(100)), "state": ["CA", "NY"] * 50, "income": [10.0] * 100})
-    pq.write_table(table, path)
-    return path
 
 
 @pytest.mark.system

@@ -10,19 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from cli_support import invoke, veil_cli
-
-
-@pytest.fixture
-def people(tmp_path: Path) -> Path:
-    path = tmp_path / "people.parquet"
-    table = pa.table({"uid": list(range(100)), "state": ["CA", "NY"] * 50, "income": [10.0] * 100})
-    pq.write_table(table, path)
-    return path
 
 
 @pytest.mark.system

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sqlite3
-import warnings
 from fractions import Fraction
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -12,19 +11,11 @@ from typing import Any
 
 import pytest
 
+from ledger_support import start_forked
 from veil import Budget, InvalidArgumentError, Ledger, LedgerError
 from veil.accounting import Alert
 
 _fork = mp.get_context("fork")
-
-
-def start_forked(process: Any) -> None:
-    """Start a forked child. Safe here: each child opens its own Ledger (no shared
-    connections); newer Pythons warn about fork in threaded parents, which this is not meant
-    to be, so that warning is not turned into an error."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        process.start()
 
 
 def test_a_zcdp_grant_tops_up_and_new_thresholds_replace_the_old(ledger: Ledger) -> None:

@@ -12,14 +12,13 @@ import multiprocessing as mp
 import os
 import signal
 import time
-import warnings
 from fractions import Fraction
 from multiprocessing.connection import Connection
 from typing import Any
 
 import pytest
 
-from ledger_support import assert_unlocked
+from ledger_support import assert_unlocked, start_forked
 from veil import Budget, BudgetExhaustedError, Ledger
 
 pytestmark = pytest.mark.slow
@@ -30,15 +29,6 @@ CHARGE = Fraction(1, 100)
 TOTAL = Fraction(10)  # room for 1000 of the 1600 charges (more with refunds)
 
 _fork = mp.get_context("fork")
-
-
-def start_forked(process: Any) -> None:
-    """Start a forked child. Safe here: each child opens its own Ledger (no shared
-    connections); newer Pythons warn about fork in threaded parents, which this is not meant
-    to be, so that warning is not turned into an error."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        process.start()
 
 
 def _hammer(url: str, worker: int, start: Any, out: Connection) -> None:

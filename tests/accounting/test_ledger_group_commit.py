@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from fractions import Fraction
 from multiprocessing.connection import Connection
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ledger_support import assert_unlocked
+from ledger_support import assert_unlocked, start_forked
 from veil import Budget, BudgetExhaustedError, Ledger, LedgerError
 
 _fork = mp.get_context("fork")
@@ -233,12 +232,6 @@ def test_a_batch_whose_transaction_fails_runs_each_operation_alone(sqlite_url: s
         assert ledger.check("alice", "people").epsilon == Fraction(6, 10)
 
 
-def _start(process: Any) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        process.start()
-
-
 def _grouped_victim(url: str, out: Connection) -> None:
     """Threads charging through one group-committing ledger until the process is killed;
     each reports a charge once reserve returned, and an answer once commit returned (when
@@ -273,7 +266,7 @@ def test_a_process_killed_mid_batch_leaves_every_released_answer_durably_charged
         ledger.grant("alice", "people", Budget(epsilon=1))
     recv, send = _fork.Pipe(duplex=False)
     victim = _fork.Process(target=_grouped_victim, args=(url, send))
-    _start(victim)
+    start_forked(victim)
     send.close()
     seen: dict[str, list[int]] = {"reserved": [], "released": []}
     while len(seen["released"]) <= 10:  # a dozen answers in, however slow the machine
