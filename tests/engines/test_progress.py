@@ -1,19 +1,20 @@
 """Progress of long scans: the watcher, the DuckDB engine's reports, the session's pass-through.
 
-The long query scans a DuckDB ``range()`` sized on this machine to take about a second, so
-that the engine's own progress is polled several times (every ~100 ms) before it ends.
+The long query scans a DuckDB ``range()`` through a function that holds the scan at three points
+until the engine's own progress (polled every ~100 ms) has been reported there, so the reports
+during the scan are the same on a fast machine and a loaded one.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -26,7 +27,6 @@ from veil.engines.fake import FakeEngine
 from veil.engines.progress import watching
 from veil.errors import InvalidArgumentError, QueryFailedError, SchemaError
 
-TARGET_SECONDS = 1.0
 SUM_QUERY = "SELECT COUNT(*) AS n, SUM(hash(id) % 1000) AS s FROM big"
 
 
@@ -46,35 +46,68 @@ def big_engine(rows: int) -> DuckDBEngine:
 
 @dataclass(frozen=True)
 class LongScan:
-    """One run of a ~1 s query with progress, and the same query without."""
+    """One run of a gated query with progress, and the same query without."""
 
     rows: int
     plain: pa.Table
-    plain_seconds: float
     with_progress: pa.Table
     reports: list[float | None]
     threads_before: int
     threads_after: int
 
 
+class Gates:
+    """``gate(id)``, a DuckDB function that is 0 and, while armed, holds the scan at a quarter,
+    a half and three quarters of the rows until the engine has reported a fraction that far
+    along (less :data:`SLACK`): the reports during the scan do not depend on the machine's
+    speed. The scan runs on one DuckDB thread, so its progress is where the gate holds it."""
+
+    SLACK = 0.05
+
+    def __init__(self, rows: int) -> None:
+        self.at = [rows // 4, rows // 2, 3 * rows // 4]
+        self.reports: list[float | None] = []
+        self.armed = False
+        self._news = threading.Condition()
+
+    def report(self, fraction: float | None) -> None:
+        with self._news:
+            self.reports.append(fraction)
+            self._news.notify_all()
+
+    def gate(self, ids: pa.Array) -> pa.Array:
+        low, high = pc.min(ids).as_py(), pc.max(ids).as_py()
+        for k, row in enumerate(self.at):
+            if self.armed and low <= row <= high:
+                want = (k + 1) / 4 - self.SLACK
+                with self._news:  # a safety net only: the scan goes on once it is reported
+                    assert self._news.wait_for(lambda w=want: self._reached(w), timeout=120)
+        return pc.multiply(ids, 0)
+
+    def _reached(self, want: float) -> bool:
+        last = self.reports[-1] if self.reports else None
+        return last is not None and last >= want
+
+
+GATED_QUERY = "SELECT COUNT(*) AS n, SUM(hash(id) % 1000 + gate(id)) AS s FROM big"
+
+
 @pytest.fixture(scope="module")
 def long_scan() -> Iterator[LongScan]:
-    # size the scan on this machine: time 20 M rows, scale to about TARGET_SECONDS
-    engine = big_engine(20_000_000)
-    start = time.perf_counter()
-    engine.execute(tree(SUM_QUERY))
-    per_row = (time.perf_counter() - start) / 20_000_000
-    rows = int(min(2_000_000_000, max(20_000_000, TARGET_SECONDS / per_row)))
-    engine.close()
-    engine = big_engine(rows)
-    start = time.perf_counter()
-    plain = engine.execute(tree(SUM_QUERY))
-    plain_seconds = time.perf_counter() - start
-    reports: list[float | None] = []
+    rows = 4_000_000
+    gates = Gates(rows)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW big AS SELECT range AS id FROM range({rows})")
+    con.execute("SET threads = 1")
+    con.create_function("gate", gates.gate, ["BIGINT"], "BIGINT", type="arrow")
+    engine = DuckDBEngine({"big": "big"}, connection=con)
+    plain = engine.execute(tree(GATED_QUERY))
     before = threading.active_count()
-    with_progress = engine.execute_with_progress(tree(SUM_QUERY), reports.append)
+    gates.armed = True
+    with_progress = engine.execute_with_progress(tree(GATED_QUERY), gates.report)
+    gates.armed = False
     after = threading.active_count()
-    yield LongScan(rows, plain, plain_seconds, with_progress, reports, before, after)
+    yield LongScan(rows, plain, with_progress, gates.reports, before, after)
     engine.close()
 
 
@@ -85,7 +118,7 @@ def test_duckdb_reports_increasing_fractions_ending_at_one(long_scan: LongScan) 
     assert reports[: len(reports) - len(fractions)] in ([], [None])  # None only first
     assert all(a < b for a, b in itertools.pairwise(fractions)), fractions
     during = [f for f in fractions if 0 < f < 1]  # what DuckDB said while scanning
-    assert len(during) >= 3, (long_scan.plain_seconds, reports)
+    assert len(during) >= 3, reports
     assert max(during) >= 0.5, reports  # the engine's own count got far, not only our 1.0
 
 
