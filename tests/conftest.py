@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from lanes import (  # noqa: F401  (pytest's hooks: the unit and full lanes, tests/lanes.py)
     pytest_addoption,
@@ -13,6 +14,11 @@ from lanes import (  # noqa: F401  (pytest's hooks: the unit and full lanes, tes
     pytest_runtest_setup,
 )
 from support import SeededSource
+
+# Hypothesis times each example against the wall clock (a 200 ms deadline, a "too slow" health
+# check), which a loaded machine fails; a test's own @settings may still set them.
+settings.register_profile("veil", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("veil")
 
 
 @pytest.fixture

@@ -117,3 +117,10 @@ def test_fonts():
     )
     result = suite.runpytest("--lane", "unit", "-p", "no:cacheprovider", "test_fonts.py")
     result.assert_outcomes(passed=1)
+
+
+def test_hypothesis_does_not_time_examples_against_the_wall_clock() -> None:
+    from hypothesis import HealthCheck, settings
+
+    assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
