@@ -5,6 +5,8 @@ with the root conftest's hooks."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import lanes
@@ -85,10 +87,11 @@ def test_the_unit_lane_fails_an_unmarked_busy_or_spawning_test_naming_the_marker
 ) -> None:
     result = suite.runpytest("--lane", "unit", "--cpu-limit", str(LIMIT), "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=2, deselected=3)
+    limit = LIMIT * lanes.TRACED_FACTOR if sys.gettrace() is not None else LIMIT  # coverage
     result.stdout.fnmatch_lines(
         [
             "*test_busy took * CPU seconds (setup and call), over the unit lane's limit of "
-            f"{LIMIT:g}*mark it @pytest.mark.slow*",
+            f"{limit:g} *mark it @pytest.mark.slow*",
             "*test_spawns started a process in the unit lane "
             "(subprocess.Popen('/bin/true')): mark it @pytest.mark.system*",
         ]

@@ -326,8 +326,8 @@ def serve(
     config: Path,
     *,
     workers: int = 2,
-    lifetime_s: float = 600.0,
-    startup_s: float = 60.0,
+    lifetime_s: float = 3600.0,
+    startup_s: float = 300.0,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
 ) -> Iterator[Server]:
@@ -345,8 +345,8 @@ def start(
     config: Path,
     *,
     workers: int = 2,
-    lifetime_s: float = 600.0,
-    startup_s: float = 60.0,
+    lifetime_s: float = 3600.0,
+    startup_s: float = 300.0,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
 ) -> Server:
