@@ -165,6 +165,7 @@ def _outcome(tmp: Path, case: GlobCase, with_odd: bool) -> tuple[str, str, str]:
         catalog.ledger.close()
 
 
+@pytest.mark.slow  # hunts neighbours: 6-8 CPU s per kind
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
 def test_one_persons_file_in_a_glob_never_decides_the_outcome(
     kind: str, tmp_path_factory: pytest.TempPathFactory
