@@ -68,8 +68,8 @@ def test_the_three_bounds_together_and_per_query_narrowing() -> None:
         # a limit the query does not give keeps the session's
         assert contribution(s, max_rows=6) == Contribution(3, 5, 6)
         assert contribution(s, max_groups=1) == Contribution(1, 5, 8)
-    with session(privacy_unit="uid") as s:  # the defaults (1, 1) and a total added per query
-        assert contribution(s, max_rows=2) == Contribution(1, 1, 2)
+    with session(privacy_unit="uid") as s:  # nothing declared: a total per query bounds alone
+        assert contribution(s, max_rows=2) == Contribution(2, 2, 2)
 
 
 def test_the_builder_takes_the_sessions_max_rows() -> None:
@@ -162,7 +162,14 @@ def test_a_total_the_owner_did_not_set_is_always_a_narrowing(tmp_path: Path, peo
     assert "max_rows" not in c.dataset("t").to_json()  # old entries read back unchanged
     with Session.from_catalog(c, "t", analyst="alice") as s:
         # max_rows alone per query keeps the owner's G and R: it never widens them to T
-        assert contribution(s, max_rows=20) == Contribution(3, 5, 20)
+        assert contribution(s, max_rows=12) == Contribution(3, 5, 12)
+        # … and one above G × R = 15 would bound nothing: refused, free, with the fix
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"max_rows=20 bounds nothing here: the "
+            r"data owner's limits max_groups=3 × max_rows_per_group=5",
+        ):
+            contribution(s, max_rows=20)
 
 
 def test_an_owner_declares_contributions_for_a_table_without_an_id(

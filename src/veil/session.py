@@ -355,6 +355,9 @@ class Session:
         self.contribution = _contribution(
             privacy_unit, max_groups, max_rows_per_group, max_rows, contributions
         )
+        # the limits declared by name (the owner's, or the analyst's when opening the session):
+        # a per-query max_rows given alone defaults the undeclared ones to itself
+        self._declared_limits = (max_groups, max_rows_per_group)
         self.domains: dict[str, tuple[KeyValue, ...]] = {
             k: tuple(v) for k, v in (domains or {}).items()
         }
@@ -695,6 +698,38 @@ class Session:
         )
         return weigh(plan, self._weights(options.pop("weights", None)))
 
+    def _query_limits(
+        self,
+        agg: Aggregate,
+        max_groups: int | None,
+        max_rows_per_group: int | None,
+        max_rows: int | None,
+    ) -> Contribution:
+        """A query's limits over the session's: a limit given replaces the session's; one not
+        given keeps the session's — unless ``max_rows`` is given and that limit was never
+        declared (by the owner, the session or the plan), where it defaults to ``max_rows``
+        as on a session opened with ``max_rows`` alone (each unit then bounded by the total
+        alone). A ``max_rows`` above the declared ``max_groups × max_rows_per_group`` would
+        bound nothing (the engine leaves that window out): refused, free, with the fix."""
+        base = self.contribution or agg.contribution
+        groups, rows = getattr(self, "_declared_limits", (None, None))
+        if self.contribution is None and agg.contribution != Contribution():
+            groups, rows = agg.contribution.max_groups, agg.contribution.max_rows_per_group
+        if max_rows is None:
+            return Contribution(
+                max_groups if max_groups is not None else base.max_groups,
+                max_rows_per_group if max_rows_per_group is not None else base.max_rows_per_group,
+                base.max_rows,
+            )
+        Contribution(max_rows=max_rows)  # checks the value first
+        g = max_groups if max_groups is not None else groups if groups is not None else max_rows
+        r = max_rows_per_group
+        if r is None:
+            r = rows if rows is not None else max_rows
+        if (max_groups is None or max_rows_per_group is None) and g * r < max_rows:
+            raise _max_rows_bounds_nothing(max_rows, g, r, owner=self.owner is not None)
+        return Contribution(g, r, max_rows)
+
     def _compile(
         self,
         plan: Plan,
@@ -740,12 +775,7 @@ class Session:
         if max_rows is not None and self.privacy_unit is None:
             raise _max_rows_without_unit(max_rows)
         if max_groups is not None or max_rows_per_group is not None or max_rows is not None:
-            base = contribution or agg.contribution
-            contribution = Contribution(
-                max_groups if max_groups is not None else base.max_groups,
-                max_rows_per_group if max_rows_per_group is not None else base.max_rows_per_group,
-                max_rows if max_rows is not None else base.max_rows,
-            )
+            contribution = self._query_limits(agg, max_groups, max_rows_per_group, max_rows)
         ctx = Context(
             budget=budget,
             privacy_unit=self.privacy_unit,
@@ -1482,6 +1512,27 @@ def _max_rows_without_unit(max_rows: int) -> InvalidArgumentError:
         cli=f"--max-rows {max_rows} bounds the rows of a privacy unit, but none is declared; "
         f"pass --privacy-unit user_id (say), or for a table without an id column "
         f"--contributions {max_rows}",
+    )
+
+
+def _max_rows_bounds_nothing(max_rows: int, g: int, r: int, *, owner: bool) -> InvalidArgumentError:
+    """A per-query ``max_rows`` above the declared ``max_groups × max_rows_per_group``."""
+    kept = f"max_groups={g} × max_rows_per_group={r} keep at most {g * r} row(s) per unit already"
+    if owner:
+        return InvalidArgumentError(
+            f"max_rows={max_rows} bounds nothing here: the data owner's limits {kept}, and a "
+            f"query may only lower them; pass max_rows={g * r} or less, or ask the owner for "
+            "higher limits",
+            cli=f"--max-rows {max_rows} bounds nothing here: the data owner's limits {kept}, and "
+            f"a query may only lower them; pass --max-rows {g * r} or less, or ask the owner "
+            "for higher limits",
+        )
+    return InvalidArgumentError(
+        f"max_rows={max_rows} bounds nothing here: the session's {kept}; pass max_groups= and "
+        f"max_rows_per_group= with it (max_rows alone bounds a unit by itself only where "
+        f"they were not declared), or open the session with max_rows={max_rows} alone",
+        cli=f"--max-rows {max_rows} bounds nothing here: the session's {kept}; pass "
+        "--max-groups and --max-rows-per-group with it",
     )
 
 
