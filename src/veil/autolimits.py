@@ -93,7 +93,7 @@ takes a unit's groups as equally large, so it may under-state what a binding R d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -254,6 +254,9 @@ class _Prepared:
     noise: tuple[float, ...]
     total: Budget
     choose: Callable[[Sequence[int]], Picked]
+    """The choice from the step's noisy counts, among every candidate."""
+    among: Callable[[Sequence[int], Collection[tuple[int, int, int]]], Picked]
+    """The same choice among some candidates only (``veil.autolimits_target``'s cap)."""
     grids: str  # the candidates, for explain
 
     @property
@@ -488,17 +491,23 @@ def measured(
     noise, budget = _noises(session, plan, triples, main_eps, delta, bounds, quantile_buckets, mode)
     if mode == AUTO:
 
-        def choose(counts: Sequence[int]) -> Picked:
-            c = choose_limit(t_grid, counts, noise, scale)
+        def among(counts: Sequence[int], allowed: Collection[tuple[int, int, int]]) -> Picked:
+            c = choose_limit(t_grid, counts, noise, scale, {x[0] for x in allowed})
             t, g, r = next(x for x in triples if x[0] == c.limit)
             return Picked(t, g, r, c.dropped, c.bar, c.rows)
+
+        def choose(counts: Sequence[int]) -> Picked:
+            return among(counts, triples)
 
         what = f"rows per unit over {len(t_grid)} bins"
         grids = f"max_rows candidates {', '.join(map(str, t_grid))}"
         return _Prepared(
             mode, plan, hist, what, step_loss, scale, step_eps, main_eps, triples, noise,
-            step_loss + budget, choose, grids,
+            step_loss + budget, choose, among, grids,
         )  # fmt: skip
+
+    def joint_among(counts: Sequence[int], allowed: Collection[tuple[int, int, int]]) -> Picked:
+        return choose_joint(g_grid, t_grid, counts, scale, triples, noise, allowed)
 
     def joint(counts: Sequence[int]) -> Picked:
         return choose_joint(g_grid, t_grid, counts, scale, triples, noise)
@@ -511,7 +520,7 @@ def measured(
     )
     return _Prepared(
         mode, plan, hist, what, step_loss, scale, step_eps, main_eps, triples, noise,
-        step_loss + budget, joint, grids,
+        step_loss + budget, joint, joint_among, grids,
     )  # fmt: skip
 
 

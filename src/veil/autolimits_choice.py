@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -108,12 +108,19 @@ class Picked:
 
 
 def choose_limit(
-    grid: Sequence[int], counts: Sequence[int], noise: Sequence[float], scale: Fraction
+    grid: Sequence[int],
+    counts: Sequence[int],
+    noise: Sequence[float],
+    scale: Fraction,
+    allowed: Collection[int] | None = None,
 ) -> Choice:
     """T minimising ``D(T) + noise[T]`` from noisy ``counts`` (one per bin of
-    :func:`histogram_edges`); post-processing only, total: any integers give a candidate."""
+    :func:`histogram_edges`), among the candidates in ``allowed`` (default all of them);
+    post-processing only, total: any integers give a candidate."""
     if len(counts) != len(grid) or len(noise) != len(grid) or not grid:
         raise InternalError(f"{len(counts)} counts, {len(noise)} noises for {len(grid)} bins")
+    if allowed is not None and not set(allowed) & set(grid):
+        raise InternalError(f"no candidate among {sorted(allowed)} on the grid")
     tau = threshold(scale, len(counts))
     n = [c if c >= tau else 0 for c in counts]  # an empty far bin's noise weighs like data
     mids = midpoints(grid)
@@ -121,7 +128,9 @@ def choose_limit(
     for t, cost in zip(grid, noise, strict=True):
         d = float(sum(c * max(Fraction(0), m - t) for c, m in zip(n, mids, strict=True)))
         errors.append((t, d, cost))
-    best = min(errors, key=lambda e: (e[1] + e[2], e[0]))
+    best = min(
+        (e for e in errors if allowed is None or e[0] in allowed), key=lambda e: (e[1] + e[2], e[0])
+    )
     total = float(sum(c * m for c, m in zip(n, mids, strict=True)))
     t = best[0]
     weights = [float(max(Fraction(0), m - t)) if c else 0.0 for c, m in zip(n, mids, strict=True)]
@@ -138,8 +147,10 @@ def choose_joint(
     scale: Fraction,
     limits: Sequence[tuple[int, int, int]],
     noise: Sequence[float],
+    allowed: Collection[tuple[int, int, int]] | None = None,
 ) -> Picked:
-    """``(T, G, R)`` among ``limits`` minimising ``D(T, G, R) + noise[k]``.
+    """``(T, G, R)`` among ``limits`` (those in ``allowed``, default all) minimising
+    ``D(T, G, R) + noise[k]``.
 
     ``counts``: the noisy joint histogram, one count per cell, groups outer — cell ``(i, j)``
     holds the units with a number of distinct groups in bin i of ``g_grid`` and a number of rows
@@ -163,8 +174,10 @@ def choose_joint(
         lim[:, :1], np.minimum(lim[:, 1:2], g) * np.minimum(lim[:, 2:3], t / g)
     )  # candidates × cells
     dropped = np.maximum(t - kept, 0.0) @ n
+    if allowed is not None and not set(allowed) & set(limits):
+        raise InternalError(f"no candidate among {sorted(allowed)}")
     order = sorted(
-        range(len(limits)),
+        (k for k in range(len(limits)) if allowed is None or limits[k] in allowed),
         key=lambda k: (
             float(dropped[k]) + noise[k],
             limits[k][0],
