@@ -1,5 +1,24 @@
 """Accuracy targets with clamping bounds chosen under DP: ``target=`` with ``bounds="auto"``
-(or ``{"income": "auto"}``, ``{"income": {"auto": KEY}}``) (issue 17).
+(or ``{"income": "auto"}``, ``{"income": {"auto": KEY}}``) (issues 17, 40).
+
+**A target never rests on the clamping** (issue 40). A target on a SUM or an AVG of an auto
+column is refused, free, with the fix: its error is the noise *and* the clamping of the rows
+outside the bounds the step chooses, and no bounds step can bound that clamping for less than
+the declared range itself costs. Proof note: to promise the error of a sum within ±L at the
+bounds [a, U] ⊂ [a, W] the step must bound the rows beyond U, each moved by up to W − U, so
+its noisy count of them — noise of scale 1/ε_B in rows (one row per unit, or the unit's rows
+scaled alike) — must be certified below (L − noise bar)/(W − U): a one-sided tail quantile
+q'/ε_B of that noise, times W − U, must fit in L besides the query's own q·U/ε_T (q, q' the
+noise's quantiles at the levels the 1 − level splits into, q' ≥ q). By Cauchy–Schwarz,
+(ε_B + ε_T)·L ≥ (ε_B + ε_T)(q·U/ε_T + q·(W − U)/ε_B) ≥ q·W, the least ε meeting the target
+at the declared range: the certified request is never cheaper than the declared range (the
+AVG's bias and noise both scale by 1/n). Measured before the refusal (PUMS income, target
+``total=±3e6`` at 95 %, declared [0, 1e6]): the step chose [0, 131072], clamped 3.5 % of the
+incomes and moved the sum by −3.4e6, so 2 of 20 seeded releases (11 % of 200 in the issue)
+landed within ±3e6 of the true sum; at the declared range, as the refusal advises, ≥ 95 % do
+(``tests/statistical/test_targets_real.py``). Targets on other columns — a COUNT, a
+COUNT(DISTINCT), a sum of a column with given bounds — keep their promise whatever the bounds
+chosen, and run as below; an untargeted SUM or AVG of the auto column gets the bounds chosen.
 
 With ``target=`` veil runs a query at the smallest ε whose error bars meet the targets
 (:func:`veil.accuracy.choose_epsilon`, reading no data); with ``bounds="auto"`` it chooses the
@@ -24,7 +43,11 @@ So:
    (:mod:`veil.autobounds`: the same histograms, thresholds and choices as ``bounds="auto"``
    with a given ε, so their answers are shared through the cache).
 3. ``ε_T``: the smallest ε meeting every target at the bounds chosen (explanations: no data
-   read); between ``ε_min`` and ``ε_max``, the bounds chosen lying within the declared range.
+   read), within the cap (9/10 of the owner's largest cost of one query, or of 10⁴). The
+   bounds move the budget split between the query's measurements, hence a COUNT's share, so
+   ``ε_T`` need not lie between ``ε_min`` and ``ε_max`` (named for the narrowest and widest
+   bounds, not for the least and most ε): a search at the bounds chosen that finds no ε
+   within the cap is a refusal after the step (its charge stays), not an internal error.
 4. **The query** at the bounds chosen and ``ε_T`` (and the query's δ), charged and cached.
 
 Why ε_B = ε_max/9. ``bounds="auto"`` with a given ε spends ``ε/10`` (its default
@@ -202,6 +225,8 @@ class _Planned:
     dearest: Found
     options: dict[str, Any]  # delta, limits, quantile_buckets: as every probe takes them
     limits: _Limits
+    room: Fraction  # the largest ε the query may take (9/10 of the cap: ε_B fits beside it)
+    cap: str  # the cap's name
 
     @property
     def total(self) -> Budget:
@@ -334,6 +359,7 @@ def _plan(
     narrowest = _spread(shape, {s.column: _narrowest(s.edges) for s in shape})
     args = (session, query, given)
     dearest = _search(*args, widest, targets, options, domains, highest=room)
+    _refuse_clamped_targets(plan, targets, shape, widest, dearest)
     if dearest is None:
         shown = _text(_ranges(shape, widest))
         raise InvalidArgumentError(
@@ -361,8 +387,49 @@ def _plan(
         )
     return _Planned(
         given, steps, step_eps, loss, targets, assumptions, narrowest, widest, cheapest,
-        dearest, options, limits,
+        dearest, options, limits, room, cap,
     )  # fmt: skip
+
+
+def _refuse_clamped_targets(
+    plan: Plan,
+    targets: tuple[Target, ...],
+    steps: Sequence[_Step],
+    widest: Mapping[str, Any],
+    dearest: Found | None,
+) -> None:
+    """Refuse, free, a target on a SUM or AVG of an auto column (the module's "A target never
+    rests on the clamping"): the fix is the declared range, where the targets are met at
+    ``dearest``'s ε (None: not within the cap), or no target on it."""
+    auto = {s.column for s in steps}
+    calls = {a.alias: a for a in aggregate_of(plan).aggregates}
+    clamped = [
+        t for t in targets if calls[t.column].needs_bounds and calls[t.column].column in auto
+    ]
+    if not clamped:
+        return
+    t = clamped[0]
+    a = calls[t.column]
+    column = a.column or ""
+    lo, hi = next((float(x), float(y)) for c, x, y in _ranges(steps, widest) if c == column)
+    why = (
+        f"the target on {t.column!r} ({a.function.upper()} of {column!r}, whose bounds are "
+        "auto) cannot be promised with bounds='auto': its error includes the clamping of the "
+        "rows outside the bounds the step chooses, which the step's noisy counts cannot bound "
+        "for less than the declared range itself costs (see veil.autobounds_target); the "
+        + (
+            f"targets are met at the declared range ({_text(_ranges(steps, widest))}) at "
+            f"ε={float(dearest[1]):.6g}: "
+            if dearest is not None
+            else "targets are not met even at the declared range (loosen them); "
+        )
+    )
+    raise InvalidArgumentError(
+        f"{why}pass bounds={{{column!r}: ({lo:g}, {hi:g})}} instead of 'auto', or keep "
+        f"bounds='auto' with targets on other columns only (nothing was charged)",
+        cli=f"{why}pass --bounds {column}={lo:g}:{hi:g} without --bounds {column}=auto, or "
+        "keep --bounds auto with targets on other columns only (nothing was charged)",
+    )
 
 
 def _check_cheapest(session: Session, planned: _Planned) -> None:
@@ -408,10 +475,6 @@ def _steps_kept(chosen: Sequence[ChosenBounds]) -> str:
     )
 
 
-def _width(ranges: Ranges) -> dict[str, Fraction]:
-    return {c: hi - lo for c, lo, hi in ranges}
-
-
 def targeted_bounds_sql(
     session: Session,
     query: str | Plan,
@@ -454,22 +517,21 @@ def targeted_bounds_sql(
     at = _ranges(planned.steps, picked)
     targets = "; ".join(map(str, planned.targets))
     found = planned.dearest
-    if picked != planned.widest:  # a public hint: a sum's bar grows with its range's width
-        full = _width(before.widest)
-        ratio = max((w / full[c] for c, w in _width(at).items() if full[c] > 0), default=1)
+    where = _text(at)
+    if picked != planned.widest:  # the declared range's ε: a public hint where to start
         within = _search(
             session, query, planned.given, picked, planned.targets, planned.options, domains,
-            highest=planned.dearest[1], start=max(before.epsilon_min, before.epsilon_max * ratio),
+            highest=planned.room, start=planned.dearest[1],
         )  # fmt: skip
         if within is None:
-            raise InternalError(
-                "the targets are met at the declared range but not at the bounds chosen "
-                "within it: the bars are not monotone in the bounds"
+            raise InvalidArgumentError(
+                f"the targets ({targets}) need more than {float(planned.room):g} (9/10 of "
+                f"{planned.cap}) at the bounds chosen ({where}); {_steps_kept(chosen)} loosen "
+                "the targets"
             )
         found = within
     explanation, eps, bars = found
     choice = Choice(eps, bars, planned.targets, explanation, planned.assumptions)
-    where = _text(at)
     if session.owner is not None:  # ε fits (the search's cap); δ may not
         try:
             session.owner.check_cost(planned.step_loss + explanation.cost)

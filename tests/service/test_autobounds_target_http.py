@@ -1,6 +1,7 @@
 """Accuracy targets with ``bounds: "auto"`` over HTTP: the owner's range is the declared one,
 explain's cost is the dearest whole, the answer's ``target`` at the bounds chosen (and the
-Python client's Result), and problem documents (free) for what is refused."""
+Python client's Result), and problem documents (free) for what is refused — a target on the
+sum of the auto column among them (its error would rest on the clamping)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _incomes(service: Service, bounds: dict[str, object] | None = None) -> None:
 
 def test_targets_with_auto_bounds_over_http_and_in_the_python_client(service: Service) -> None:
     _incomes(service)
-    body = {"dataset": "incomes", "sql": SQL, "target": ["s=±2000000"], "bounds": "auto"}
+    body = {"dataset": "incomes", "sql": SQL, "target": ["n=±10"], "bounds": "auto"}
     before = service.ledger.remaining("bob", "incomes")
     code, explained = _post(service, "bob", "/v1/explain", body)
     assert code == 200, explained
@@ -62,16 +63,16 @@ def test_targets_with_auto_bounds_over_http_and_in_the_python_client(service: Se
     assert answer["target"]["bounds"]["chosen"] == {"income": {"lower": 0.0, "upper": 131072.0}}
     assert Fraction(answer["cost"]["exact"]["epsilon"]) == step + eps
     assert service.ledger.remaining("bob", "incomes") == veil.Budget(epsilon=10 - step - eps)
-    s = answer["columns"].index("s")
-    assert all(row[s] <= 2_000_000 for row in answer["error_bars"])
+    n = answer["columns"].index("n")
+    assert all(row[n] <= 10 for row in answer["error_bars"])
     assert answer["auto_bounds"][0]["upper"] == 131072.0
     from veil.autobounds_target import TargetedBounds
     from veil.client import Client
 
     transport = service.client._transport  # type: ignore[attr-defined]
     with Client("http://127.0.0.1", service.keys["bob"], transport=transport) as bob:
-        again = bob.query("incomes", SQL, target="s=±2000000", bounds="auto")
-        e = bob.explain("incomes", SQL, target="s=±2000000", bounds="auto")
+        again = bob.query("incomes", SQL, target="n=±10", bounds="auto")
+        e = bob.explain("incomes", SQL, target="n=±10", bounds="auto")
     assert isinstance(again, veil.Result)
     assert again.cached  # the same steps: from the cache, free
     assert again.cost == veil.Budget(epsilon=0)
@@ -89,14 +90,14 @@ def test_targets_with_auto_bounds_over_http_and_in_the_python_client(service: Se
         ({"bounds_share": "1/5"}, "with target= the bounds step's ε is set by the targets"),
         ({"epsilon": 1}, "give target or epsilon=1.0, not both"),
         ({"limits": "auto"}, "and limits='auto' together is not supported"),
-        ({"target": ["s=±10"]}, "at the widest bounds the step may choose"),
+        ({"target": ["n=±10", "s=±10"]}, "the target on 's' (SUM of 'income', whose bounds are"),
     ],
 )
 def test_targets_with_auto_bounds_refuse_free_over_http(
     service: Service, extra: dict[str, object], said: str
 ) -> None:
     _incomes(service)
-    body = {"dataset": "incomes", "sql": SQL, "target": ["s=±2000000"], "bounds": "auto", **extra}
+    body = {"dataset": "incomes", "sql": SQL, "target": ["n=±10"], "bounds": "auto", **extra}
     before = service.ledger.remaining("bob", "incomes")
     for path in ("/v1/query", "/v1/explain"):
         code, problem = _post(service, "bob", path, body)
@@ -109,7 +110,7 @@ def test_a_dataset_without_bounds_for_the_column_refuses_targets_with_auto_free(
     service: Service,
 ) -> None:
     _incomes(service, bounds={})
-    body = {"dataset": "incomes", "sql": SQL, "target": ["s=±2000000"], "bounds": "auto"}
+    body = {"dataset": "incomes", "sql": SQL, "target": ["n=±10"], "bounds": "auto"}
     for path in ("/v1/query", "/v1/explain"):
         code, problem = _post(service, "bob", path, body)
         assert code == 400, problem

@@ -65,8 +65,9 @@ final class AutoBoundsTest extends TestCase
     public function testTargetsWithAutoBoundsRunAtTheEpsilonMeetingThemAtTheBoundsChosen(): void
     {
         $veil = self::client();
-        $sql = 'SELECT SUM(income) AS total FROM people';
-        $options = ['target' => 'total=±5000000', 'bounds' => 'auto'];
+        // a target on the count: one on the SUM of the auto column is refused (below)
+        $sql = 'SELECT COUNT(*) AS n, SUM(income) AS total FROM people';
+        $options = ['target' => 'n=±50', 'bounds' => 'auto'];
         $explained = $veil->explain(self::DATASET, $sql, $options);
         $before = $veil->remainingBudget(self::DATASET);
         $result = $veil->query(self::DATASET, $sql, $options);
@@ -78,7 +79,7 @@ final class AutoBoundsTest extends TestCase
         self::assertCount(1, $result->autoBounds);
         self::assertSame([0.0, 200000.0], $result->autoBounds[0]->within);
         self::assertLessThanOrEqual(200000.0, $result->autoBounds[0]->upper);
-        self::assertLessThanOrEqual(5000000.0, (float) $result->estimate()->errorBar);
+        self::assertLessThanOrEqual(50.0, (float) $result->errorBar(0, 'n'));
         self::assertLessThanOrEqual((float) $explained->cost->epsilon + 1e-9, (float) $result->cost->epsilon);
         self::assertStringContainsString('at the bounds chosen (income: [', implode("\n", $result->notes));
         $after = $veil->remainingBudget(self::DATASET);
@@ -87,6 +88,24 @@ final class AutoBoundsTest extends TestCase
             (float) $after->epsilon,
             1e-9,
         );
+    }
+
+    public function testATargetOnTheSumOfAnAutoColumnIsRefusedAndCostsNothing(): void
+    {
+        $veil = self::client();
+        $before = self::exactEpsilon($veil->remainingBudget(self::DATASET));
+        try {
+            $veil->query(
+                self::DATASET,
+                'SELECT SUM(income) AS total FROM people',
+                ['target' => 'total=±5000000', 'bounds' => 'auto'],
+            );
+            self::fail('refused: a target resting on the clamping');
+        } catch (InvalidRequestException $e) {
+            self::assertStringContainsString("cannot be promised with bounds='auto'", $e->getMessage());
+            self::assertStringContainsString("pass bounds={'income': (0, 200000)}", $e->getMessage());
+        }
+        self::assertSame($before, self::exactEpsilon($veil->remainingBudget(self::DATASET)));
     }
 
     public function testTargetsWithAutoBoundsAndAutoLimitsAreRefusedAndCostNothing(): void
