@@ -100,8 +100,8 @@ def test_scores_equal_the_rank_interval_distance_written_out(q: Fraction) -> Non
 def test_min_and_max_aim_k_ranks_in_but_never_past_the_median() -> None:
     m = measurement(Fraction(0), Fraction(1), 100)
     k = extreme_rank(m.scale, m.limit)
-    assert k == math.ceil(2 * math.log(100 * 20))
-    many = [10] * 5 + [20] * (3 * k)
+    assert k == Fraction(math.ceil(2 * 2 * math.log(99 * 19)), 2)  # in half ranks
+    many = [10] * 5 + [20] * int(3 * k)
     assert max(range(100), key=lambda j: quantile_scores(m, cells(many))[j]) == 20
     few = [10, 11, 12, 13]  # n/2 = 2 < k: the target is the rank 2
     assert quantile_scores(m, cells(few))[11] == 0

@@ -30,7 +30,7 @@ from veil.aggregates.base import (
     NoiseModel,
     Read,
 )
-from veil.noise.ranks import rank_halfwidth
+from veil.noise.ranks import EXTREME_MISS, extreme_rank, rank_halfwidth
 
 
 class _Quantile(AggregateKind):
@@ -87,8 +87,29 @@ class Quantile(_Quantile):
         return f"p{text}_{column}"
 
 
+class _Extreme(_Quantile):
+    """MIN and MAX: the value k ranks in from their end (``veil.noise.ranks.extreme_rank``),
+    which the note and ``explain`` name: not the extreme itself, which no ε-DP release over
+    the grid can reach."""
+
+    end = ""
+
+    def expected(self, e: Expected, level: float) -> str:
+        qm = e.noise("quantile")
+        k = float(extreme_rank(qm.scale, qm.limit))
+        r = rank_halfwidth(qm.scale, qm.limit, level)
+        rank = f"rank {k:g}" if self.end == "bottom" else f"rank n − {k:g}"
+        return (
+            f"the value {k:g} ranks from the {self.end} ({rank} of n; the median in a group of "
+            f"fewer than {2 * k:g} rows), not the {self.name}imum: aimed nearer, the noise over "
+            f"{qm.limit} candidates would release a value outside the data with probability "
+            f"> {float(EXTREME_MISS):.0%} (fewer candidates, quantile_buckets=, aim nearer); "
+            f"its rank within ±{r:.3g} rows of that at {level:.0%} (exponential mechanism)"
+        )
+
+
 @register
-class Min(_Quantile):
+class Min(_Extreme):
     name = "min"
     rank = 9
     constant_bar = True
@@ -96,10 +117,11 @@ class Min(_Quantile):
     sql_nodes = (exp.Min,)
     quantile = "fixed"
     fixed_q = Fraction(0)
+    end = "bottom"
 
 
 @register
-class Max(_Quantile):
+class Max(_Extreme):
     name = "max"
     rank = 10
     constant_bar = True
@@ -107,3 +129,4 @@ class Max(_Quantile):
     sql_nodes = (exp.Max,)
     quantile = "fixed"
     fixed_q = Fraction(1)
+    end = "top"

@@ -439,10 +439,10 @@ def _every(indices: NDArray[np.int64], size: int) -> bool:
 def _selection_notes(
     models: tuple[ColumnModel, ...], noise: Mapping[str, NoiseModel]
 ) -> tuple[str, ...]:
-    """What a released MODE says about itself: its public margin at 95 % (the same words as
-    ``explain``; no released value is read)."""
+    """What a released MODE says about itself — its public margin at 95 % — and a MIN or MAX
+    the rank it estimates (the same words as ``explain``; no released value is read)."""
     return tuple(
         f"{c.alias}: {kind(c.function).expected(Expected(c, noise), 0.95)}"
         for c in models
-        if c.function in ("mode", "top_k")
+        if c.function in ("mode", "top_k", "min", "max")
     )

@@ -13,7 +13,8 @@ u_j = −max(lt_j − τ, τ − le_j, 0). For 0 < q < 1, τ = q·n. So every ca
 banded column: the LFS ``AGE`` takes six values) whose interval holds q·n scores 0, and the
 empty cells of a gap between two values score the distance of the gap's single rank, never
 the rank "below" them only. MIN and MAX (q = 0, 1) aim at the rank τ = min(k, n/2) from
-their end, k = ⌈scale·ln(limit/β)⌉ with β = 1/20 (:func:`extreme_rank`, public): the
+their end, k the least half rank with (limit − 1)·e^{−k/scale} ≤ β/(1 − β), β = 1/20
+(:func:`extreme_rank`, public, with its proof that no smaller k keeps the guarantee): the
 0-quantile's score −#{x < c} is flat on [lower, min], so it released a value anywhere below
 the true minimum on sparse data (PUMS age: 15 against 18); aiming k ranks in puts the
 release below the true minimum with probability ≤ β when n ≥ 2k.
@@ -114,7 +115,7 @@ def _target(m: Measurement, n: int) -> int:
     """F·τ: the target rank in units of 1/F (see the module docstring)."""
     q = _q(m)
     if q in (0, 1):
-        near = min(2 * extreme_rank(m.scale, m.limit), n)  # 2·min(k, n/2)
+        near = min(int(2 * extreme_rank(m.scale, m.limit)), n)  # 2·min(k, n/2)
         return near if q == 0 else 2 * n - near
     return q.numerator * n
 
@@ -123,7 +124,7 @@ def _targets(m: Measurement, sizes: Sequence[int]) -> list[int]:
     """:func:`_target` of each group size (the quantile's checks and ranks made once)."""
     q = _q(m)
     if q in (0, 1):
-        k2 = 2 * extreme_rank(m.scale, m.limit)  # (one k for every group)
+        k2 = int(2 * extreme_rank(m.scale, m.limit))  # (one k for every group)
         near = [min(k2, n) for n in sizes]
         return near if q == 0 else [2 * n - t for n, t in zip(sizes, near, strict=True)]
     return [q.numerator * n for n in sizes]
