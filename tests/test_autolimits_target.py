@@ -53,7 +53,7 @@ def _written(s: veil.Session) -> list[str]:
 
 
 MANY = [1 + (i % 20) for i in range(3000)]  # 1–20 rows per unit, 150 units each
-FOUR = [4] * 4000  # every unit 4 rows: the choice is T = 6, far from any other
+FOUR = [4] * 4000  # every unit 4 rows: the choice is T = 4, far from any other
 
 
 def _targeted(result: veil.Result) -> TargetedLimits:
@@ -229,16 +229,16 @@ def test_a_grant_short_of_the_cheapest_whole_cost_is_refused_before_anything_is_
 def test_a_grant_short_of_the_limits_chosen_stops_after_the_step_and_a_retry_is_free() -> None:
     probe = _session(_table(FOUR))
     t = probe.explain(SQL, target="n=±100", limits="auto").targeted
-    grant = t.limits_epsilon + 2 * t.epsilon_min  # covers the cheapest, not T = 6
+    grant = t.limits_epsilon + 2 * t.epsilon_min  # covers the cheapest, not T = 4
     s = _session(_table(FOUR), epsilon=grant)
-    with pytest.raises(BudgetExhaustedError, match="at the limits chosen \\(max_rows=6\\)") as e:
+    with pytest.raises(BudgetExhaustedError, match="at the limits chosen \\(max_rows=4\\)") as e:
         s.sql(SQL, target="n=±100", limits="auto", source=SeededSource("short"))
     assert "its answer is cached: asking again costs nothing for it" in str(e.value)
     assert _charges(s) == [t.limits_epsilon]  # the step's charge stays
     s.ledger.grant(s.analyst, s.dataset, veil.Budget(epsilon=1))
     result = s.sql(SQL, target="n=±100", limits="auto", source=SeededSource("retry"))
     assert result.auto_limits.cached  # the step from the cache: free
-    assert result.auto_limits.max_rows == 6
+    assert result.auto_limits.max_rows == 4  # four rows each (the grid before offered 6)
     t2 = _targeted(result)
     assert t2.epsilon is not None
     assert result.cost == veil.Budget(epsilon=t2.epsilon)
@@ -318,8 +318,8 @@ def test_a_catalog_s_largest_cost_caps_the_whole_request(tmp_path: Path) -> None
         with pytest.raises(InvalidArgumentError, match="at the limits chosen \\(max_rows=24\\)"):
             s.sql(SQL, target="n=±100", limits="auto")
         assert _charges(s) == [t.limits_epsilon]  # the step's charge stays
-        result = s.sql(SQL, target="n=±400", limits="auto")  # ε ≈ 0.2 at T = 24: released
-        assert result.auto_limits.max_rows in (16, 24)
+        result = s.sql(SQL, target="n=±400", limits="auto")  # ε ≈ 0.2 at T = 20: released
+        assert result.auto_limits.max_rows == 20  # 20 rows at most: on the grid since 40
         assert result.cost.eps <= Fraction(1, 2)  # its own limits step and the query
 
 

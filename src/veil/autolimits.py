@@ -9,8 +9,8 @@ bound minimising an error estimate); here it is one step of the query, charged a
 
 The mechanism:
 
-1. **A public grid** of candidate total-rows bounds T: 1, 2, 3, 4, 6, 8, 12, 16, 24, …
-   (powers of two and their 1.5 multiples) up to a cap — :data:`MAX_CAP`, lowered to the
+1. **A public grid** of candidate total-rows bounds T: 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14,
+   16, 20, 24, … (four a doubling: :func:`veil.autolimits_choice.fine_candidates`) up to a cap — :data:`MAX_CAP`, lowered to the
    declared limits (the catalog's or the session's: ``max_rows``, else ``max_groups ×
    max_rows_per_group``), which the choice may therefore only lower.
 2. **One ordinary veil query** measures the histogram of rows per unit: each unit's row
@@ -106,6 +106,7 @@ from veil.autolimits_choice import (
     candidates,
     choose_joint,
     choose_limit,
+    fine_candidates,
     histogram_edges,
     joint_candidates,
 )
@@ -418,7 +419,7 @@ def shape(
         )
     plan = query if isinstance(query, Plan) else session.plan(query, bounds=bounds, domains=domains)
     agg = aggregate_of(plan)
-    t_grid = candidates(cap)
+    t_grid = fine_candidates(cap) if mode == AUTO else candidates(cap)
     rows_key = GroupKey(unit, edges=histogram_edges(t_grid), alias="rows", per_unit=True)
     if mode == AUTO:
         triples = tuple((t, min(t, g_cap), min(t, r_cap)) for t in t_grid)

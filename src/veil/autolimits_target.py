@@ -16,8 +16,8 @@ the targets — depend on the limits the data will choose. So:
    most ``N₀``, the query's noise in rows at the smallest candidate and ``ε_min``
    (:func:`veil.autolimits._noise`): a bin holding as many units as that noise — enough,
    alone, to make one more row per unit worth its noise in the choice below — is seen. For a
-   count or a sum ``N₀ ≈ 1.15·K/ε_min`` (K public groups), so ``ε_L ≈ 5·ε_min/K`` over 20
-   bins. (``limits_share``, a share of a *given* ε, is refused with targets: with the
+   count or a sum ``N₀ ≈ 1.15·K/ε_min`` (K public groups), so ``ε_L ≈ 6·ε_min/K`` over the 36
+   bins of 1 … 1024. (``limits_share``, a share of a *given* ε, is refused with targets: with the
    ``limits_share/(1 − limits_share)·ε_min`` this module first used, a loose target left the
    step blind — τ about 47 times ``N₀`` — and 3,000 units of 1–20 rows each with a target of
    ±100 on their count got ``max_rows=1``: nine rows in ten dropped, reported as ≈0 %.) The choice
@@ -39,7 +39,7 @@ the targets — depend on the limits the data will choose. So:
 The cap. An empty bin's noise passes τ with probability ≤ β over all the bins, and when one
 far from the data does, its τ-odd units at a count of hundreds of rows look like a heavy tail
 the choice must keep: measured on the tour's table (20,000 units of one to three rows, target
-``n=±50``), 6 of 300 seeded steps chose T = 24 … 768 where 3 was right, and the query's ε
+``n=±50``), 4 of 300 seeded steps chose T = 14 … 512 where 3 was right, and the query's ε
 grows with T (up to 124 times the usual cost in the issue that found it). So the choice is
 made twice from the same released counts, both post-processing: as above, and from the counts
 each lowered by τ (``sure``: a bin keeps only what lies beyond its own noise's reach, so an
