@@ -41,20 +41,42 @@ Then, in the same run:
   error per state (bias and noise) at a total-rows bound of 5 (veil ``max_rows=5``, PipelineDP
   ``max_contributions=5``), and veil's ``limits="auto"`` / ``"auto_groups"``.
 
-A peer missing is skipped with a note; a peer whose call fails prints the failure (an API
-change) and the rest goes on.
+And first, **Q1** — the accuracy table of the README (issues 4 and 40): ``COUNT(*)``,
+``SUM(income)`` and ``AVG(income)`` per state over the 50 public states at ε = 1, income in
+[0, 1e6], one row per user of the same table (``--q1-users``, default 182,000: the 1 M-row
+table's users), the median relative error over states × ``--reps`` runs against the exact
+values, for veil and every peer installed (PipelineDP ``DPEngine.aggregate`` with COUNT, SUM
+and MEAN; OpenDP used naively, a count and a sum at ε/2 each and their ratio; diffprivlib's
+``count_nonzero``, ``sum`` and ``mean`` at ε/3 each — its mean takes n as public; SmartNoise
+SQL with every state released (``censor_dims: false``, δ = 1e-6 as it requires); Tumult
+Analytics, three queries at ε/3 on Spark), with veil's ratio on each row (veil's error over
+the peer's: below 1, veil is more accurate). Then **where veil's optimum is**: the same
+errors computed from the noise laws alone (no data read beyond the exact per-state counts
+and sums) as the share of ε the noisy count takes and the sum's centre vary, veil's own
+split marked — a budget split or estimator beating veil's would show there.
+
+Each peer is optional. A peer missing is skipped with a note naming it; a peer whose call
+fails prints the failure (an API change) and the rest goes on. Peers pin conflicting
+versions (Tumult wants numpy < 2, diffprivlib ≥ 2): run the script in one environment per
+group and read the rows together. The figures of the last run go to
+``benchmarks/results/peers.json`` (``--results``).
 
     python benchmarks/bench_peers.py [--users 1_000_000] [--reps 5] [--events-users 50_000]
+        [--q1-users 182_000] [--only q1|quantiles|variance|unknown-keys|many-rows]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -66,6 +88,7 @@ from _data import INCOME_BOUNDS, ROWS_PER_USER_MEAN, STATES, ensure_table
 
 EPSILON = 1.0
 AGE_BOUNDS = (0, 100)
+RESULTS: dict[str, Any] = {}  # what --results writes: each section's figures
 
 
 def people(users: int) -> pd.DataFrame:
@@ -91,6 +114,13 @@ def truth(frame: pd.DataFrame) -> dict[str, Any]:
         "income_by_state": income.groupby(frame["state"]).median().to_dict(),
         "age_by_state": age.groupby(frame["state"]).median().to_dict(),
     }
+
+
+def ratio(veil: float | None, peer: float) -> str:
+    """veil's error over the peer's (below 1: veil is more accurate), as printed on each row."""
+    if veil is None:
+        return ""
+    return f"{veil / peer:.2f}" if peer > 0 else "—"
 
 
 def relative(got: dict[str, float], want: dict[str, float]) -> float:
@@ -257,7 +287,8 @@ def quantiles(frame: pd.DataFrame, reps: int) -> None:
         "plain DuckDB bounded median per state run just before each (wall; CPU beside)"
     )
     print(f"{'library':<28}{'income':>11}{'income/state':>14}{'age/state':>11}"
-          f"{'time/state':>12}{'× plain':>9}{'CPU ×':>8}")  # fmt: skip
+          f"{'time/state':>12}{'× plain':>9}{'CPU ×':>8}   veil × (three errors)")  # fmt: skip
+    first: list[float] | None = None  # veil's errors: each peer's row prints veil's over its
     libraries: list[Callable[[pd.DataFrame], Any]] = [
         Veil,
         VeilWarm,
@@ -293,9 +324,17 @@ def quantiles(frame: pd.DataFrame, reps: int) -> None:
             base_cpus.append(base_cpu)
             ages.append(relative(lib.by_state("age"), want["age_by_state"]))
         t, m = statistics.median(times), statistics.median
-        print(f"{lib.name:<28}{statistics.fmean(overall):>11.2e}{statistics.fmean(per_state):>14.2e}"
-              f"{statistics.fmean(ages):>11.2e}{t * 1000:>10.0f}ms{t / m(bases):>9.2f}"
-              f"{m(cpus) / m(base_cpus):>8.2f}")  # fmt: skip
+        errs = [statistics.fmean(overall), statistics.fmean(per_state), statistics.fmean(ages)]
+        mine = lib.name.startswith("veil")
+        shown = "" if mine or first is None else ", ".join(
+            ratio(v, e) for v, e in zip(first, errs, strict=True)
+        )  # fmt: skip
+        if first is None and mine:
+            first = errs
+        RESULTS.setdefault("quantiles", {})[lib.name] = errs
+        print(f"{lib.name:<28}{errs[0]:>11.2e}{errs[1]:>14.2e}"
+              f"{errs[2]:>11.2e}{t * 1000:>10.0f}ms{t / m(bases):>9.2f}"
+              f"{m(cpus) / m(base_cpus):>8.2f}   {shown}")  # fmt: skip
     if every:
         wall, cpu = (statistics.median(v) for v in zip(*every, strict=True))
         print(f"  plain DuckDB median per state: {wall * 1000:.1f} ms, CPU {cpu * 1000:.1f} ms "
@@ -387,10 +426,15 @@ def variance(frame: pd.DataFrame, reps: int) -> None:
         notes.append("opendp: skipped (not installed)")
     notes += [f"{p}: skipped (no variance adapter here)" for p in ("PipelineDP", "Tumult",
                                                                     "SmartNoise")]  # fmt: skip
+    mine: float | None = None
     for name, fn in runs:
         errors = _attempt(name, lambda fn=fn: [abs(fn(i) - want) / want for i in range(reps)])
         if errors is not None:
-            print(f"{name:<28}{statistics.fmean(errors):>16.2e}")
+            e = statistics.fmean(errors)
+            RESULTS.setdefault("variance", {})[name] = e
+            shown = "" if name == "veil" else f"   veil × {ratio(mine, e)}"
+            mine = e if name == "veil" else mine
+            print(f"{name:<28}{e:>16.2e}{shown}")
     for note in notes:
         print(f"  {note}")
 
@@ -462,6 +506,7 @@ def unknown_keys(frame: pd.DataFrame, reps: int) -> None:
         notes.append("opendp: skipped (not installed)")
     notes += [f"{p}: skipped (not installed)" for m, p in (("tmlt.analytics", "Tumult"),
               ("snsql", "SmartNoise")) if not _installed(m)]  # fmt: skip
+    keys_veil: float | None = None
     for name, fn in runs:
         released, errors, times = [], [], []
         for i in range(reps):
@@ -472,9 +517,12 @@ def unknown_keys(frame: pd.DataFrame, reps: int) -> None:
             errors += [abs(v - want[k]) / want[k] for k, v in got.items() if k in want]
             times.append(seconds)
         if released:
-            print(f"{name:<28}{statistics.fmean(released):>15,.0f}"
-                  f"{statistics.median(errors) if errors else float('nan'):>13.2%}"
-                  f"{statistics.median(times):>8.1f}s")  # fmt: skip
+            e = statistics.median(errors) if errors else float("nan")
+            RESULTS.setdefault("unknown_keys", {})[name] = [statistics.fmean(released), e]
+            shown = "" if name == "veil" else f"   veil × {ratio(keys_veil, e)}"
+            keys_veil = e if name == "veil" else keys_veil
+            print(f"{name:<28}{statistics.fmean(released):>15,.0f}{e:>13.2%}"
+                  f"{statistics.median(times):>8.1f}s{shown}")  # fmt: skip
     for note in notes:
         print(f"  {note}")
 
@@ -533,6 +581,7 @@ def many_rows(users: int, reps: int) -> None:
         notes.append("PipelineDP: skipped (not installed)")
     notes += [f"{p}: skipped (no total-rows adapter here)" for p in ("opendp", "diffprivlib",
               "Tumult", "SmartNoise")]  # fmt: skip
+    rows_veil: float | None = None
     for name, fn in runs:
         errors: list[float] = []
         for i in range(reps):
@@ -541,9 +590,285 @@ def many_rows(users: int, reps: int) -> None:
                 break
             errors += [abs(got.get(k, 0.0) / v - 1) for k, v in truth.items()]
         if errors:
-            print(f"{name:<36}{statistics.median(errors):>12.2%}")
+            e = statistics.median(errors)
+            RESULTS.setdefault("many_rows", {})[name] = e
+            shown = (
+                f"   veil (max_rows=5) × {ratio(rows_veil, e)}" if name.startswith("pipe") else ""
+            )
+            rows_veil = e if name == "veil (max_rows=5)" else rows_veil
+            print(f"{name:<36}{e:>12.2%}{shown}")
     for note in notes:
         print(f"  {note}")
+
+
+# ── Q1: COUNT, SUM, AVG per state ───────────────────────────────────────────────────────────
+
+Q1 = (
+    "SELECT state, COUNT(*) AS n, SUM(income) AS total, AVG(income) AS mean FROM people "
+    "GROUP BY state"
+)
+PerState = dict[str, tuple[float, float, float]]  # state → (count, sum, mean)
+
+
+def _q1_truth(frame: pd.DataFrame) -> PerState:
+    income = frame["income"].clip(*INCOME_BOUNDS)
+    grouped = income.groupby(frame["state"])
+    return {
+        k: (float(n), float(t), float(t) / n)
+        for k, n, t in zip(grouped.size().index, grouped.size(), grouped.sum(), strict=True)
+    }
+
+
+def _q1_errors(got: PerState, want: PerState) -> tuple[list[float], list[float], list[float]]:
+    out: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for k, truth in want.items():
+        released = got.get(k, (0.0, 0.0, 0.0))
+        for i in range(3):
+            out[i].append(abs(released[i] - truth[i]) / abs(truth[i]))
+    return out
+
+
+def _q1_peers(frame: pd.DataFrame) -> tuple[list[tuple[str, Callable[[int], PerState]]], list[str]]:
+    """Each installed peer's Q1 at ε = 1 (row privacy: one row per user), and the notes."""
+    runs: list[tuple[str, Callable[[int], PerState]]] = []
+    notes: list[str] = []
+    groups = {s: g["income"].to_numpy(dtype=float) for s, g in frame.groupby("state")}
+    if _installed("pipeline_dp"):
+        import pipeline_dp
+
+        rows = list(zip(frame["user_id"].tolist(), frame["state"].tolist(),
+                        frame["income"].astype(float).tolist(), strict=True))  # fmt: skip
+
+        def pdp(_run: int) -> PerState:
+            accountant = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=0)
+            engine = pipeline_dp.DPEngine(accountant, pipeline_dp.LocalBackend())
+            m = pipeline_dp.Metrics
+            params = pipeline_dp.AggregateParams(
+                noise_kind=pipeline_dp.NoiseKind.LAPLACE, metrics=[m.COUNT, m.SUM, m.MEAN],
+                max_partitions_contributed=1, max_contributions_per_partition=1,
+                min_value=INCOME_BOUNDS[0], max_value=INCOME_BOUNDS[1],
+            )  # fmt: skip
+            extract = pipeline_dp.DataExtractors(
+                privacy_id_extractor=lambda r: r[0], partition_extractor=lambda r: r[1],
+                value_extractor=lambda r: r[2],
+            )  # fmt: skip
+            result = engine.aggregate(rows, params, extract, public_partitions=list(STATES))
+            accountant.compute_budgets()
+            return {k: (float(v.count), float(v.sum), float(v.mean)) for k, v in result}
+
+        runs.append(("pipeline_dp", pdp))
+    else:
+        notes.append("PipelineDP: skipped (not installed: pip install pipeline-dp)")
+    if _installed("opendp"):
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+
+        def odp_chains() -> tuple[Any, Any]:
+            rows = dp.vector_domain(dp.atom_domain(T=float)), dp.symmetric_distance()
+            count = dp.binary_search_chain(
+                lambda s: dp.t.make_count(*rows) >> dp.m.then_laplace(s), d_in=1,
+                d_out=EPSILON / 2,
+            )  # fmt: skip
+            bounded = (
+                dp.vector_domain(dp.atom_domain(bounds=INCOME_BOUNDS)),
+                dp.symmetric_distance(),
+            )
+            total = dp.binary_search_chain(
+                lambda s: dp.t.make_sum(*bounded) >> dp.m.then_laplace(s), d_in=1,
+                d_out=EPSILON / 2,
+            )  # fmt: skip
+            return count, total
+
+        chains = _attempt("opendp", odp_chains)
+        if chains is not None:
+            lists = {k: np.clip(v, *INCOME_BOUNDS).tolist() for k, v in groups.items()}
+
+            def odp(_run: int) -> PerState:
+                out = {}
+                for k, v in lists.items():
+                    n, t = float(chains[0](v)), float(chains[1](v))
+                    out[k] = (n, t, t / max(n, 1.0))
+                return out
+
+            runs.append(("opendp (naive: n, sum at ε/2)", odp))
+    else:
+        notes.append("OpenDP: skipped (not installed: pip install opendp)")
+    if _installed("diffprivlib"):
+        from diffprivlib import tools
+
+        third = EPSILON / 3
+
+        def dpl(_run: int) -> PerState:
+            return {
+                k: (
+                    float(tools.count_nonzero(np.ones(len(v)), epsilon=third)),
+                    float(tools.sum(v, epsilon=third, bounds=INCOME_BOUNDS)),
+                    float(tools.mean(v, epsilon=third, bounds=INCOME_BOUNDS)),
+                )
+                for k, v in groups.items()
+            }
+
+        runs.append(("diffprivlib (ε/3 each; n public)", dpl))
+        notes.append(
+            "diffprivlib treats n as public (bounded DP): its count is truncated at the true "
+            "size, its mean divides by it; not the same guarantee as the others'"
+        )
+    else:
+        notes.append("diffprivlib: skipped (not installed: pip install diffprivlib)")
+    if _installed("snsql"):
+        import snsql
+
+        meta = {"bench": {"public": {"people": {
+            "row_privacy": True, "censor_dims": False, "state": {"type": "string"},
+            "income": {"type": "float", "lower": INCOME_BOUNDS[0], "upper": INCOME_BOUNDS[1],
+                       "nullable": False},
+            "user_id": {"type": "int"},
+        }}}}  # fmt: skip
+        people = frame[["user_id", "state", "income"]]
+
+        sql = Q1.replace("FROM people", "FROM public.people")
+        # SmartNoise spends its ε on each column: the whole query costs 3ε (get_privacy_cost),
+        # so each column gets ε/3 for the same total as the others
+        probe = snsql.from_df(people, privacy=snsql.Privacy(epsilon=1.0, delta=1e-6), metadata=meta)
+        per_column = EPSILON / float(probe.get_privacy_cost(sql)[0])
+
+        def snq(_run: int) -> PerState:
+            privacy = snsql.Privacy(epsilon=per_column, delta=1e-6)
+            reader = snsql.from_df(people, privacy=privacy, metadata=meta)
+            out = reader.execute(sql)
+            return {r[0]: (float(r[1]), float(r[2]), float(r[3])) for r in out[1:]}
+
+        runs.append((f"smartnoise-sql (ε/{EPSILON / per_column:g} a column)", snq))
+    else:
+        notes.append("SmartNoise: skipped (not installed: pip install smartnoise-sql)")
+    if _installed("tmlt.analytics"):
+        tumult = _attempt("tumult", lambda: _tumult_q1(frame))
+        if tumult is not None:
+            runs.append(("tumult (ε/3 each, Spark)", tumult))
+    else:
+        notes.append("Tumult: skipped (not installed: pip install tmlt.analytics)")
+    return runs, notes
+
+
+def _tumult_q1(frame: pd.DataFrame) -> Callable[[int], PerState]:
+    """Tumult Analytics on a local Spark session: three queries per run at ε/3 each."""
+    from pyspark.sql import SparkSession
+    from tmlt.analytics import AddOneRow, KeySet, PureDPBudget, QueryBuilder
+    from tmlt.analytics import Session as TumultSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Spark's workers: this Python
+    spark = SparkSession.builder.master("local[2]").getOrCreate()
+    sdf = spark.createDataFrame(frame[["user_id", "state", "income"]])
+    keys = KeySet.from_dict({"state": list(STATES)})
+    lo, hi = INCOME_BOUNDS
+
+    def run(_run: int) -> PerState:
+        session = TumultSession.from_dataframe(
+            privacy_budget=PureDPBudget(EPSILON), source_id="people", dataframe=sdf,
+            protected_change=AddOneRow(),
+        )  # fmt: skip
+        third = PureDPBudget(EPSILON / 3)
+        grouped = lambda: QueryBuilder("people").groupby(keys)  # noqa: E731
+        n = session.evaluate(grouped().count(), third).toPandas()
+        t = session.evaluate(grouped().sum("income", lo, hi), third).toPandas()
+        m = session.evaluate(grouped().average("income", lo, hi), third).toPandas()
+        out = {}
+        for (k, c), (_, s_), (_, a) in zip(n.values, t.values, m.values, strict=True):
+            out[str(k)] = (float(c), float(s_), float(a))
+        return out
+
+    return run
+
+
+def _veil_q1(frame: pd.DataFrame) -> tuple[Callable[[int], PerState], list[Any]]:
+    usage: list[Any] = []
+
+    def run(i: int) -> PerState:
+        s = _fresh({"people": frame}, 5000 + i, bounds={"income": INCOME_BOUNDS})
+        r = s.sql(Q1, epsilon=EPSILON, domains={"state": list(STATES)})
+        usage[:] = r.usage
+        return {row[0]: (float(row[1]), float(row[2]), float(row[3])) for row in r.rows}
+
+    return run, usage
+
+
+def q1(frame: pd.DataFrame, reps: int) -> None:
+    want = _q1_truth(frame)
+    print(f"\n## Q1: COUNT, SUM, AVG of income per state at ε = {EPSILON:g} ({len(frame):,} "
+          f"users, one row each, 50 public states, income in [0, 1e6], {reps} runs)")  # fmt: skip
+    print("median relative error over states × runs; veil ×: veil's error over the peer's")
+    print(f"{'library':<36}{'count':>10}{'sum':>10}{'mean':>10}   {'veil × (count, sum, mean)':<26}"
+          f"{'time':>7}")  # fmt: skip
+    veil_run, usage = _veil_q1(frame)
+    peers, notes = _q1_peers(frame)
+    table: dict[str, list[float]] = {}
+    for name, fn in [("veil", veil_run), *peers]:
+        errors: tuple[list[float], list[float], list[float]] = ([], [], [])
+        times = []
+        for i in range(reps):
+            got, seconds = timed(lambda fn=fn, i=i, name=name: _attempt(name, lambda: fn(i)))
+            if got is None:
+                break
+            times.append(seconds)
+            for acc, new in zip(errors, _q1_errors(got, want), strict=True):
+                acc += new
+        if not times:
+            continue
+        medians = [statistics.median(e) for e in errors]
+        table[name] = medians
+        ratio = ""
+        if name != "veil":
+            pairs = zip(table["veil"], medians, strict=True)
+            ratio = ", ".join(f"{v / p:.2f}" if p > 0 else "—" for v, p in pairs)
+        print(f"{name:<36}{medians[0]:>10.2e}{medians[1]:>10.2e}{medians[2]:>10.2e}   "
+              f"{ratio:<26}{statistics.median(times):>6.1f}s")  # fmt: skip
+    for note in notes:
+        print(f"  {note}")
+    RESULTS["q1"] = {"users": len(frame), "reps": reps, "epsilon": EPSILON,
+                     "median_relative_error": table}  # fmt: skip
+    if usage:
+        q1_split(want, usage)
+
+
+def q1_split(want: PerState, usage: list[Any]) -> None:
+    """Where veil's optimum is: the median relative errors of Q1's count, sum and mean
+    computed from the noise laws alone (Laplace of the calibrated scales, 400 draws a state)
+    as the count's share of ε and the sum's centre vary; veil's split marked ◀."""
+    lo, hi = INCOME_BOUNDS
+    count_eps = next(float(Fraction(u.loss.epsilon)) for u in usage if u.measurement == "count")
+    share = count_eps / EPSILON
+    rng = np.random.default_rng(40)
+    states = list(want.values())
+    n = np.array([s[0] for s in states])[:, None]
+    total = np.array([s[1] for s in states])[:, None]
+    print(f"\n  where the optimum is (noise laws alone; veil's split: the count takes "
+          f"{share:.0%} of ε, the sum centred at the midpoint)")  # fmt: skip
+    print(f"  {'centre':<10}{'count share':>12}{'count':>10}{'sum':>10}{'mean':>10}")
+    rows: list[dict[str, float]] = []
+    shares = sorted({*(round(x, 2) for x in np.arange(0.1, 0.95, 0.1)), round(share, 3)})
+    for centre in ((lo + hi) / 2, lo):
+        reach = max(hi - centre, centre - lo)
+        for f in shares:
+            eps_n, eps_s = f * EPSILON, (1 - f) * EPSILON
+            z_n = rng.laplace(0, 1 / eps_n, (len(states), 400))
+            z_s = rng.laplace(0, reach / eps_s, (len(states), 400))
+            err_n = np.abs(z_n) / n
+            err_t = np.abs(z_s + centre * z_n) / total
+            mean = total / n
+            released = centre + (total - centre * n + z_s) / np.maximum(n + z_n, 1)
+            err_m = np.abs(np.clip(released, lo, hi) - mean) / mean
+            row = {"centre": centre, "count_share": f, "count": float(np.median(err_n)),
+                   "sum": float(np.median(err_t)), "mean": float(np.median(err_m))}  # fmt: skip
+            rows.append(row)
+            mark = " ◀" if centre == (lo + hi) / 2 and f == round(share, 3) else ""
+            print(f"  {centre:<10g}{f:>12.2f}{row['count']:>10.2e}{row['sum']:>10.2e}"
+                  f"{row['mean']:>10.2e}{mark}")  # fmt: skip
+    for column in ("sum", "mean"):
+        best = min(rows, key=lambda r: r[column])
+        print(f"  best {column}: centre {best['centre']:g}, count share {best['count_share']:.2f}:"
+              f" {best[column]:.2e}")  # fmt: skip
+    RESULTS["q1_split"] = {"veil_count_share": share, "grid": rows}
 
 
 def main() -> None:
@@ -551,10 +876,23 @@ def main() -> None:
     parser.add_argument("--users", type=lambda s: int(s.replace("_", "")), default=1_000_000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--events-users", type=lambda s: int(s.replace("_", "")), default=50_000)
+    parser.add_argument("--q1-users", type=lambda s: int(s.replace("_", "")), default=182_000)
     parser.add_argument(
-        "--only", choices=("quantiles", "variance", "unknown-keys", "many-rows"), default=None
+        "--only",
+        choices=("q1", "quantiles", "variance", "unknown-keys", "many-rows"),
+        default=None,
     )
+    parser.add_argument(
+        "--results", type=Path,
+        default=Path(__file__).resolve().parent / "results" / "peers.json",
+        help="where the figures of this run go (JSON)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.only in (None, "q1"):
+        q1(people(args.q1_users), args.reps)
+    if args.only == "q1":
+        _write(args.results)
+        return
     frame = people(args.users)
     if args.only in (None, "quantiles"):
         quantiles(frame, args.reps)
@@ -564,6 +902,18 @@ def main() -> None:
         unknown_keys(frame, args.reps)
     if args.only in (None, "many-rows"):
         many_rows(args.events_users, args.reps)
+    _write(args.results)
+
+
+def _write(path: Path) -> None:
+    """The figures of this run, with the peers found and missing, as JSON."""
+    found = {m: _installed(m) for m in ("pipeline_dp", "opendp", "diffprivlib", "snsql",
+                                         "tmlt.analytics")}  # fmt: skip
+    RESULTS["peers_installed"] = found
+    RESULTS["when"] = time.strftime("%Y-%m-%d")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(RESULTS, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"\nfigures written to {path.name}")
 
 
 if __name__ == "__main__":
