@@ -99,7 +99,7 @@ def test_query_with_targets_and_limits_auto_charges_the_step_and_the_epsilon_cho
     assert Fraction(limits["epsilon_min_exact"]) <= query <= Fraction(limits["epsilon_max_exact"])
     assert Fraction(answer["cost"]["exact"]["epsilon"]) == step + query
     assert Fraction(answer["remaining"]["exact"]["epsilon"]) == 5 - step - query
-    assert answer["auto_limits"]["max_rows"] in (16, 24)
+    assert answer["auto_limits"]["max_rows"] in (20, 24)
     assert answer["error_bars"][0][0] <= 100
     assert all(t["met"] for t in target["targets"])
     code, out, err = invoke("query", SQL, *common, "--target", "n=±100", "--limits", "auto")

@@ -10,7 +10,8 @@ bound minimising an error estimate); here it is one step of the query, charged a
 The mechanism:
 
 1. **A public grid** of candidate total-rows bounds T: 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14,
-   16, 20, 24, … (four a doubling: :func:`veil.autolimits_choice.fine_candidates`) up to a cap — :data:`MAX_CAP`, lowered to the
+   16, 20, 24, … (four a doubling: :func:`veil.autolimits_choice.fine_candidates`) up to a cap
+   — :data:`MAX_CAP`, lowered to the
    declared limits (the catalog's or the session's: ``max_rows``, else ``max_groups ×
    max_rows_per_group``), which the choice may therefore only lower.
 2. **One ordinary veil query** measures the histogram of rows per unit: each unit's row

@@ -39,16 +39,18 @@ the targets — depend on the limits the data will choose. So:
 The cap. An empty bin's noise passes τ with probability ≤ β over all the bins, and when one
 far from the data does, its τ-odd units at a count of hundreds of rows look like a heavy tail
 the choice must keep: measured on the tour's table (20,000 units of one to three rows, target
-``n=±50``), 4 of 300 seeded steps chose T = 14 … 512 where 3 was right, and the query's ε
-grows with T (up to 124 times the usual cost in the issue that found it). So the choice is
+``n=±50``), 4 of 300 seeded steps chose T = 14 … 512 where 3 was right (6 of 300 chose
+24 … 768 on the coarser grid before), and the query's ε grows with T (up to 124 times the
+usual cost in the issue that found it). So the choice is
 made twice from the same released counts, both post-processing: as above, and from the counts
-each lowered by τ (``sure``: a bin keeps only what lies beyond its own noise's reach, so an
-empty bin stays empty unless its noise passes 2τ — probability ≤ (β/B)² a bin). With ``S`` the
-limits chosen from the lowered counts and ``ε_S`` the targets' ε there, the query spends at
-most ``COST_CAP·ε_S``: when the first choice needs more, ``limits="auto"`` takes the best
-candidate (by the same rows-dropped-plus-noise criterion) among those up to the largest whose
-ε fits the cap (ε is nondecreasing along its candidates; a binary search finds it), and
-``"auto_groups"`` takes ``S`` itself. A real tail of more than 2τ units per bin is in both
+the step supports beyond doubt (:func:`trusted_counts`: a bin of at least 2τ, or of at least τ
+beside another — an isolated far bin just above τ, what an empty bin's noise makes, counts
+as empty; a tail of many thin adjacent bins stays). With ``S`` the limits chosen from those
+and ``ε_S`` the targets' ε there, the query spends at most ``COST_CAP·ε_S``: when the first
+choice needs more, ``limits="auto"`` takes the best candidate (by the same
+rows-dropped-plus-noise criterion) among those up to the largest whose ε fits the cap (ε is
+nondecreasing along its candidates; a binary search finds it), and ``"auto_groups"`` takes
+``S`` itself. A real tail — a bin of 2τ units, or bins of τ side by side — is in both
 choices; a thinner one is kept as far as the cap allows, and the answer says when the cap
 bound (``TargetedLimits.trusted``, ``capped``).
 
@@ -122,7 +124,13 @@ if TYPE_CHECKING:
     from veil.release.result import Result
     from veil.session import Session
 
-__all__ = ["COST_CAP", "TargetedLimits", "targeted_limits_explain", "targeted_limits_sql"]
+__all__ = [
+    "COST_CAP",
+    "TargetedLimits",
+    "targeted_limits_explain",
+    "targeted_limits_sql",
+    "trusted_counts",
+]
 
 COST_CAP = 2
 """The query's ε is at most this many times what the targets need at the limits the step's
@@ -156,7 +164,8 @@ class TargetedLimits:
     epsilon: Fraction | None = None
     choice: Choice | None = field(default=None, compare=False)
     trusted: tuple[int, int, int] | None = None
-    """The limits chosen from the step's counts each lowered by τ (the cap's reference)."""
+    """The limits chosen from the counts the step supports beyond doubt (the cap's
+    reference: :func:`trusted_counts`)."""
     trusted_epsilon: Fraction | None = None
     """ε_S, the targets' ε at ``trusted``: the query's ε is at most COST_CAP times it."""
     capped: bool = False
@@ -489,7 +498,7 @@ def _within_cap(
     at: Limits = (picked.max_rows, picked.max_groups, picked.max_rows_per_group)
     found = _at_chosen(session, planned, at)
     tau = threshold(p.step_scale, len(counts))
-    sure = p.choose([max(0, c - tau) for c in counts])
+    sure = p.choose(trusted_counts(counts, tau, len(p.grid)))
     trusted: Limits = (sure.max_rows, sure.max_groups, sure.max_rows_per_group)
     base = found if trusted == at else _at_chosen(session, planned, trusted)
     said: dict[str, Any] = {
@@ -515,6 +524,26 @@ def _within_cap(
     picked = p.among(counts, allowed)
     at = (picked.max_rows, picked.max_groups, picked.max_rows_per_group)
     return picked, _at_chosen(session, planned, at), said
+
+
+def trusted_counts(counts: Sequence[int], tau: int, rows: int) -> list[int]:
+    """The counts of the bins (cells) the step supports beyond doubt, the others 0: a count of
+    at least 2τ (an empty bin's noise reaches it with probability ≤ (β/B)² … a bin), or of at
+    least τ beside another of at least τ (two empty neighbours both passing τ: probability
+    ≤ 2β²/B). ``rows``: the cells per row of the histogram (groups outer, rows per unit inner;
+    the whole histogram for ``limits="auto"``). An isolated far bin just above τ — what an
+    empty bin's noise makes — is dropped; a tail of many thin bins is kept."""
+    n = len(counts)
+
+    def seen(i: int) -> bool:
+        return 0 <= i < n and counts[i] >= tau
+
+    out = []
+    for i, c in enumerate(counts):
+        same_row = [j for j in (i - 1, i + 1) if j // rows == i // rows]
+        near = [*same_row, i - rows, i + rows]
+        out.append(c if c >= 2 * tau or (c >= tau and any(seen(j) for j in near)) else 0)
+    return out
 
 
 def _at_chosen(session: Session, planned: _Planned, at: tuple[int, int, int]) -> Found | None:
@@ -595,8 +624,8 @@ def targeted_limits_explain(
     notes.append(step_note(p))
     notes.append(
         f"the query's ε is at most {COST_CAP} times the targets' ε at the limits the step's "
-        "counts support beyond doubt (each count lowered by its threshold τ): an empty bin "
-        "whose noise passes τ cannot make the query dearer than that"
+        "counts support beyond doubt (a bin of at least twice the threshold τ, or of τ "
+        "beside another): an isolated empty bin whose noise passes τ cannot make it dearer"
     )
     where = "dearest" if planned.dearest is not None else "cheapest"
     notes += [

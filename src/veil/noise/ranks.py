@@ -12,8 +12,9 @@ scale·ln(limit/(1 − level)). But the cells per distance are the data's gaps: 
 counts them reads private data, and a public bound must hold for every dataset — and this
 one is attained: put the rows of ranks 0 … τ + r in the first cell and the rest in the
 last, and the limit − 1 cells after the first all sit at distance r + 1 against one at 0, so
-P(distance > r) = (limit − 1)·e^{−(r+1)/scale} / (1 + (limit − 1)·e^{−(r+1)/scale}). A bound as tight as the error on continuous data needs a public
-assumption about the gaps, or a smaller grid (``quantile_buckets``, which coarsens values).
+P(distance > r) = (limit − 1)·e^{−(r+1)/scale} / (1 + (limit − 1)·e^{−(r+1)/scale}). A
+bound as tight as the error on continuous data needs a public assumption about the gaps, or
+a smaller grid (``quantile_buckets``, which coarsens values).
 """
 
 from __future__ import annotations
