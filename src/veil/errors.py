@@ -22,6 +22,13 @@ Every error veil raises on purpose derives from :class:`VeilError`::
     ├── QueryFailedError             the engine failed after it began reading private data;
     │                                the charge stays and the message carries no engine text
     ├── RandomnessError              the operating system's CSPRNG failed; nothing is released
+    ├── LedgerUnavailableError       the ledger's database failed (unreachable, disk full,
+    │   │                            locked…) or charging is stopped; the call that raised it
+    │   │                            charged nothing: retry later (``public``: words for an
+    │   │                            analyst, without the database's URL or path)
+    │   └── UnsettledChargeError     it failed after a charge was reserved, or while one was
+    │                                being written: the charge may stand (``reservation``,
+    │                                ``fingerprint`` say which, to look it up)
     ├── ServiceError                 a veil service could not be reached, or answered outside
     │   │                            its API (``veil.client``)
     │   ├── ServiceUnavailableError  nothing could be sent, or the service said it is
@@ -62,6 +69,7 @@ __all__ = [
     "InternalError",
     "InvalidArgumentError",
     "LedgerError",
+    "LedgerUnavailableError",
     "MissingDependencyError",
     "OutcomeUnknownError",
     "PrivacyInvariantError",
@@ -74,6 +82,7 @@ __all__ = [
     "ServiceUnavailableError",
     "SessionStateError",
     "UnknownDatasetError",
+    "UnsettledChargeError",
     "UnsupportedQueryError",
     "UserError",
     "VeilError",
@@ -243,6 +252,43 @@ class RandomnessError(VeilError):
     """The operating system's random number generator failed; nothing was released."""
 
 
+class LedgerUnavailableError(VeilError):
+    """The ledger's database failed — unreachable, disk full, locked past the busy timeout,
+    an I/O error — or charging was stopped (the ledger failed its integrity check). The call
+    that raised it charged nothing; retry later. The message names the database for whoever
+    runs veil; ``public`` says the same without it, for an analyst (the service's answer)."""
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public or "the ledger's database is unavailable; nothing was charged"
+
+
+class UnsettledChargeError(LedgerUnavailableError):
+    """The ledger's database failed after a charge was reserved (its commit or refund could not
+    be written) or while the reserve itself was being committed: the charge may stand, and no
+    answer was released. ``reservation`` is the charge's id in the ledger (None when the
+    database never said it), ``fingerprint`` the query's: look the charge up once the database
+    is back — ``reserved`` or ``committed``: it stands; absent (or another fingerprint under
+    that id): nothing was charged."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reservation: int | None = None,
+        fingerprint: str | None = None,
+        public: str | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            public=public
+            or "the ledger's database failed after this request's charge was reserved: the "
+            "charge may stand and no answer was released",
+        )
+        self.reservation = reservation
+        self.fingerprint = fingerprint
+
+
 class ServiceError(VeilError):
     """A veil service could not be reached, or answered outside its API (a proxy's error page,
     a problem type this client does not know). ``status`` is the HTTP status, if any."""
@@ -262,11 +308,22 @@ class OutcomeUnknownError(ServiceError):
     and its answer was lost (a read timeout, a dropped connection) or is not ready yet. The
     client never sends such a request again on its own — the service may have charged it — and
     the message says how to learn the outcome. ``job`` is the id of the job to wait for, when
-    the service said the query runs as one."""
+    the service said the query runs as one; ``reservation`` and ``fingerprint`` identify the
+    charge, when the service said which (its ledger failed after reserving it: look it up with
+    ``Client.charge``)."""
 
-    def __init__(self, message: str, *, job: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: str | None = None,
+        reservation: int | None = None,
+        fingerprint: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.job = job
+        self.reservation = reservation
+        self.fingerprint = fingerprint
 
 
 class InternalError(VeilError):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import veil
-from veil.errors import LedgerError
+from veil.errors import LedgerError, LedgerUnavailableError
 
 
 def test_a_missing_sqlite_file_is_refused_with_the_command_that_creates_it(
@@ -48,9 +48,11 @@ def test_a_database_without_veil_tables_is_refused_then_opens_once_created(
         assert again.remaining("alice", "people") == veil.Budget(epsilon=2)
 
 
-def test_an_unreachable_server_is_a_ledger_error_that_hides_the_password() -> None:
+def test_an_unreachable_server_is_unavailable_and_hides_the_password() -> None:
     pytest.importorskip("psycopg")
     url = "postgresql://veil:s3cret-pw@127.0.0.1:1/nowhere?connect_timeout=5"
-    with pytest.raises(LedgerError, match=r"cannot open the ledger at postgresql") as info:
+    with pytest.raises(
+        LedgerUnavailableError, match=r"cannot open the ledger at postgresql"
+    ) as info:
         veil.Ledger(url, create=False)
     assert "s3cret-pw" not in str(info.value)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ledger_support import start_forked
-from veil import Budget, InvalidArgumentError, Ledger, LedgerError
+from veil import Budget, InvalidArgumentError, Ledger, LedgerError, LedgerUnavailableError
 from veil.accounting import Alert
 
 _fork = mp.get_context("fork")
@@ -52,7 +52,7 @@ def test_reprs_name_the_ledger_and_the_reservation(tmp_path: Path) -> None:
 
 
 def test_a_postgresql_password_never_appears_in_messages() -> None:
-    with pytest.raises(LedgerError) as info:
+    with pytest.raises(LedgerUnavailableError) as info:
         Ledger("postgresql://user:s3cret@127.0.0.1:1/db?connect_timeout=2")
     assert "s3cret" not in str(info.value)
     assert "***" in str(info.value)

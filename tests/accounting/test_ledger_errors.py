@@ -17,6 +17,7 @@ from veil import (
     InvalidArgumentError,
     Ledger,
     LedgerError,
+    LedgerUnavailableError,
     MissingDependencyError,
     ReservationStateError,
     UserError,
@@ -217,8 +218,9 @@ def test_a_malformed_url_raises_a_ledger_error(
         Ledger(url)
 
 
-def test_an_unreachable_postgresql_server_raises_a_ledger_error() -> None:
-    with pytest.raises(LedgerError, match="cannot open the ledger at postgresql"):
+def test_an_unreachable_postgresql_server_is_unavailable_not_a_user_error() -> None:
+    # an outage, to retry later (the service's 503), not a mistake of the caller's
+    with pytest.raises(LedgerUnavailableError, match="cannot open the ledger at postgresql"):
         Ledger("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
 
 

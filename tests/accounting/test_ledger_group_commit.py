@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ledger_support import assert_unlocked, start_forked
-from veil import Budget, BudgetExhaustedError, Ledger, LedgerError
+from veil import Budget, BudgetExhaustedError, Ledger, UnsettledChargeError
 
 _fork = mp.get_context("fork")
 
@@ -225,7 +225,9 @@ def test_a_batch_whose_transaction_fails_runs_each_operation_alone(sqlite_url: s
             transactions=2,  # the failed batch is not counted; then 3 alone, of which 2 commit
         )
         assert [k for k, _ in outcomes] == ["ok", "error", "ok"]
-        assert isinstance(outcomes[1][1], LedgerError)
+        # the commit's write failed: its charge stays reserved, which the error says
+        assert isinstance(outcomes[1][1], UnsettledChargeError)
+        assert outcomes[1][1].reservation == broken.id
         assert "NOT NULL" in str(outcomes[1][1])
         status = {h.fingerprint: h.status for h in ledger.history("alice", "people")}
         assert status == {None: None, "broken": "reserved", "a": "reserved", "b": "reserved"}

@@ -215,15 +215,19 @@ class GroupCommit:
     it, so each decides exactly as it would have run alone in that order. When the batch's
     transaction fails (a database error), each operation is run again in a transaction of its
     own: the failing one fails alone; none is applied twice (the failed batch was rolled
-    back)."""
+    back). A failure of one of the ``final`` types (a COMMIT that may have committed) is not
+    retried: the batch may stand, so every operation in it fails with it."""
 
     def __init__(
         self,
         transaction: Callable[[], AbstractContextManager[Any]],
         expected: tuple[type[BaseException], ...],
+        *,
+        final: tuple[type[BaseException], ...] = (),
     ) -> None:
         self._transaction = transaction
         self._expected = expected  # an operation's own refusals: not a failure of the batch
+        self._final = final  # a failure after which the batch may have been applied
         self._forget()
         os.register_at_fork(after_in_child=self._forget)
 
@@ -279,7 +283,7 @@ class GroupCommit:
             with self._transaction() as cur:
                 outcomes = [self._apply(request, cur) for request in batch]
         except BaseException as exc:  # the batch's transaction failed: nothing of it stands
-            if len(batch) == 1 or not isinstance(exc, Exception):
+            if len(batch) == 1 or not isinstance(exc, Exception) or isinstance(exc, self._final):
                 for request in batch:
                     request.result, request.error, request.done = None, exc, True
                 return

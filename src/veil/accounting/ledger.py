@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -33,8 +33,9 @@ from typing import Any, NoReturn, TypeVar
 from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from veil.accounting import records, spending
+from veil.accounting import integrity, pages, records, spending
 from veil.accounting.budget import Budget, Number, exact
+from veil.accounting.failures import described, surely_not_committed, unavailable, unsettled
 from veil.accounting.grouping import (
     BudgetRow,
     CapRow,
@@ -43,9 +44,11 @@ from veil.accounting.grouping import (
     cursor_of,
     split_budget_and_cap,
 )
+from veil.accounting.integrity import Mismatch
 from veil.accounting.limits import check_grant
+from veil.accounting.pages import HistoryPage, check_page
 from veil.accounting.records import Alert, Record
-from veil.accounting.reservation import Reservation, check_reserved
+from veil.accounting.reservation import LIVE, Reservation, check_reserved
 from veil.accounting.spending import Spent
 from veil.accounting.store import (
     READ_ONLY,
@@ -54,20 +57,29 @@ from veil.accounting.store import (
     dataset_caps,
     datasets,
     events,
-    open_engine,
-    prepare_schema,
-    require_existing,
+    open_ledger,
 )
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,
     InvalidArgumentError,
     LedgerError,
+    LedgerUnavailableError,
     ReservationStateError,
+    UnsettledChargeError,
     UserError,
 )
 
-__all__ = ["DEFAULT_THRESHOLDS", "Alert", "Ledger", "Record", "Reservation", "Standing"]
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "Alert",
+    "HistoryPage",
+    "Ledger",
+    "Mismatch",
+    "Record",
+    "Reservation",
+    "Standing",
+]
 
 logger = logging.getLogger("veil.ledger")
 
@@ -172,7 +184,7 @@ class _HitLog:
                 return
             try:
                 ledger._write_hits(rows)
-            except LedgerError:  # the database is unreachable now: keep them for the next try
+            except LedgerUnavailableError:  # the database is down: keep them for the next try
                 logger.exception("veil ledger: %d cache-hit records not written yet", len(rows))
                 with self._lock:
                     self._pending[:0] = rows
@@ -301,7 +313,13 @@ class Ledger:
     memory, one process), ``Ledger("postgresql://user@host:5432/db")``. A ``pathlib.Path`` is
     read as a SQLite file. With ``create=False`` a ledger that does not exist yet (no SQLite
     file; no veil tables in the PostgreSQL database) is a ``LedgerError`` instead: a mistyped
-    path must not quietly become a new, empty ledger. With ``defer_cache_hits=True`` a cache
+    path must not quietly become a new, empty ledger. What exists but is not a veil ledger — an
+    empty file (a failed copy or restore), a file that is not SQLite, another application's
+    tables, a damaged or newer schema — is always refused (``veil.accounting.store.open_ledger``);
+    ``init=True`` (:meth:`initialise`, ``veil ledger init``) makes a new ledger of an empty file
+    or database, the explicit path. A failing database is a ``LedgerUnavailableError``; a charge
+    it may have left standing, an ``UnsettledChargeError`` (see :meth:`reserve`). With
+    ``defer_cache_hits=True`` a cache
     hit's history record is written shortly after the answer, batched (see
     :meth:`cached_answer`): the service's choice, so that a repeated query takes no write lock.
     With ``group_commit=True`` the reserves, commits and cache-hit records of concurrent
@@ -321,18 +339,19 @@ class Ledger:
         url: str | os.PathLike[str] = "sqlite:///veil-ledger.db",
         *,
         create: bool = True,
+        init: bool = False,
         defer_cache_hits: bool = False,
         group_commit: bool = False,
     ) -> None:
-        if not create:
-            require_existing(url)
         # answers found in the cache, remembered in this process: budgets and answers are
         # never updated nor deleted, so a found answer is found again, unchanged
         self._answers: OrderedDict[tuple[str, ...], tuple[int, int, str]] = OrderedDict()
         self._answers_lock = threading.Lock()
         self._hits = _HitLog(self) if defer_cache_hits else None
-        self._engine, memory = open_engine(url)
+        self._engine, memory = open_ledger(url, create=create, init=init)
         self._memory = memory
+        self._halted: str | None = None  # why charging stopped (verify), or None
+        self._tracked = threading.local()  # per thread: the lists tracking() fills
         self.url = self._engine.url.render_as_string(hide_password=True)
         self._postgres = self._engine.dialect.name == "postgresql"
         self._sqlite = self._engine.dialect.name == "sqlite"
@@ -349,12 +368,11 @@ class Ledger:
         )
         # SQLite only: see the class's docstring
         batched = group_commit and self._sqlite
-        self._group = GroupCommit(self._write, (UserError, _NoBudget)) if batched else None
-        try:
-            prepare_schema(self._engine, memory=memory)
-        except SQLAlchemyError as exc:
-            self._engine.dispose()
-            raise LedgerError(f"cannot open the ledger at {self.url}: {exc}") from exc
+        self._group = (
+            GroupCommit(self._write, (UserError, _NoBudget), final=(UnsettledChargeError,))
+            if batched
+            else None
+        )
         if not memory:
             # a forked child must not reuse the parent's connections: it opens its own
             engine = weakref.ref(self._engine)
@@ -372,6 +390,14 @@ class Ledger:
                     ledger._writer = None
 
             os.register_at_fork(after_in_child=forget_parent_connections)
+
+    @classmethod
+    def initialise(cls, url: str | os.PathLike[str], **options: Any) -> Ledger:
+        """Open the ledger at ``url``, first making a new, empty one where there is none or
+        only an empty file or database (0 bytes, or no tables: what a failed copy or restore
+        leaves) — the explicit path to a new ledger (``veil ledger init``). Anything else that
+        is not a veil ledger is refused, as by the constructor; ``options`` are its own."""
+        return cls(url, init=True, **options)
 
     @property
     def persistent(self) -> bool:
@@ -401,11 +427,13 @@ class Ledger:
         return f"Ledger({self.url!r})"
 
     @contextmanager
-    def _tx(self, *, read: bool = False) -> Iterator[Connection]:
+    def _tx(self, *, read: bool = False, snapshot: bool = False) -> Iterator[Connection]:
         """A transaction. A write one takes SQLite's write lock at its start (``BEGIN
         IMMEDIATE``) and locks the rows it reads in PostgreSQL (``FOR UPDATE``), so that a
         check-and-spend cannot interleave; a ``read`` one takes neither (a consistent snapshot:
-        readers never wait for each other, and never for a writer in SQLite's WAL mode)."""
+        readers never wait for each other, and never for a writer in SQLite's WAL mode).
+        ``snapshot``: a read whose statements all see one state of the database (PostgreSQL's
+        REPEATABLE READ; SQLite's read transactions already do)."""
         # SQLite: this process's writers queue on a Python lock before BEGIN IMMEDIATE, so
         # that they wait their turn instead of polling SQLite's lock with its sleeping busy
         # handler (which, with many threads, turns waits of a millisecond into seconds);
@@ -415,13 +443,15 @@ class Ledger:
             try:
                 with self._engine.connect() as conn:
                     conn.info[READ_ONLY] = read
+                    if snapshot and self._postgres:
+                        conn.execution_options(isolation_level="REPEATABLE READ")
                     try:
                         with conn.begin():
                             yield conn
                     finally:
                         conn.info.pop(READ_ONLY, None)
             except SQLAlchemyError as exc:
-                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+                raise unavailable(exc, self.url) from exc
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
@@ -432,7 +462,11 @@ class Ledger:
         commits when the block ends, rolls back when it raises. A SQLite file's writers take
         turns on the writers' queue anyway, so they share one connection, kept checked out of
         the pool (a checkout and its reset cost as much Python as a statement); PostgreSQL's
-        come from the pool, one per concurrent writer."""
+        come from the pool, one per concurrent writer.
+
+        A database failure is a :class:`~veil.errors.LedgerUnavailableError` (nothing written),
+        or an :class:`~veil.errors.UnsettledChargeError` when the COMMIT itself failed in a way
+        that may have committed (:func:`veil.accounting.failures.surely_not_committed`)."""
         queue = self._writers if self._sqlite else nullcontext()
         with self._lock, queue:
             connection = self._writer if self._keep_writer else None
@@ -440,8 +474,9 @@ class Ledger:
                 try:
                     connection = self._engine.raw_connection()
                 except SQLAlchemyError as exc:
-                    raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+                    raise unavailable(exc, self.url) from exc
             keep = self._keep_writer
+            committing = False
             try:
                 with cursor_of(connection) as cur:
                     if self._sqlite:
@@ -451,13 +486,16 @@ class Ledger:
                     except BaseException:
                         connection.rollback()
                         raise
+                    committing = True
                     connection.commit()
             except self._driver_error as exc:
                 keep = False  # a fresh connection next time
                 driver = connection.dbapi_connection
                 if self._postgres and driver is not None and driver.closed:
                     connection.invalidate(exc)  # lost: never hand it out again
-                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+                if committing and not surely_not_committed(exc):
+                    raise unsettled(exc, self.url) from exc
+                raise unavailable(exc, self.url) from exc
             finally:
                 if keep:
                     self._writer = connection
@@ -473,7 +511,7 @@ class Ledger:
             try:
                 connection = self._engine.raw_connection()
             except SQLAlchemyError as exc:
-                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+                raise unavailable(exc, self.url) from exc
             try:
                 with cursor_of(connection) as cur:
                     cur.execute(sql, params)
@@ -485,7 +523,7 @@ class Ledger:
                 driver = connection.dbapi_connection
                 if self._postgres and driver is not None and driver.closed:
                     connection.invalidate(exc)
-                raise LedgerError(f"the ledger at {self.url} failed: {exc}") from exc
+                raise unavailable(exc, self.url) from exc
             finally:
                 connection.close()
 
@@ -563,7 +601,7 @@ class Ledger:
         for attempt in range(2):
             try:
                 return self._grant(analyst, dataset, budget, thresholds)
-            except LedgerError as exc:
+            except LedgerUnavailableError as exc:
                 # two processes creating the same grant: the loser retries as a top-up
                 if attempt or not isinstance(exc.__cause__, self._integrity_error):
                     raise
@@ -735,7 +773,7 @@ class Ledger:
                     .where(
                         budgets.c.dataset == dataset,
                         events.c.event == "charge",
-                        events.c.status.in_(("reserved", "committed")),
+                        events.c.status.in_(LIVE),
                     )
                     .order_by(events.c.id)
                 ).all()
@@ -842,7 +880,10 @@ class Ledger:
         the call), never used to decide anything.
 
         Raises ``BudgetExhaustedError`` (nothing charged) when it does not fit, ``LedgerError``
-        for an unknown analyst or dataset or a loss of a kind the grant cannot pay for.
+        for an unknown analyst or dataset or a loss of a kind the grant cannot pay for,
+        ``LedgerUnavailableError`` (nothing charged) when the database fails or charging was
+        stopped (:meth:`verify`), and ``UnsettledChargeError`` when the database failed while
+        the charge was being committed (it may stand: ``reservation`` is its id).
 
         Contract: returns only once the charge is durable (its transaction committed, alone or
         in this process's group commit); the check and the spend are one transaction holding
@@ -854,6 +895,12 @@ class Ledger:
         _name(dataset, "dataset")
         _loss(loss)
         _name(fingerprint, "fingerprint")
+        if self._halted is not None:
+            raise LedgerUnavailableError(
+                f"charging is stopped: {self._halted}",
+                public="charging is stopped: the ledger failed its integrity check and the "
+                "operator has been alerted; nothing was charged",
+            )
         if not isinstance(data_version, str):
             raise InvalidArgumentError(f"data_version must be a string, got {data_version!r}")
         if query is not None and not isinstance(query, str):
@@ -861,6 +908,7 @@ class Ledger:
         now = records.now()
         columns = records.loss_columns(loss)
         sql = self._sql
+        made: list[int] = []  # the charge's id, as soon as the database gave it
 
         def spend(cur: Any) -> tuple[int, int, list[int]]:
             # every refusal is raised before the first write (group commit relies on it)
@@ -907,6 +955,7 @@ class Ledger:
                 cur.execute(sql.spend, (*_spent_values(after), now, row.id))
                 cur.execute(sql.insert_charge, charge)
             (charge_id,) = cur.fetchone()
+            made.append(int(charge_id))
             return row.id, int(charge_id), self._record_alerts(cur, row, total, after, now)
 
         try:
@@ -914,11 +963,37 @@ class Ledger:
         except _NoBudget:
             with self._tx(read=True) as conn:
                 self._no_budget(conn, analyst, dataset)
+        except UnsettledChargeError as exc:  # the COMMIT failed: the charge may stand
+            charge = made[-1] if made else None
+            raise UnsettledChargeError(
+                f"{exc} (the charge of {loss} for fingerprint {fingerprint!r}, reservation "
+                f"{charge})",
+                reservation=charge,
+                fingerprint=fingerprint,
+            ) from exc
         if fired:
-            self._deliver(budget_id=budget_id)
-        return Reservation(
+            try:
+                self._deliver(budget_id=budget_id)
+            except LedgerUnavailableError:  # delivered by the next on_alert registration
+                logger.exception("veil ledger: an alert recorded but not delivered yet")
+        reservation = Reservation(
             self, charge_id, analyst, dataset, loss, fingerprint, data_version, budget_id=budget_id
         )
+        for made_here in getattr(self._tracked, "lists", ()):
+            made_here.append(reservation)
+        return reservation
+
+    @contextmanager
+    def tracking(self) -> Iterator[list[Reservation]]:
+        """A list of the reservations this thread makes through this ledger while the block
+        runs (the service's: a request that fails after reserving must not answer "retry")."""
+        made: list[Reservation] = []
+        lists: list[list[Reservation]] = self._tracked.__dict__.setdefault("lists", [])
+        lists.append(made)
+        try:
+            yield made
+        finally:
+            lists.pop()  # this thread's blocks nest: the last one pushed is this one
 
     @staticmethod
     def _set_spent(conn: Connection, budget_id: int, spent: Spent, now: str) -> None:
@@ -988,9 +1063,31 @@ class Ledger:
                 cur.execute(sql.set_answer, (answer_id, reservation.id))
             return int(answer_id)
 
-        return self._writing(commit)
+        try:
+            return self._writing(commit)
+        except LedgerUnavailableError as exc:
+            raise self._unsettled(reservation, "committing", exc) from exc
+
+    @staticmethod
+    def _unsettled(
+        reservation: Reservation, doing: str, exc: LedgerUnavailableError
+    ) -> UnsettledChargeError:
+        """The error of the database failing while ``doing`` ``reservation``: it may stand."""
+        return UnsettledChargeError(
+            f"the ledger's database failed while {doing} reservation {reservation.id} "
+            f"({described(exc.__cause__ or exc)}); its charge of {reservation.loss} (fingerprint "
+            f"{reservation.fingerprint!r}) may stand",
+            reservation=reservation.id,
+            fingerprint=reservation.fingerprint,
+        )
 
     def _refund(self, reservation: Reservation) -> None:
+        try:
+            self._refund_now(reservation)
+        except LedgerUnavailableError as exc:
+            raise self._unsettled(reservation, "refunding", exc) from exc
+
+    def _refund_now(self, reservation: Reservation) -> None:
         now = records.now()
         with self._tx() as conn:
             row = self._charge_row(conn, reservation)
@@ -1194,6 +1291,85 @@ class Ledger:
             ).all()
         return [records.record(r, analyst, dataset) for r in rows]
 
+    def history_page(
+        self, analyst: str, dataset: str, *, limit: int = 100, before: int | None = None
+    ) -> HistoryPage:
+        """The newest ``limit`` events of ``analyst`` on ``dataset`` (at most ``MAX_PAGE``),
+        older than the cursor ``before`` when given: pass a page's ``next`` to read the page
+        after it. Its cost does not grow with the history (an index read)."""
+        limit, before = check_page(limit, before)
+        self.flush_cache_hits()
+        with self._tx(read=True) as conn:
+            row = self._budget_row(conn, analyst, dataset)
+            return pages.events_page(conn, row.id, analyst, dataset, limit=limit, before=before)
+
+    def charge(self, charge_id: int) -> Record | None:
+        """The charge ``charge_id`` (a reservation's id), or None when there is none."""
+        with self._tx(read=True) as conn:
+            found = conn.execute(
+                select(events, budgets.c.analyst, budgets.c.dataset)
+                .join(budgets, budgets.c.id == events.c.budget_id)
+                .where(events.c.id == charge_id, events.c.event == "charge")
+            ).one_or_none()
+        return None if found is None else records.record(found, found.analyst, found.dataset)
+
+    def read(self, fn: Callable[[Connection], _T]) -> _T:
+        """``fn(connection)`` in one read-only snapshot of the ledger's database (for readers
+        such as :mod:`veil.accounting.pages`); a failing database is a
+        ``LedgerUnavailableError``."""
+        with self._tx(read=True, snapshot=True) as conn:
+            return fn(conn)
+
+    # -- integrity ------------------------------------------------------------------------
+
+    @property
+    def halted(self) -> str | None:
+        """Why this ledger object stopped charging (:meth:`verify`), or None."""
+        return self._halted
+
+    def verify(self, *, halt: bool = True) -> list[Mismatch]:
+        """Every grant and dataset cap whose running sums differ from its live charges, in one
+        snapshot (:func:`veil.accounting.integrity.mismatches`). With ``halt``, a mismatch
+        stops this object's charging for good: every later :meth:`reserve` raises
+        ``LedgerUnavailableError`` (reading, committing what is reserved and answering from
+        the cache go on), and the mismatches are logged at CRITICAL on ``veil.ledger``. An
+        operator restores or corrects the ledger, then restarts what uses it."""
+        with self._tx(read=True, snapshot=True) as conn:
+            found = integrity.mismatches(conn)
+        if found and halt:
+            self._halted = (
+                f"the running sums of {len(found)} grant(s) or cap(s) differ from their "
+                f"charges in the ledger at {self.url} ({found[0]}"
+                + (", …" if len(found) > 1 else "")
+                + "); restore or correct the ledger, then restart (veil ledger check)"
+            )
+            for mismatch in found:
+                logger.critical("veil ledger at %s: charging stopped: %s", self.url, mismatch)
+        return found
+
+    def abandon_stale(self, older_than_s: float) -> list[int]:
+        """Resolve as ``abandoned`` every reservation still open ``older_than_s`` seconds after
+        it was made — its worker is taken to be gone — and return their ids. They stay
+        charged; a late commit of one raises ``ReservationStateError`` and releases nothing,
+        so choose a time above the slowest query."""
+        if (
+            isinstance(older_than_s, bool)
+            or not isinstance(older_than_s, int | float)
+            or not (older_than_s > 0)
+        ):
+            raise InvalidArgumentError(
+                f"older_than_s must be a positive number of seconds, got {older_than_s!r}"
+            )
+        now = datetime.now(UTC)
+        cutoff = (now - timedelta(seconds=older_than_s)).isoformat(timespec="microseconds")
+        with self._tx() as conn:
+            return integrity.abandon(
+                conn,
+                made_before=cutoff,
+                now=now.isoformat(timespec="microseconds"),
+                seconds=older_than_s,
+            )
+
     def _dump(self) -> dict[str, Any]:
         self.flush_cache_hits()
         with self._tx(read=True) as conn:
@@ -1224,7 +1400,7 @@ class Ledger:
                 select(events).where(
                     events.c.budget_id == row.id,
                     events.c.event == "charge",
-                    events.c.status.in_(("reserved", "committed")),
+                    events.c.status.in_(LIVE),
                 )
             ).all()
         sums = Spent()

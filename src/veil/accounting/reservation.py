@@ -1,4 +1,9 @@
-"""A charge's lifecycle, ``reserved → committed | refunded``, shared by every ledger.
+"""A charge's lifecycle, ``reserved → committed | refunded | abandoned``, shared by every ledger.
+
+``abandoned`` is a reservation still open long after its worker should have settled it (the
+process crashed or was killed): resolved so by :meth:`veil.Ledger.abandon_stale` (the service
+does it after ``reservation_ttl_s``). Like ``reserved`` and ``committed`` it stays charged
+(:data:`LIVE`); no answer was released, and none ever will be: a late commit is refused.
 
 :class:`Reservation` is what ``Ledger.reserve`` and ``ScratchLedger.reserve`` return; the ledger
 that made it does the work (``_commit``, ``_refund``) and checks, with
@@ -13,9 +18,12 @@ from typing import Any, Literal, Protocol
 from veil.accounting.budget import Budget
 from veil.errors import ReservationStateError
 
-__all__ = ["Reservation", "ReservationBackend", "Status", "check_reserved"]
+__all__ = ["LIVE", "Reservation", "ReservationBackend", "Status", "check_reserved"]
 
-Status = Literal["reserved", "committed", "refunded"]
+Status = Literal["reserved", "committed", "refunded", "abandoned"]
+
+LIVE: tuple[Status, ...] = ("reserved", "committed", "abandoned")
+"""The statuses of charges that count against a grant (the running sums hold them)."""
 
 
 class ReservationBackend(Protocol):
@@ -54,7 +62,7 @@ class Reservation:
 
     @property
     def status(self) -> Status:
-        """``"reserved"``, ``"committed"`` or ``"refunded"``."""
+        """``"reserved"``, ``"committed"``, ``"refunded"`` or ``"abandoned"``."""
         return self._status
 
     def commit(self, answer: Mapping[str, Any] | None = None) -> int | None:
@@ -89,6 +97,12 @@ def check_reserved(reservation: Reservation, status: str, action: str) -> None:
         raise ReservationStateError(
             f"reservation {reservation.id} cannot be refunded: it was committed and its "
             "answer may have been released, so the charge stands"
+        )
+    if status == "abandoned":
+        raise ReservationStateError(
+            f"reservation {reservation.id} was resolved as abandoned (it stayed open past the "
+            f"time its worker had to settle it); the charge stays and it cannot {action} any "
+            "more: nothing of it is released"
         )
     raise ReservationStateError(
         f"reservation {reservation.id} was refunded; it cannot {action} any more (reserve again)"

@@ -3,6 +3,12 @@
 Exact numbers are stored as text fractions (``"1/10"``), never as floats. The schema is
 versioned (table ``veil_schema_version``); :data:`MIGRATIONS` maps a version to the step that
 upgrades a database from the version before it, and opening a ledger applies the missing steps.
+
+A ledger is never made by accident nor trusted when it is not one (:func:`open_ledger`): a new
+SQLite ledger file appears whole (built aside, then linked into place), so an existing file
+that is empty, not a SQLite database, or a database without veil's tables and version is
+refused — a failed copy or restore, or a path to someone else's database — unless an explicit
+``init`` turns an empty one into a new ledger.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +36,7 @@ from sqlalchemy import (
     create_mock_engine,
     event,
     insert,
+    inspect,
     select,
     text,
 )
@@ -36,6 +44,7 @@ from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from veil.accounting.failures import unavailable
 from veil.errors import LedgerError, MissingDependencyError
 
 __all__ = [
@@ -45,12 +54,13 @@ __all__ = [
     "in_memory",
     "metadata",
     "open_engine",
+    "open_ledger",
     "prepare_schema",
     "require_existing",
     "shown_url",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SQLITE_BUSY_TIMEOUT_S = 60.0
 
 metadata = MetaData()
@@ -101,6 +111,18 @@ events = Table(
     Column("updated_at", Text),
     Column("query_text", Text),  # charges: the SQL (or plan) that was charged (version 2)
     Index("veil_events_budget", "budget_id", "event", "status"),
+)
+# version 4: a budget's history read a page at a time, newest first (WHERE budget_id = ? AND
+# id < ? ORDER BY id DESC LIMIT ?), the cache hits of the answers on a page counted, and the
+# reservations still open found without a scan (a partial index: only the few charges whose
+# status is 'reserved')
+EVENTS_PAGE = Index("veil_events_page", events.c.budget_id, events.c.id)
+EVENTS_ANSWER = Index("veil_events_answer", events.c.answer_id)  # an answer's cache hits
+EVENTS_RESERVED = Index(
+    "veil_events_reserved",
+    events.c.at,
+    sqlite_where=events.c.status == "reserved",
+    postgresql_where=events.c.status == "reserved",
 )
 
 answers = Table(
@@ -184,8 +206,19 @@ def _add_catalog(conn: Connection) -> None:
     only, which ``prepare_schema`` creates before migrating; nothing to change in old ones."""
 
 
+def _add_indexes(conn: Connection) -> None:
+    """Version 4: the indexes of paged histories and of open reservations (a charge may now
+    also be ``abandoned``: older releases, which would not count it, refuse the version)."""
+    for index in (EVENTS_PAGE, EVENTS_ANSWER, EVENTS_RESERVED):
+        index.create(conn, checkfirst=True)
+
+
 # version -> the step that upgrades a database at version - 1 to it
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _add_query_text, 3: _add_catalog}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    2: _add_query_text,
+    3: _add_catalog,
+    4: _add_indexes,
+}
 
 
 def _hidden(url: URL) -> str:
@@ -343,28 +376,90 @@ def _copy_schema(engine: Engine) -> bool:
         raw.close()
 
 
-def prepare_schema(engine: Engine, *, memory: bool = False) -> None:
-    """Create the tables if missing and migrate an older schema to :data:`SCHEMA_VERSION`.
-    ``memory``: the engine's database is in-memory SQLite (``open_engine``'s); when it holds
-    nothing yet, the tables are copied from a template made once per process
-    (:func:`_copy_schema`) without looking for each first."""
+SQLITE_NOTADB = 26  # SQLite's result code for a file that is not a database
+
+_INIT_PY = "veil.Ledger.initialise(URL)"
+_INIT_CLI = "veil ledger init --ledger URL"
+
+
+def _refusal(why: str, fix: str, fix_cli: str) -> LedgerError:
+    """A refusal to open a ledger: ``why``, then the fix in Python or in the CLI's words."""
+    return LedgerError(f"{why}; {fix}", cli=f"{why}; {fix_cli}")
+
+
+def _not_a_ledger(where: str, holds: str, *, empty: bool) -> LedgerError:
+    why = f"{where} is not a veil ledger: {holds}"
+    if empty:  # nothing to lose: an explicit init makes a new ledger of it
+        return _refusal(
+            why + " (a failed copy or restore leaves this)",
+            f"restore the ledger from a backup, or start a new, empty one there with {_INIT_PY}",
+            f"restore the ledger from a backup, or start a new, empty one there with {_INIT_CLI}",
+        )
+    return _refusal(
+        why,
+        "check the ledger URL (veil keeps its tables in a database of its own or an empty one)",
+        "check --ledger (veil keeps its tables in a database of its own or an empty one)",
+    )
+
+
+def _damaged(where: str, holds: str) -> LedgerError:
+    why = f"{where} is a damaged veil ledger: {holds}"
+    fix = "restore it from a backup; veil will not write to it"
+    return _refusal(why, fix, fix)
+
+
+def prepare_schema(
+    engine: Engine, *, memory: bool = False, create: bool = True, init: bool = False
+) -> None:
+    """Make sure the database of ``engine`` is a veil ledger at :data:`SCHEMA_VERSION`:
+    migrate an older one, refuse a newer one, and refuse what is not a ledger.
+
+    A database without veil's version row is made a new ledger only when nothing could be
+    lost: an in-memory one (``memory``: ``open_engine``'s; when it holds nothing yet its tables
+    are copied from a template made once per process, :func:`_copy_schema`); a PostgreSQL
+    database without any of veil's tables, when ``create`` (it may hold other applications'
+    tables); a SQLite file without any table, with ``init`` only (a new file is made whole by
+    :func:`open_ledger`, so an empty one was not made by veil). Veil tables without the
+    version row, or an empty version table, are a damaged ledger: refused, never repaired."""
     if memory and _copy_schema(engine):
         return
+    where = f"the database at {_hidden(engine.url)}"
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
+        postgres = conn.dialect.name == "postgresql"
+        if postgres:
             # serialise concurrent first-time setups (DDL is transactional in PostgreSQL)
             conn.execute(text("SELECT pg_advisory_xact_lock(726569)"))
-        metadata.create_all(conn, checkfirst=True)
-        found = list(conn.execute(select(schema_version.c.version)).scalars())
-        if not found:
+        tables = set(inspect(conn).get_table_names())
+        if schema_version.name not in tables:
+            ours = sorted(t for t in tables if t.startswith("veil_"))
+            if ours:
+                raise _damaged(where, f"it holds {', '.join(ours)} but no schema version")
+            if not memory:
+                if postgres and not (create or init):
+                    raise _missing(engine.url)
+                if not postgres and not (init and not tables):
+                    holds = (
+                        f"it holds the tables {', '.join(sorted(tables)[:5])}"
+                        + (" …" if len(tables) > 5 else "")
+                        + " and none of veil's"
+                        if tables
+                        else "an empty SQLite database (no tables)"
+                    )
+                    raise _not_a_ledger(where, holds, empty=not tables)
+            metadata.create_all(conn, checkfirst=True)
             conn.execute(insert(schema_version).values(version=SCHEMA_VERSION))
             return
+        found = list(conn.execute(select(schema_version.c.version)).scalars())
+        if not found:
+            raise _damaged(where, "its schema version table is empty")
         version = int(max(found))
         if version > SCHEMA_VERSION:
             raise LedgerError(
                 f"this ledger has schema version {version}, newer than this veil understands "
                 f"({SCHEMA_VERSION}); upgrade veil"
             )
+        if version < SCHEMA_VERSION:
+            metadata.create_all(conn, checkfirst=True)  # the tables later versions added
         while version < SCHEMA_VERSION:
             step = MIGRATIONS.get(version + 1)
             if step is None:
@@ -375,6 +470,126 @@ def prepare_schema(engine: Engine, *, memory: bool = False) -> None:
             step(conn)
             version += 1
             conn.execute(schema_version.update().values(version=version))
+
+
+def _sqlite_file(parsed: URL) -> str | None:
+    """The path of the SQLite file ``parsed`` names (None: PostgreSQL, or in memory)."""
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return str(parsed.database)
+
+
+def _check_file(path: str, *, init: bool) -> None:
+    """Refuse an existing empty file, unless ``init``. (Only its size is read: opening and
+    closing a database file would drop every POSIX lock this process's SQLite connections
+    hold on it. A file that is not SQLite, SQLite itself refuses: :func:`open_ledger`.)"""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise LedgerError(f"cannot read the ledger file {path!r}: {exc.strerror}") from exc
+    if size == 0 and not init:
+        raise _not_a_ledger(f"the file {path!r}", "it is empty (0 bytes)", empty=True)
+
+
+def _create_file(path: str) -> None:
+    """Make a new, empty ledger at ``path`` whole: built in a temporary file of the same
+    directory (the template's pages, :func:`_schema_template`), then hard-linked into place,
+    which fails if ``path`` exists — so a ledger file is never seen half made, and two
+    processes creating one at once both open the one that won."""
+    directory = os.path.dirname(os.path.abspath(path))
+    aside = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    try:  # the mode SQLite gives a file it creates: 0666 less the umask
+        os.close(os.open(aside, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot open the ledger {path!r}: cannot create it there ({exc.strerror})"
+        ) from exc
+    try:
+        target = sqlite3.connect(aside, isolation_level=None)
+        try:
+            with _TEMPLATE_LOCK:
+                _schema_template(_sqlite_dialect()).backup(target)
+        finally:
+            target.close()
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another process made it first: theirs is the ledger
+        except OSError as exc:
+            raise LedgerError(
+                f"cannot open the ledger {path!r}: cannot create it there ({exc.strerror})"
+            ) from exc
+    finally:
+        os.unlink(aside)
+
+
+def _sqlite_dialect() -> Dialect:
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.dialect()
+
+
+def _missing(parsed: URL) -> LedgerError:
+    """The refusal of a ledger that does not exist (``create=False``)."""
+    path = _sqlite_file(parsed)
+    if path is not None:
+        why = f"no ledger at {path!r}; check the path, or create one by granting a budget: "
+        cli = (
+            f"veil budget grant --ledger {_hidden(parsed)} --analyst NAME --dataset NAME "
+            "--epsilon E"
+        )
+        return LedgerError(
+            f"{why}veil.Ledger({_hidden(parsed)!r}).grant('alice', 'people', "
+            f"veil.Budget(epsilon=1)) in Python, or {cli}",
+            cli=why + cli,
+        )
+    why = f"no veil ledger in the database at {_hidden(parsed)}; create one by granting a budget: "
+    cli = "veil budget grant --ledger URL --analyst NAME --dataset NAME --epsilon E"
+    return LedgerError(
+        f"{why}veil.Ledger(URL).grant('alice', 'people', veil.Budget(epsilon=1)) in Python, "
+        f"or {cli}",
+        cli=why + cli,
+    )
+
+
+def open_ledger(
+    url: str | os.PathLike[str], *, create: bool = True, init: bool = False
+) -> tuple[Engine, bool]:
+    """An engine on the veil ledger at ``url``, its schema ready (:func:`prepare_schema`), and
+    whether it is in memory.
+
+    ``create``: a ledger that does not exist yet (no SQLite file; a PostgreSQL database without
+    veil's tables) is made; without it, that is a ``LedgerError`` (a mistyped path must not
+    become a new, empty ledger). ``init``: an empty SQLite file or database (0 bytes, or no
+    tables: a failed copy leaves one) is made a new ledger too — the explicit path. Whatever
+    else is not a veil ledger is refused: a file that is not SQLite, foreign tables, veil's
+    tables without a schema version, a newer schema. The database failing is a
+    :class:`~veil.errors.LedgerUnavailableError`.
+    """
+    parsed = _parse(url)
+    path = _sqlite_file(parsed)
+    if path is not None:
+        if not os.path.exists(path):
+            if not (create or init):
+                raise _missing(parsed)
+            _create_file(path)
+        else:
+            _check_file(path, init=init)
+    engine, memory = open_engine(url)
+    try:
+        prepare_schema(engine, memory=memory, create=create, init=init)
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        code = getattr(getattr(exc, "orig", None), "sqlite_errorcode", None)
+        if code == SQLITE_NOTADB:
+            raise _not_a_ledger(
+                f"the file {path!r}", "it is not a SQLite database", empty=False
+            ) from exc
+        raise unavailable(exc, _hidden(parsed), opening=True) from exc
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine, memory
 
 
 def in_memory(url: str | os.PathLike[str]) -> bool:
@@ -390,41 +605,22 @@ def shown_url(url: str | os.PathLike[str]) -> str:
 
 def require_existing(url: str | os.PathLike[str]) -> None:
     """Raise ``LedgerError`` unless a ledger already exists at ``url`` (a SQLite file, or a
-    PostgreSQL database that holds veil's tables); in-memory URLs always pass."""
+    PostgreSQL database that holds veil's tables); in-memory URLs always pass. (Whether what
+    exists is a ledger, :func:`open_ledger` checks.)"""
     parsed = _parse(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
-        database = parsed.database
-        if database in (None, "", ":memory:"):
-            return
-        if not os.path.exists(database):
-            why = f"no ledger at {database!r}; check the path, or create one by granting a budget: "
-            cli = (
-                f"veil budget grant --ledger {_hidden(parsed)} --analyst NAME --dataset NAME "
-                "--epsilon E"
-            )
-            raise LedgerError(
-                f"{why}veil.Ledger({_hidden(parsed)!r}).grant('alice', 'people', "
-                f"veil.Budget(epsilon=1)) in Python, or {cli}",
-                cli=why + cli,
-            )
+        path = _sqlite_file(parsed)
+        if path is not None and not os.path.exists(path):
+            raise _missing(parsed)
         return
     engine, _ = open_engine(url)
     try:
         with engine.connect() as conn:
             found = conn.dialect.has_table(conn, schema_version.name)
     except SQLAlchemyError as exc:  # an unreachable server: the message says why
-        raise LedgerError(f"cannot open the ledger at {_hidden(parsed)}: {exc}") from exc
+        raise unavailable(exc, _hidden(parsed), opening=True) from exc
     finally:
         engine.dispose()
     if not found:
-        why = (
-            f"no veil ledger in the database at {_hidden(parsed)}; create one by granting a "
-            "budget: "
-        )
-        cli = "veil budget grant --ledger URL --analyst NAME --dataset NAME --epsilon E"
-        raise LedgerError(
-            f"{why}veil.Ledger(URL).grant('alice', 'people', veil.Budget(epsilon=1)) in Python, "
-            f"or {cli}",
-            cli=why + cli,
-        )
+        raise _missing(parsed)

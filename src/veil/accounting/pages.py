@@ -1,0 +1,151 @@
+"""Histories read a page at a time, newest first (issue 34): what the API, the clients, the
+CLI and the dashboard show of a ledger whose events grow without bound (each cache hit is one).
+
+A page is at most ``limit`` events with ids below a cursor (``before``), in descending id order
+— the order they were written in, newest first; the next page's cursor is the id of the last
+event shown. A page is read by index (``veil_events_page``: budget, id), so its cost does not
+grow with the history. Counts are SQL aggregates, never rows read into Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+from sqlalchemy import Connection, func, select
+
+from veil.accounting.records import Record, record
+from veil.accounting.store import budgets, events
+from veil.errors import InvalidArgumentError
+
+__all__ = [
+    "MAX_PAGE",
+    "HistoryPage",
+    "cache_hits",
+    "charges",
+    "counts",
+    "events_page",
+    "open_charges",
+]
+
+MAX_PAGE = 1000
+"""The most events one page may hold."""
+
+
+@dataclass(frozen=True)
+class HistoryPage(Sequence[Record]):
+    """Events of a history, newest first, and the cursor of the page after it: pass ``next``
+    as ``before`` to read the older events (None: this page reaches the first event)."""
+
+    records: tuple[Record, ...]
+    next: int | None = field(default=None)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | Sequence[Record]:
+        return self.records[index]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+
+def check_page(limit: object, before: object) -> tuple[int, int | None]:
+    """``limit`` and ``before`` checked: an int in [1, MAX_PAGE] and None or a positive int."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(
+            f"limit must be a whole number of events from 1 to {MAX_PAGE}, got {limit!r}"
+        )
+    if before is not None and (isinstance(before, bool) or not isinstance(before, int)
+                               or before < 1):  # fmt: skip
+        raise InvalidArgumentError(
+            f"before must be the cursor a page gave as next (a positive id), got {before!r}"
+        )
+    return limit, before
+
+
+def events_page(
+    conn: Connection,
+    budget_id: int,
+    analyst: str,
+    dataset: str,
+    *,
+    limit: int,
+    before: int | None,
+    event: str | None = None,
+) -> HistoryPage:
+    """The newest ``limit`` events of budget ``budget_id`` below ``before`` (of one kind, with
+    ``event``)."""
+    query = select(events).where(events.c.budget_id == budget_id)
+    if before is not None:
+        query = query.where(events.c.id < before)
+    if event is not None:
+        query = query.where(events.c.event == event)
+    rows = conn.execute(query.order_by(events.c.id.desc()).limit(limit + 1)).all()
+    shown = tuple(record(r, analyst, dataset) for r in rows[:limit])
+    return HistoryPage(shown, shown[-1].id if len(rows) > limit else None)
+
+
+def charges(
+    conn: Connection, *, analyst: str | None, limit: int, before: int | None
+) -> HistoryPage:
+    """The newest ``limit`` charges below ``before`` of every grant (of ``analyst``'s only,
+    unless None): the dashboard's audit table."""
+    query = (
+        select(events, budgets.c.analyst, budgets.c.dataset)
+        .join(budgets, budgets.c.id == events.c.budget_id)
+        .where(events.c.event == "charge")
+    )
+    if analyst is not None:
+        query = query.where(budgets.c.analyst == analyst)
+    if before is not None:
+        query = query.where(events.c.id < before)
+    rows = conn.execute(query.order_by(events.c.id.desc()).limit(limit + 1)).all()
+    shown = tuple(record(r, r.analyst, r.dataset) for r in rows[:limit])
+    return HistoryPage(shown, shown[-1].id if len(rows) > limit else None)
+
+
+def counts(conn: Connection, *, analyst: str | None) -> dict[tuple[str, str], dict[str, int]]:
+    """(analyst, dataset) → event kind → how many, for every grant (``analyst``'s only)."""
+    query = (
+        select(budgets.c.analyst, budgets.c.dataset, events.c.event, func.count().label("n"))
+        .join(budgets, budgets.c.id == events.c.budget_id)
+        .group_by(budgets.c.analyst, budgets.c.dataset, events.c.event)
+    )
+    if analyst is not None:
+        query = query.where(budgets.c.analyst == analyst)
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for r in conn.execute(query):
+        out.setdefault((r.analyst, r.dataset), {})[r.event] = int(r.n)
+    return out
+
+
+def cache_hits(conn: Connection, answer_ids: Sequence[int]) -> dict[int, int]:
+    """answer id → how often it was served from the cache, for ``answer_ids``."""
+    if not answer_ids:
+        return {}
+    rows: Any = conn.execute(
+        select(events.c.answer_id, func.count().label("n"))
+        .where(events.c.event == "cache_hit", events.c.answer_id.in_(sorted(set(answer_ids))))
+        .group_by(events.c.answer_id)
+    )
+    return {int(r.answer_id): int(r.n) for r in rows}
+
+
+def open_charges(conn: Connection) -> list[Record]:
+    """The charges still ``reserved``, oldest first (few: the others are settled; a partial
+    index holds them)."""
+    rows = conn.execute(
+        select(events, budgets.c.analyst, budgets.c.dataset)
+        .join(budgets, budgets.c.id == events.c.budget_id)
+        .where(events.c.event == "charge", events.c.status == "reserved")
+        .order_by(events.c.id)
+    ).all()
+    return [record(r, r.analyst, r.dataset) for r in rows]
