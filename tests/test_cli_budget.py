@@ -62,7 +62,7 @@ def test_show_filters_and_says_when_nothing_matches(ledger_url: str) -> None:
     assert "the ledger has no budget for analyst 'zed'" in err
 
 
-def test_history_lists_grants_and_charges_oldest_first(ledger_url: str) -> None:
+def test_history_lists_grants_and_charges_newest_first(ledger_url: str) -> None:
     with veil.Ledger(ledger_url) as ledger:
         ledger.grant("alice", "people", veil.Budget(epsilon=1))
         ledger.reserve("alice", "people", veil.Budget(epsilon=0.25), fingerprint="f" * 64).commit()
@@ -74,12 +74,48 @@ def test_history_lists_grants_and_charges_oldest_first(ledger_url: str) -> None:
     assert code == 0
     payload = json.loads(out)
     events = [(h["event"], h["status"]) for h in payload["history"]]
-    assert events[0] == ("grant", None)
+    assert events[-1] == ("grant", None)
     assert [e for e in events if e[0] == "charge"] == [
-        ("charge", "committed"),
         ("charge", "refunded"),
+        ("charge", "committed"),
     ]
     assert payload["remaining"]["exact"]["epsilon"] == "3/4"
+    assert payload["next"] is None
+
+
+def test_history_is_shown_a_page_at_a_time_with_the_cursor_of_older_events(
+    ledger_url: str,
+) -> None:
+    with veil.Ledger(ledger_url) as ledger:
+        ledger.grant("alice", "people", veil.Budget(epsilon=1))
+        for i in range(5):
+            ledger.reserve("alice", "people", veil.Budget(epsilon="1/8"), fingerprint=f"q{i}")
+        every = [r.id for r in reversed(ledger.history("alice", "people"))]
+    seen: list[int] = []
+    cursor: list[str] = []
+    while True:
+        code, out, _ = invoke(
+            "budget", "history", "--ledger", ledger_url, "-a", "alice", "--dataset", "people",
+            "-f", "json", "--limit", "2", *cursor,
+        )  # fmt: skip
+        assert code == 0
+        payload = json.loads(out)
+        seen += [h["id"] for h in payload["history"]]
+        if payload["next"] is None:
+            break
+        cursor = ["--before", str(payload["next"])]
+    assert seen == every
+    code, out, _ = invoke(
+        "budget", "history", "--ledger", ledger_url, "-a", "alice", "--dataset", "people",
+        "--limit", "2",
+    )  # fmt: skip
+    assert f"older: --before {every[1]}" in " ".join(out.split())
+    code, _, err = invoke(
+        "budget", "history", "--ledger", ledger_url, "-a", "alice", "--dataset", "people",
+        "--limit", "0",
+    )  # fmt: skip
+    assert code == 2
+    assert "limit must be a whole number of events from 1 to 1000, got 0" in err
 
 
 def test_history_as_a_table_and_as_csv(ledger_url: str) -> None:

@@ -28,6 +28,7 @@ from veil.cli_audit import audit_app
 from veil.cli_errors import USER_ERROR_EXIT, _report
 from veil.cli_errors import run as _run
 from veil.cli_errors import stderr as _stderr
+from veil.cli_ledger import ledger_app
 from veil.cli_options import (
     OutputFormat,
     budget_json,
@@ -82,6 +83,7 @@ budget_app = typer.Typer(
 app.add_typer(budget_app, name="budget")
 app.add_typer(admin_app, name="admin")
 app.add_typer(audit_app, name="audit")
+app.add_typer(ledger_app, name="ledger")
 app.command("serve")(serve)
 
 
@@ -1139,12 +1141,19 @@ def budget_history(
     analyst: AnalystReqOpt,
     dataset: DatasetOpt,
     fmt: FormatOpt = OutputFormat.table,
+    limit: Annotated[int, typer.Option("--limit", help="Events to show (1 … 1000).")] = 100,
+    before: Annotated[
+        int | None,
+        typer.Option("--before", help="Show events older than this one (the 'older:' cursor)."),
+    ] = None,
 ) -> None:
-    """Every grant, charge, cache hit and alert of an analyst on a dataset, oldest first."""
+    """The latest grants, charges, cache hits and alerts of an analyst on a dataset, newest
+    first (--limit of them; --before ID for older ones)."""
 
     def go() -> None:
         with _open_ledger(ledger) as led:
-            records = led.history(analyst, dataset)
+            page = led.history_page(analyst, dataset, limit=limit, before=before)
+            records = list(page)
             remaining = led.remaining(analyst, dataset)
         rows = [
             {
@@ -1166,6 +1175,7 @@ def budget_history(
                         "analyst": analyst,
                         "dataset": dataset,
                         "history": rows,
+                        "next": page.next,
                         "remaining": budget_json(remaining),
                     }
                 )
@@ -1193,9 +1203,10 @@ def budget_history(
                 )
             sys.stdout.write(buf.getvalue())
             return
+        older = "" if page.next is None else f"; older: --before {page.next}"
         table = Table(
-            title=f"budget history of {analyst!r} on {dataset!r}",
-            caption=f"remaining {remaining}",
+            title=f"budget history of {analyst!r} on {dataset!r}, newest first",
+            caption=f"remaining {remaining}{older}",
             caption_justify="left",
         )
         for name in ("#", "when (UTC)", "event", "status", "loss", "fingerprint", "query"):

@@ -19,23 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
+from veil.accounting.budget import Budget
 from veil.accounting.ledger import Standing
+from veil.accounting.pages import MAX_PAGE
+from veil.accounting.records import Record
 from veil.autobounds import is_auto
 from veil.autobounds_target import TargetedBounds
 from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
 from veil.cli_target import bounds_target_json, choice_json, limits_target_json
-from veil.errors import InvalidArgumentError
+from veil.errors import InvalidArgumentError, LedgerUnavailableError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
 from veil.service import responses as out
@@ -48,7 +52,7 @@ from veil.service.models import (
     QueryRequest,
 )
 from veil.service.principals import Principal
-from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses
+from veil.service.problems import MEDIA_TYPE, Problem, from_error, responses, unknown_outcome
 from veil.service.responses import ok
 from veil.service.state import (
     ServiceState,
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["analyst"])
+logger = logging.getLogger("veil.service")
 
 Caller = Annotated[Principal, Depends(caller)]
 BearerKey = Annotated[str, Depends(bearer_key)]
@@ -171,21 +176,32 @@ def _answered(
     ask: Callable[[Session], dict[str, Any]],
 ) -> Answer:
     """``ask`` a session on ``ds`` with a lent engine (never raises: a refusal is its problem
-    document, counted in the metrics)."""
+    document, counted in the metrics; a failure after a charge was reserved is
+    ``outcome-unknown``, never "retry later")."""
+    with state.ledger.tracking() as reserved:
+        try:
+            if isinstance(body, ExplainRequest):
+                _refuse_widening(body, ds)
+            with (
+                state.engines.borrow(ds) as engine,
+                Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as s,
+            ):
+                payload = ask(s)
+            payload["dataset"] = ds.name
+            return 200, payload
+        except Exception as exc:
+            problem = from_error(exc, reserved)
+            state.metrics.refusal(ds.name, problem.slug)
+            return problem.type.status, problem.body()
+
+
+def _remaining(session: Session) -> Budget | None:
+    """What is left of the grant after an answer whose charge is committed: None when the
+    ledger cannot say now (the answer is released all the same, never answered "retry")."""
     try:
-        if isinstance(body, ExplainRequest):
-            _refuse_widening(body, ds)
-        with (
-            state.engines.borrow(ds) as engine,
-            Session.from_catalog(state.catalog, ds, analyst=who.name, engine=engine) as session,
-        ):
-            payload = ask(session)
-        payload["dataset"] = ds.name
-        return 200, payload
-    except Exception as exc:
-        problem = from_error(exc)
-        state.metrics.refusal(ds.name, problem.slug)
-        return problem.type.status, problem.body()
+        return session.remaining()
+    except LedgerUnavailableError:
+        return None
 
 
 def _options(body: ExplainRequest) -> dict[str, Any]:
@@ -315,7 +331,7 @@ def _run_query(
             if targets is not None:
                 options["target"] = targets
             result = session.sql(body.sql, consistent=body.consistent, **options)
-        remaining = session.remaining()
+        remaining = _remaining(session)
         state.metrics.query(ds.name, cached=result.cached)
         payload = result_payload(result, remaining=remaining)
         if choice is not None:
@@ -447,9 +463,19 @@ def _finish_later(
         wait = deadline - time.monotonic()
         if wait > 0:  # the job's answer appears no earlier than the pad either
             time.sleep(wait)
-        state.jobs.finish(job_id, status, body)
+        for attempt in range(FINISH_ATTEMPTS):  # the ledger's database may be down a while
+            try:
+                state.jobs.finish(job_id, status, body)
+                return
+            except Exception:
+                logger.exception("job %s: its answer not recorded yet (attempt %d)", job_id,
+                                 attempt + 1)  # fmt: skip
+                time.sleep(min(8.0, 0.5 * 2**attempt))
 
     return done
+
+
+FINISH_ATTEMPTS = 8  # a job's answer is tried for about 40 s (then it is "lost" after job_ttl_s)
 
 
 _ASYNC = Query(alias="async", description="run as a job: answer 202 with a URL to poll")
@@ -542,19 +568,32 @@ async def query(
             asyncio.shield(asyncio.wrap_future(pending)), state.config.limits.query_timeout_s
         )
     except TimeoutError:
-        if not identified:  # still queued: the job checks the key (and its rate) when it starts
-            found = await state.run(lambda: state.principals.authenticate(key))
-            if found is None:
-                raise Problem("unauthorized", "the API key is no longer live") from None
-            identified.append(found)
-        who = identified[0]
-        ds = (
-            granted[0]
-            if granted
-            else await state.run(lambda: state.granted_dataset(who, body.dataset))
-        )
-        deadline = start + ds.min_response_ms / 1000
-        job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
+        try:
+            if not identified:  # still queued: the job checks the key (and rate) when it starts
+                found = await state.run(lambda: state.principals.authenticate(key))
+                if found is None:
+                    pending.cancel()
+                    raise Problem("unauthorized", "the API key is no longer live") from None
+                identified.append(found)
+            who = identified[0]
+            ds = (
+                granted[0]
+                if granted
+                else await state.run(lambda: state.granted_dataset(who, body.dataset))
+            )
+            deadline = start + ds.min_response_ms / 1000
+            job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
+        except Exception as exc:
+            if pending.cancel() or isinstance(exc, Problem):  # it will never run: nothing charged
+                raise
+            # it runs on (and may charge) but cannot be followed: never "retry later"
+            logger.error("a running query's job could not be recorded: %s", exc)
+            raise unknown_outcome(
+                None,
+                None,
+                "the query is still running and may be charged, but the service could not "
+                "record its job",
+            ) from exc
         pending.add_done_callback(_finish_later(state, job_id, deadline))
         return _accepted(request, job_id)
     await pad_until(start + granted[0].min_response_ms / 1000)
@@ -585,7 +624,7 @@ def _run_bounds(state: ServiceState, who: Principal, ds: Dataset, body: BoundsRe
             max_rows_per_group=body.max_rows_per_group, max_rows=body.max_rows, by=body.by,
         )  # fmt: skip
         state.metrics.query(ds.name, cached=all(c.cached for c in chosen))
-        return bounds_payload(chosen, session.remaining())
+        return bounds_payload(chosen, _remaining(session))
 
     return _answered(state, who, ds, body, ask)
 
@@ -652,11 +691,35 @@ async def budget(request: Request, who: Caller) -> dict[str, Any]:
     return await state.run(go)
 
 
-@router.get("/history", summary="The caller's grants, charges, cache hits and alerts on a dataset",
+def _event(r: Record) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "at": r.at.isoformat(),
+        "event": r.event,
+        "status": r.status,
+        "loss": budget_json(r.loss),
+        "fingerprint": r.fingerprint,
+        "detail": r.detail,
+        "query": r.query,
+    }
+
+
+_LIMIT = Query(ge=1, le=MAX_PAGE, description="events per page, newest first")
+_BEFORE = Query(
+    pattern=r"^[1-9][0-9]{0,17}$",
+    description="a cursor: the `next` of the page before (omit it for the newest events)",
+)
+
+
+@router.get("/history", summary="A page of the caller's history on a dataset, newest first",
             response_model=None,
             responses={**ok(out.HistoryAnswer), **responses(*_AUTH, 404, 422)})  # fmt: skip
 async def history(
-    request: Request, who: Caller, dataset: Annotated[str, Query(max_length=200)]
+    request: Request,
+    who: Caller,
+    dataset: Annotated[str, Query(max_length=200)],
+    limit: Annotated[int, _LIMIT] = 100,
+    before: Annotated[str | None, _BEFORE] = None,
 ) -> dict[str, Any]:
     state = state_of(request)
 
@@ -664,24 +727,32 @@ async def history(
         ledger = state.ledger
         if not ledger.has_grant(who.name, dataset):
             raise Problem("not-found", "no such dataset")
-        records = ledger.history(who.name, dataset)
+        page = ledger.history_page(
+            who.name, dataset, limit=limit, before=None if before is None else int(before)
+        )
         return {
             "analyst": who.name,
             "dataset": dataset,
             "remaining": budget_json(ledger.remaining(who.name, dataset)),
-            "history": [
-                {
-                    "id": r.id,
-                    "at": r.at.isoformat(),
-                    "event": r.event,
-                    "status": r.status,
-                    "loss": budget_json(r.loss),
-                    "fingerprint": r.fingerprint,
-                    "detail": r.detail,
-                    "query": r.query,
-                }
-                for r in records
-            ],
+            "history": [_event(r) for r in page],
+            "next": None if page.next is None else str(page.next),
         }
 
     return await state.run(go)
+
+
+@router.get("/charges/{charge_id}", summary="One of the caller's charges, by reservation id",
+            response_model=None,
+            responses={**ok(out.ChargeFound), **responses(*_AUTH, 404, 422)})  # fmt: skip
+async def charge(
+    request: Request, who: Caller, charge_id: Annotated[int, Path(ge=1, le=2**62)]
+) -> dict[str, Any]:
+    """What became of a charge (after an ``outcome-unknown`` answer): ``committed`` (send the
+    identical query again: answered from the cache, free), ``reserved`` (still running),
+    ``abandoned`` (charged, nothing released), ``refunded``; another analyst's charge answers
+    exactly as one that does not exist."""
+    state = state_of(request)
+    found = await state.run(lambda: state.ledger.charge(charge_id))
+    if found is None or found.analyst != who.name:
+        raise Problem("not-found", "no such charge of yours")
+    return _event(found) | {"dataset": found.dataset}

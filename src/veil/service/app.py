@@ -36,6 +36,7 @@ from veil.service.problems import PROBLEMS, Problem, from_error, problem_respons
 from veil.service.ratelimit import RateLimiter
 from veil.service.responses import ok
 from veil.service.state import ServiceState
+from veil.service.upkeep import LedgerUpkeep
 
 __all__ = ["OPENAPI_PATH", "create_app", "create_app_from_env"]
 
@@ -207,10 +208,20 @@ def create_app(config: ServiceConfig) -> FastAPI:
         limiter=RateLimiter(config.limits.rate_limit),
     )
     catalog.ledger.on_alert(state.metrics.alert)
+    # the running sums checked against the charges now (a mismatch stops charging), then
+    # periodically with stale reservations abandoned, while the app serves (veil.service.upkeep)
+    upkeep = LedgerUpkeep(
+        catalog.ledger,
+        every_s=config.limits.ledger_check_s,
+        reservation_ttl_s=config.limits.reservation_ttl_s,
+    )
+    upkeep.run_once()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        upkeep.start()
         yield
+        upkeep.stop()
         state.close()
 
     app = FastAPI(
@@ -220,6 +231,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.veil = state
+    app.state.veil_upkeep = upkeep
     _install_handlers(app)
     _declare_problem_schema(app)
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from veil.cli_options import OutputFormat
-from veil.errors import InvalidArgumentError, MissingDependencyError
+from veil.errors import InvalidArgumentError, LedgerError, MissingDependencyError
 
 if TYPE_CHECKING:
     from veil.service.principals import Principals
@@ -63,6 +63,28 @@ def _principals(ledger: str | None, config: str | None) -> Principals:
     if config is None:  # a mistyped --ledger path must not become a new, empty ledger
         require_existing(url)
     return Principals(url)
+
+
+def _ledger_exists(config: str, *, init: bool) -> None:
+    """The service never starts on a ledger it would have to create: a mistyped path must not
+    become a new, empty ledger (``--init-ledger`` makes one, explicitly, before the workers
+    start: ``veil.Ledger.initialise``)."""
+    from veil.accounting.ledger import Ledger
+    from veil.accounting.store import require_existing, shown_url
+    from veil.service.config import ServiceConfig
+
+    url = ServiceConfig.load(config).ledger
+    if init:
+        Ledger.initialise(url).close()
+        return
+    try:
+        require_existing(url)
+    except LedgerError as exc:
+        why = f"the config's ledger {shown_url(url)} does not exist yet"
+        raise LedgerError(
+            f"{why}; create it with veil ledger init --config {config} (or veil serve "
+            "--init-ledger), or check the ledger URL in the config"
+        ) from exc
 
 
 def _run(fn: Callable[[], None], fmt: OutputFormat = OutputFormat.table) -> None:
@@ -173,6 +195,12 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes.", min=1)] = 1,
+    init_ledger: Annotated[
+        bool,
+        typer.Option(
+            "--init-ledger", help="Make a new, empty ledger first if the config's does not exist."
+        ),
+    ] = False,
 ) -> None:
     """Run the HTTP service (pip install 'veil[service]'); behind a TLS proxy in production."""
 
@@ -188,6 +216,7 @@ def serve(
 
         path = os.path.abspath(config)
         os.environ[CONFIG_ENV] = path
+        _ledger_exists(path, init=init_ledger)
         create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
         uvicorn.run(
             "veil.service.app:create_app_from_env",

@@ -11,6 +11,8 @@
     query_timeout_s = 30        # a query still running then answers 202 with its job URL
     job_ttl_s = 86400           # a job still "running" after this is reported lost
     job_keep_s = 604800         # a job's stored answer is deleted this long after it ended
+    ledger_check_s = 300        # the ledger's running sums checked against its charges
+    reservation_ttl_s = 3600    # a charge still "reserved" this long after: "abandoned"
 
     [[datasets]]                # the catalog (veil.catalog.Catalog.load_toml), loaded at start
     name = "people"
@@ -47,6 +49,8 @@ class ServiceLimits:
     query_timeout_s: float = 30.0
     job_ttl_s: float = 86_400.0
     job_keep_s: float = 604_800.0
+    ledger_check_s: float = 300.0
+    reservation_ttl_s: float = 3_600.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -27,9 +27,9 @@ from veil.service.models import (
     RandomizedResponseRequest,
 )
 from veil.service.principals import Principal
-from veil.service.problems import Problem, responses
+from veil.service.problems import Problem, from_error, responses
 from veil.service.responses import ok
-from veil.service.state import ServiceState, caller, state_of
+from veil.service.state import caller, state_of
 
 __all__ = ["router"]
 
@@ -57,19 +57,27 @@ def _plain(value: Any) -> Any:
 
 async def _charged(
     request: Request, who: Principal, dataset: str, draw: Callable[[Any], Any]
-) -> tuple[ServiceState, Any]:
-    """``draw(ledger)`` for ``who`` on ``dataset``'s grant (404 without one, as if unknown)."""
+) -> tuple[Any, dict[str, Any] | None]:
+    """``draw(ledger)`` for ``who`` on ``dataset``'s grant (404 without one, as if unknown),
+    and what is left of the grant after it. A failure after the charge was reserved (the
+    ledger's database failing as it commits, or as the remaining budget is read) is
+    ``outcome-unknown``: the noisy values are not released, and the charge may stand."""
     state = state_of(request)
 
-    def go() -> Any:
-        if not state.ledger.has_grant(who.name, dataset):
-            raise Problem("not-found", "no such dataset")
-        return draw(state.ledger)
+    def go() -> tuple[Any, dict[str, Any] | None]:
+        with state.ledger.tracking() as reserved:
+            try:
+                if not state.ledger.has_grant(who.name, dataset):
+                    raise Problem("not-found", "no such dataset")
+                drawn = draw(state.ledger)
+                return drawn, budget_json(state.ledger.remaining(who.name, dataset))
+            except Exception as exc:
+                raise from_error(exc, reserved) from exc
 
-    return state, await state.run(go)
+    return await state.run(go)
 
 
-def _release(state: ServiceState, who: Principal, dataset: str, r: Release) -> dict[str, Any]:
+def _release(dataset: str, r: Release, remaining: dict[str, Any] | None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "dataset": dataset,
         "mechanism": r.mechanism,
@@ -77,7 +85,7 @@ def _release(state: ServiceState, who: Principal, dataset: str, r: Release) -> d
         "loss": budget_json(r.loss),
         "sensitivity": str(r.sensitivity),
         "scale": None if r.scale is None else float(r.scale),
-        "remaining": budget_json(state.ledger.remaining(who.name, dataset)),
+        "remaining": remaining,
         "note": NOTE,
     }
     if r.noise_scale is not None:
@@ -90,7 +98,7 @@ def _release(state: ServiceState, who: Principal, dataset: str, r: Release) -> d
              response_model=None, responses=ok(out.NoisyValues))  # fmt: skip
 async def laplace(request: Request, body: LaplaceRequest, who: Caller) -> dict[str, Any]:
     fn = mechanisms.discrete_laplace if body.integer else mechanisms.laplace
-    state, r = await _charged(
+    r, remaining = await _charged(
         request,
         who,
         body.dataset,
@@ -103,13 +111,13 @@ async def laplace(request: Request, body: LaplaceRequest, who: Caller) -> dict[s
             dataset=body.dataset,
         ),
     )
-    return _release(state, who, body.dataset, r)
+    return _release(body.dataset, r, remaining)
 
 
 @router.post("/gaussian", summary="Gaussian noise on your values (ρ-zCDP or (ε, δ)-DP)",
              response_model=None, responses=ok(out.NoisyValues))  # fmt: skip
 async def gaussian(request: Request, body: GaussianRequest, who: Caller) -> dict[str, Any]:
-    state, r = await _charged(
+    r, remaining = await _charged(
         request,
         who,
         body.dataset,
@@ -124,7 +132,7 @@ async def gaussian(request: Request, body: GaussianRequest, who: Caller) -> dict
             dataset=body.dataset,
         ),
     )
-    return _release(state, who, body.dataset, r)
+    return _release(body.dataset, r, remaining)
 
 
 @router.post("/exponential", summary="Choose a candidate by the exponential mechanism",
@@ -136,7 +144,7 @@ async def exponential(request: Request, body: ExponentialRequest, who: Caller) -
             f"{len(body.candidates)} candidates but {len(body.scores)} scores; give one score "
             "per candidate",
         )
-    state, index = await _charged(
+    index, remaining = await _charged(
         request,
         who,
         body.dataset,
@@ -157,7 +165,7 @@ async def exponential(request: Request, body: ExponentialRequest, who: Caller) -
         "index": int(index),
         "choice": body.candidates[int(index)],
         "loss": budget_json(Budget(epsilon=body.epsilon)),
-        "remaining": budget_json(state.ledger.remaining(who.name, body.dataset)),
+        "remaining": remaining,
         "note": NOTE,
     }
 
@@ -167,7 +175,7 @@ async def exponential(request: Request, body: ExponentialRequest, who: Caller) -
 async def randomized_response(
     request: Request, body: RandomizedResponseRequest, who: Caller
 ) -> dict[str, Any]:
-    state, r = await _charged(
+    r, remaining = await _charged(
         request,
         who,
         body.dataset,
@@ -180,6 +188,6 @@ async def randomized_response(
             dataset=body.dataset,
         ),
     )
-    out = _release(state, who, body.dataset, r)
+    out = _release(body.dataset, r, remaining)
     out["note"] = "each reported value is ε-DP for the one value it reports (local DP)"
     return out

@@ -27,7 +27,7 @@ from sqlalchemy import Engine, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from veil.accounting.records import now
-from veil.accounting.store import READ_ONLY, open_engine, prepare_schema, principals
+from veil.accounting.store import READ_ONLY, in_memory, open_ledger, principals
 from veil.errors import InvalidArgumentError, LedgerError
 from veil.random import token
 
@@ -83,20 +83,14 @@ def _check_role(role: object) -> Role:
 class Principals:
     """The identities stored in the ledger database at ``url`` (SQLite file or PostgreSQL)."""
 
-    def __init__(self, url: str | os.PathLike[str]) -> None:
-        engine, memory = open_engine(url)
-        if memory:
-            engine.dispose()
+    def __init__(self, url: str | os.PathLike[str], *, create: bool = True) -> None:
+        if in_memory(url):
             raise LedgerError(
                 "the service needs a persistent ledger (a SQLite file or PostgreSQL) that its "
                 "processes and `veil admin` share; an in-memory one ('sqlite://') vanishes"
             )
-        try:
-            prepare_schema(engine)
-        except SQLAlchemyError as exc:
-            engine.dispose()
-            raise LedgerError(f"cannot open the ledger: {type(exc).__name__}") from exc
-        self.engine: Engine = engine
+        # what is not a veil ledger is refused, as by veil.Ledger (open_ledger)
+        self.engine: Engine = open_ledger(url, create=create)[0]
 
     def close(self) -> None:
         self.engine.dispose()

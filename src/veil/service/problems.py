@@ -10,14 +10,23 @@ What a veil error says is released to the analyst (DESIGN §1): the session alre
 errors from public inputs only, and :class:`veil.errors.QueryFailedError` carries nothing the
 engine said. An unexpected exception becomes ``internal-error`` with a fixed detail; its text
 goes to the operator's log (:func:`veil.errors.log_withheld`), never to the caller.
+
+**The ledger's database failing** is ``unavailable`` (503: nothing was charged, retry later) —
+whatever the database said, which goes to the operator's log (logger ``veil.service``) and
+never into the detail (it names the database's URL or path). A failure *after* the request's
+charge was reserved — the database failing as it commits or refunds the charge, or anything
+failing after a reservation (``reserved``) — is ``outcome-unknown`` instead: the charge may
+stand, so the client must not be told to retry; ``reservation`` and ``fingerprint`` name it,
+for ``GET /v1/charges/{reservation}``. A committed charge is never answered with a 503.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import JSONResponse
@@ -29,16 +38,22 @@ from veil.errors import (
     InternalError,
     InvalidArgumentError,
     LedgerError,
+    LedgerUnavailableError,
     MissingDependencyError,
     QueryFailedError,
     RandomnessError,
+    ReservationStateError,
     SchemaError,
     SessionStateError,
     UnknownDatasetError,
+    UnsettledChargeError,
     UnsupportedQueryError,
     UserError,
     VeilError,
 )
+
+if TYPE_CHECKING:
+    from veil.accounting.reservation import Reservation
 
 __all__ = [
     "PROBLEMS",
@@ -109,8 +124,19 @@ _TYPES = (
                 "A bug in veil. Nothing about the data is said; the operator's log has the "
                 "details."),
     ProblemType("unavailable", "Service unavailable", 503,
-                "The ledger database or the random number generator is unavailable; retry "
-                "later."),
+                "The ledger database or the random number generator is unavailable, or "
+                "charging is stopped until an operator checks the ledger. Nothing was "
+                "charged; retry later."),
+    ProblemType("outcome-unknown", "Outcome unknown: the charge may stand", 500,
+                "The service failed after this request's charge was reserved (the ledger's "
+                "database failed as the charge was written, say): the charge may stand and no "
+                "answer was released. Do not send the request again; look the charge up with "
+                "`GET /v1/charges/{reservation}` once the service answers again "
+                "(`reservation`, `fingerprint`; `reservation` is null when the database never "
+                "said it). `committed`: send the identical query again, answered from the "
+                "cache at no cost; `reserved`: still running, or resolved as `abandoned` "
+                "after the service's `reservation_ttl_s`; `abandoned`: charged, nothing was "
+                "released; no such charge: nothing was charged."),
 )  # fmt: skip
 
 PROBLEMS: Mapping[str, ProblemType] = {t.slug: t for t in _TYPES}
@@ -212,10 +238,59 @@ _INTERNAL_DETAIL = (
 )
 
 
-def from_error(error: BaseException) -> Problem:
-    """The problem that answers ``error`` (a veil error, or anything unexpected)."""
+_DATABASE_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error)
+try:  # the PostgreSQL driver's own errors, when it is installed
+    import psycopg
+
+    _DATABASE_ERRORS += (psycopg.Error,)
+except ImportError:  # pragma: no cover - psycopg is installed with the service's tests
+    pass
+
+
+def unknown_outcome(reservation: int | None, fingerprint: str | None, detail: str) -> Problem:
+    """The ``outcome-unknown`` problem of a charge that may stand."""
+    where = f" (reservation {reservation})" if reservation is not None else ""
+    return Problem(
+        "outcome-unknown",
+        f"{detail}{where}; do not send the request again: look the charge up with GET "
+        "/v1/charges/{reservation} once the service answers again",
+        {"reservation": reservation, "fingerprint": fingerprint},
+    )
+
+
+def from_error(error: BaseException, reserved: Sequence[Reservation] = ()) -> Problem:
+    """The problem that answers ``error`` (a veil error, or anything unexpected); ``reserved``:
+    the charges the request reserved before it failed (its answer must then not say "retry":
+    an outage or a bug after one that was not refunded is ``outcome-unknown``; a user error
+    stays itself — the session refunds before raising one)."""
     if isinstance(error, Problem):
         return error
+    if isinstance(error, UnsettledChargeError):
+        logger.error("the charge's outcome is unknown: %s", error)
+        return unknown_outcome(error.reservation, error.fingerprint, error.public)
+    standing = [r for r in reserved if r.status != "refunded"]
+    if standing and (
+        not isinstance(error, UserError | QueryFailedError)
+        or isinstance(error, MissingDependencyError)
+    ):
+        last = standing[-1]
+        logger.error(
+            "failed after reserving %s: %s", last, error, exc_info=(type(error), error,
+                                                                    error.__traceback__)
+        )  # fmt: skip
+        return unknown_outcome(
+            last.id,
+            last.fingerprint,
+            "the service failed after this request's charge was reserved: the charge may "
+            "stand and no answer was released",
+        )
+    if isinstance(error, LedgerUnavailableError):
+        logger.error("ledger unavailable, answered as 503: %s", error)
+        return Problem("unavailable", f"{error.public}; retry later")
+    if isinstance(error, _DATABASE_ERRORS):
+        # the database failed: its text names the database, so it goes to the operator only
+        logger.error("ledger database error answered as 503: %s: %s", type(error).__name__, error)
+        return Problem("unavailable", "the ledger's database is unavailable; retry later")
     if isinstance(error, BudgetExhaustedError):
         return Problem(
             "budget-exhausted",
@@ -236,10 +311,12 @@ def from_error(error: BaseException) -> Problem:
         return Problem("not-found", "no such dataset")
     if isinstance(error, SchemaError):
         return Problem("schema", str(error))
-    if isinstance(error, LedgerError) and isinstance(error.__cause__, SQLAlchemyError):
+    if isinstance(error, LedgerError) and isinstance(error.__cause__, _DATABASE_ERRORS):
         # the database failed: its text names the database, so it goes to the operator only
         logger.error("ledger error answered as 503: %s", error)
         return Problem("unavailable", "the ledger is unavailable; retry later")
+    if isinstance(error, ReservationStateError):  # a late commit of an abandoned charge
+        return Problem("query-failed", str(error))
     if isinstance(error, MissingDependencyError):
         logger.error("missing dependency: %s", error)
         return Problem("unavailable", "the service lacks a component it needs; tell the operator")

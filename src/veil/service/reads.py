@@ -12,8 +12,9 @@ raw ``sqlite3`` connection per thread, in autocommit mode: each read is one stat
 consistent snapshot, and in WAL mode it takes no lock and never waits for a writer (as the
 SQLAlchemy read does). The connections are ``query_only``: they cannot write. The rows are
 turned into the same objects by the same functions. A failure of the database is a
-:class:`~veil.errors.LedgerError` (503), as through SQLAlchemy. Only for a ledger in a SQLite
-file (an in-memory one is one connection's; PostgreSQL reads are round trips, done in threads).
+:class:`~veil.errors.LedgerUnavailableError` (503), as through SQLAlchemy. Only for a ledger in
+a SQLite file (an in-memory one is one connection's; PostgreSQL reads are round trips, done in
+threads).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.sql import Select
 
+from veil.accounting.failures import unavailable
 from veil.accounting.ledger import STANDING, Standing, standing_of
-from veil.errors import LedgerError
 from veil.service.principals import BY_KEY, Principal, hash_key, live_principal, plausible_key
 
 __all__ = ["LocalReads"]
@@ -90,7 +91,7 @@ class LocalReads:
         try:
             return statement.one(self._conn(), params)
         except sqlite3.Error as exc:
-            raise LedgerError(f"the ledger at {self._path} failed: {exc}") from exc
+            raise unavailable(exc, self._path) from exc
 
     def authenticate(self, key: str) -> Principal | None:
         """As :meth:`veil.service.principals.Principals.authenticate`."""

@@ -319,10 +319,23 @@ class Event(_Out):
 
 
 class HistoryAnswer(_Out):
+    """A page of the caller's history on a dataset, newest first."""
+
     analyst: str
     dataset: str
     remaining: BudgetOut
-    history: list[Event]
+    history: list[Event] = Field(description="at most `limit` events, newest first")
+    next: str | None = Field(
+        default=None,
+        description="the cursor of the older events: pass it as `before` (null: none older)",
+    )
+
+
+class ChargeFound(Event):
+    """One of the caller's charges, looked up by its reservation id (after an
+    `outcome-unknown` answer): its status says what became of it."""
+
+    dataset: str
 
 
 class Job(_Out):
