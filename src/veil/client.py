@@ -60,6 +60,7 @@ from urllib.parse import quote, urlsplit
 
 from veil import __version__
 from veil.accounting.budget import Budget
+from veil.accounting.pages import HistoryPage, check_page
 from veil.accounting.records import Record
 from veil.autobounds import ChosenBounds
 from veil.client_answers import (
@@ -324,29 +325,45 @@ class Client:
                 return line.remaining
         raise unknown_dataset(dataset)
 
-    def history(self, dataset: str) -> list[Record]:
-        """The caller's grants, charges (with their SQL and status), cache hits and alerts on
-        ``dataset``, oldest first, as the ledger's records (``data_version`` and
-        ``answer_id`` are not sent: None)."""
-        payload = self._get("/v1/history", Asked(dataset), dataset=dataset)
+    def history(self, dataset: str, *, limit: int = 100, before: int | None = None) -> HistoryPage:
+        """A page of the caller's grants, charges (with their SQL and status), cache hits and
+        alerts on ``dataset``, newest first, as the ledger's records (``data_version`` and
+        ``answer_id`` are not sent: None): at most ``limit`` (1 … 1000) of them, older than
+        the cursor ``before`` when given. Pass the page's ``next`` as ``before`` for the
+        older events (None: there are none)."""
+        limit, before = check_page(limit, before)
+        params = {"dataset": dataset, "limit": str(limit)}
+        if before is not None:
+            params["before"] = str(before)
+        payload = self._get("/v1/history", Asked(dataset), **params)
         analyst = str(payload["analyst"])
-        return [
-            Record(
-                id=int(r["id"]),
-                at=datetime.fromisoformat(r["at"]),
-                analyst=analyst,
-                dataset=dataset,
-                event=str(r["event"]),
-                status=r.get("status"),
-                fingerprint=r.get("fingerprint"),
-                data_version=None,
-                loss=maybe_budget(r.get("loss")),
-                answer_id=None,
-                detail=r.get("detail"),
-                query=r.get("query"),
+        cursor = payload.get("next")
+        try:
+            return HistoryPage(
+                tuple(_record(r, analyst, dataset) for r in payload["history"]),
+                None if cursor is None else int(cursor),
             )
-            for r in payload["history"]
-        ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ServiceError(
+                f"the service sent a history this client cannot read: {exc!r}"
+            ) from exc
+
+    def charge(self, reservation: int, *, fingerprint: str | None = None) -> Record | None:
+        """The caller's charge ``reservation`` (the id an :class:`~veil.errors.OutcomeUnknownError`
+        names), or None when there is none — or, with ``fingerprint``, when the charge under
+        that id is another query's. Its ``status`` says what became of it: ``committed``
+        (the identical query sent again is answered from the cache, free), ``reserved`` (still
+        running), ``abandoned`` (charged, nothing released), ``refunded``."""
+        try:
+            payload = self._get(f"/v1/charges/{int(reservation)}", Asked())
+        except ServiceError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found = _record(payload, "", str(payload.get("dataset", "")))
+        if fingerprint is not None and found.fingerprint != fingerprint:
+            return None
+        return found
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -583,6 +600,13 @@ class Client:
                 job = self._job(job_id)
             except RateLimitedError as exc:  # polling is a read: wait as told
                 job, delay = {"state": "running"}, max(delay, exc.retry_after)
+            except ServiceUnavailableError as exc:  # the query was sent: it may be charged
+                raise OutcomeUnknownError(
+                    f"the query runs on the service as job {job_id}, which cannot be read now "
+                    f"({exc}); it is charged once whatever happens: wait for its answer with "
+                    f"client.job({job_id!r}).result() later, and do not send the query again",
+                    job=job_id,
+                ) from exc
             state = job["state"]
             if state == "done":
                 answer = job.get("answer")
@@ -616,10 +640,12 @@ class Client:
             f"({type(exc).__name__}: {exc or 'no detail'}); the service may have run and "
             "charged it, so the client does not send it again (a second send could be charged "
             f"again). To learn the outcome, find {what} among the charges of "
-            f"client.history({dataset!r}): 'committed' — it was answered, and sending the "
-            "identical query again returns that answer from the service's cache at no cost; "
-            "'reserved' — it is still running, or its worker stopped (the charge stays): do "
-            "not send it again; no charge — it was refused at no cost or has not arrived yet "
+            f"client.history({dataset!r}) (newest first): 'committed' — it was answered, and "
+            "sending the identical query again returns that answer from the service's cache at "
+            "no cost; 'reserved' — it is still running: do not send it again; 'abandoned' — "
+            "its worker stopped before answering (resolved after the service's "
+            "reservation_ttl_s): the charge stays, nothing was released, and sending it again "
+            "is charged again; no charge — it was refused at no cost or has not arrived yet "
             "(look again a little later before sending it again)"
         )
 
@@ -723,6 +749,24 @@ class Client:
         return self._call(
             "POST", f"/v1/mechanisms/{name}", body=body, lost=lost, asked=Asked(dataset)
         )[1]
+
+
+def _record(r: Mapping[str, Any], analyst: str, dataset: str) -> Record:
+    """A history event (or a charge found) of the service as the ledger's record."""
+    return Record(
+        id=int(r["id"]),
+        at=datetime.fromisoformat(r["at"]),
+        analyst=analyst,
+        dataset=dataset,
+        event=str(r["event"]),
+        status=r.get("status"),
+        fingerprint=r.get("fingerprint"),
+        data_version=None,
+        loss=maybe_budget(r.get("loss")),
+        answer_id=None,
+        detail=r.get("detail"),
+        query=r.get("query"),
+    )
 
 
 def _segment(name: str) -> str:

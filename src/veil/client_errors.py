@@ -14,6 +14,7 @@ from veil.errors import (
     BudgetExhaustedError,
     InternalError,
     InvalidArgumentError,
+    OutcomeUnknownError,
     QueryFailedError,
     RateLimitedError,
     SchemaError,
@@ -45,6 +46,7 @@ ERRORS: Mapping[str, type[VeilError]] = {
     "query-failed": QueryFailedError,
     "internal-error": InternalError,
     "unavailable": ServiceUnavailableError,
+    "outcome-unknown": OutcomeUnknownError,
 }
 """The exception each problem type (the slug of its ``type`` URN) becomes. A ``not-found``
 is an :class:`~veil.errors.UnknownDatasetError` when a dataset was named, an
@@ -73,6 +75,32 @@ def unknown_dataset(dataset: str) -> UnknownDatasetError:
         f"no dataset {dataset!r} that you may use on this service (one that does not exist and "
         "one not granted to you answer alike); an administrator grants budgets: veil budget "
         "grant"
+    )
+
+
+def _unknown_outcome(body: Mapping[str, object], detail: str) -> OutcomeUnknownError:
+    """The service's ``outcome-unknown``: its ledger failed after reserving the charge."""
+    reservation = body.get("reservation")
+    fingerprint = body.get("fingerprint")
+    charge = (
+        reservation if isinstance(reservation, int) and not isinstance(reservation, bool) else None
+    )
+    mark = fingerprint if isinstance(fingerprint, str) else None
+    how = (
+        f"client.charge({charge}"
+        + (f", fingerprint={mark!r}" if mark is not None else "")
+        + ") says what became of it once the service answers again"
+        if charge is not None
+        else "find the query among the charges of client.history(dataset) once the service "
+        "answers again"
+    )
+    return OutcomeUnknownError(
+        f"{detail}. The client does not send it again: {how} — 'committed': send the identical "
+        "query again, answered from the cache at no cost; 'reserved': still running (it becomes "
+        "'abandoned' if its worker is gone); 'abandoned': charged, nothing was released; "
+        "None (no such charge): nothing was charged",
+        reservation=charge,
+        fingerprint=mark,
     )
 
 
@@ -139,6 +167,8 @@ def problem_error(
             return InternalError(f"the service failed: {detail}")
         case "unavailable":
             return ServiceUnavailableError(detail, status=status)
+        case "outcome-unknown":
+            return _unknown_outcome(body, detail)
         case "method-not-allowed" | "not-found":
             return ServiceError(detail, status=status)
     known = ERRORS.get(slug)

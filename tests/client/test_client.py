@@ -407,9 +407,9 @@ def test_the_mechanism_endpoints_release_noisy_values_and_charge_the_grant(
         mech.laplace("app", 1, sensitivity=1, epsilon=100)
     assert caught.value.requested == veil.Budget(epsilon=100)
     assert caught.value.remaining == mech.remaining("app")
-    described = [r.query for r in mech.history("app") if r.event == "charge"]
-    assert described[0] is not None
-    assert described[0].startswith("laplace over 2 value(s)")
+    described = [r.query for r in mech.history("app") if r.event == "charge"]  # newest first
+    assert described[-1] is not None
+    assert described[-1].startswith("laplace over 2 value(s)")
     assert len(described) == 5
 
 
@@ -473,8 +473,8 @@ def test_a_mechanism_call_whose_connection_drops_is_not_sent_again(
     wait_until(lambda: len([r for r in mech.history("app") if r.event == "charge"]) > before)
     after = [r for r in mech.history("app") if r.event == "charge"]
     assert len(after) == before + 1
-    assert after[-1].query is not None
-    assert after[-1].query.startswith("laplace over 3 value(s)")
+    assert after[0].query is not None  # the newest charge
+    assert after[0].query.startswith("laplace over 3 value(s)")
 
 
 def test_a_query_lost_before_it_reached_the_service_is_not_sent_again_either(

@@ -238,6 +238,22 @@ final class Client
         $pause = $this->pollInterval;
         while (true) {
             [$status, $headers, $job] = $this->http->send('GET', $path);
+            if ($status === 503) {  // the job runs on, charged once: never "retry" the query
+                throw new TimeoutException(
+                    sprintf(
+                        'query job %s cannot be read now (the service is unavailable); it is '
+                        . 'charged once whatever happens: awaitJob(%s) later, and do not send '
+                        . 'the query again',
+                        $jobId,
+                        var_export($jobId, true),
+                    ),
+                    'GET',
+                    $path,
+                    $about['dataset'] ?? null,
+                    $about['sql'] ?? null,
+                    $jobId,
+                );
+            }
             $job = $this->answer($status, $headers, $job);
             $state = Decode::string($job, 'state');
             if ($state === 'done') {
@@ -572,21 +588,58 @@ final class Client
     }
 
     /**
-     * Your audit trail on `$dataset`, oldest first: grants, charges (with their status and the
-     * SQL), cache hits and alerts.
+     * The latest of your audit trail on `$dataset`, newest first: grants, charges (with their
+     * status and the SQL), cache hits and alerts — at most `$limit` (1 … 1000) events, older
+     * than the cursor `$before` when given. {@see historyPage()} gives the cursor of the older
+     * events too.
      *
      * @return list<HistoryEvent>
      */
-    public function history(string $dataset): array
+    public function history(string $dataset, int $limit = 100, ?string $before = null): array
     {
-        $path = '/v1/history?' . http_build_query(['dataset' => $dataset], '', '&', PHP_QUERY_RFC3986);
+        return $this->historyPage($dataset, $limit, $before)->events;
+    }
+
+    /**
+     * A page of your audit trail on `$dataset`, newest first, and the cursor of the older events
+     * ({@see HistoryPage::$next}: pass it as `$before`; null when there are none).
+     *
+     * @throws InvalidRequestException for a `$limit` outside 1 … 1000 (nothing is sent)
+     */
+    public function historyPage(string $dataset, int $limit = 100, ?string $before = null): HistoryPage
+    {
+        if ($limit < 1 || $limit > 1000) {
+            throw new InvalidRequestException(sprintf(
+                'limit must be from 1 to 1000 events, got %d; nothing was sent',
+                $limit,
+            ));
+        }
+        $query = ['dataset' => $dataset, 'limit' => $limit] + ($before === null ? [] : ['before' => $before]);
+        $path = '/v1/history?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986);
         [$status, $headers, $answer] = $this->http->send('GET', $path);
         $answer = $this->answer($status, $headers, $answer);
         $out = [];
         foreach (Decode::array($answer, 'history') as $event) {
             $out[] = HistoryEvent::fromArray(is_array($event) ? $event : []);
         }
-        return $out;
+        return new HistoryPage($out, Decode::nullableString($answer, 'next'));
+    }
+
+    /**
+     * Your charge `$reservation` (the id an {@see Exception\OutcomeUnknownException} names), or
+     * null when there is none — or, with `$fingerprint`, when the charge under that id is another
+     * query's. Its `status` says what became of it: `committed` (re-issue the identical query:
+     * answered from the cache, free), `reserved` (still running), `abandoned` (charged, nothing
+     * released), `refunded`.
+     */
+    public function charge(int $reservation, ?string $fingerprint = null): ?HistoryEvent
+    {
+        [$status, $headers, $answer] = $this->http->send('GET', '/v1/charges/' . $reservation);
+        if ($status === 404) {
+            return null;
+        }
+        $found = HistoryEvent::fromArray($this->answer($status, $headers, $answer));
+        return $fingerprint !== null && $found->fingerprint !== $fingerprint ? null : $found;
     }
 
     // ------------------------------------------------------------------------- internals

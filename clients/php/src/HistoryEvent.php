@@ -6,7 +6,9 @@ namespace Veil;
 
 /**
  * One entry of your audit trail on a dataset: a `grant`, a `charge` (status `reserved` while the
- * query runs, then `committed` or `refunded`), a `cache_hit` (free) or an `alert`.
+ * query runs, then `committed` or `refunded`, or `abandoned` when its worker stopped before
+ * answering: still charged, nothing released), a `cache_hit` (free) or an `alert`. `$dataset`
+ * is set for a charge looked up by {@see Client::charge()}.
  */
 final class HistoryEvent
 {
@@ -19,6 +21,7 @@ final class HistoryEvent
         public readonly ?string $fingerprint,
         public readonly ?string $detail,
         public readonly ?string $query,
+        public readonly ?string $dataset = null,
     ) {
     }
 
@@ -40,6 +43,7 @@ final class HistoryEvent
             Decode::nullableString($event, 'fingerprint'),
             Decode::nullableString($event, 'detail'),
             Decode::nullableString($event, 'query'),
+            Decode::nullableString($event, 'dataset'),
         );
     }
 }

@@ -156,7 +156,9 @@ final class HttpTransport
                 . 'outcome, call history(%1$s) and find the charge with %2$s: `committed` — '
                 . 're-issue the identical query, the service answers it from its cache at no '
                 . 'cost; `reserved` — it is still running, look again later (re-issuing now is '
-                . 'charged twice); none — nothing was spent. Set the client\'s timeout above the '
+                . 'charged twice); `abandoned` — its worker stopped before answering: the charge '
+                . 'stays, nothing was released, and re-issuing is charged again; none — nothing '
+                . 'was spent. Set the client\'s timeout above the '
                 . 'service\'s query_timeout_s: a slower query becomes a job this client waits for',
                 var_export($dataset, true),
                 isset($about['sql']) ? 'this SQL' : "this plan (its charge shows the plan's canonical JSON)",

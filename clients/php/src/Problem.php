@@ -8,6 +8,7 @@ use Veil\Exception\AuthenticationException;
 use Veil\Exception\BudgetExhaustedException;
 use Veil\Exception\InvalidRequestException;
 use Veil\Exception\NotFoundException;
+use Veil\Exception\OutcomeUnknownException;
 use Veil\Exception\RateLimitedException;
 use Veil\Exception\ServerException;
 use Veil\Exception\UnsupportedQueryException;
@@ -110,6 +111,15 @@ final class Problem
                 }
                 return new ServerException('a budget-exhausted problem without requested and '
                     . 'remaining: ' . $message, $this);
+            case 'outcome-unknown':
+                $reservation = $this->extensions['reservation'] ?? null;
+                $fingerprint = $this->extensions['fingerprint'] ?? null;
+                return new OutcomeUnknownException(
+                    $message,
+                    is_int($reservation) ? $reservation : null,
+                    is_string($fingerprint) ? $fingerprint : null,
+                    $this,
+                );
             case 'rate-limited':
                 $after = $this->headers['retry-after'] ?? '';
                 $seconds = ctype_digit($after) ? (int) $after : 1;

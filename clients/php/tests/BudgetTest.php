@@ -70,9 +70,10 @@ final class BudgetTest extends TestCase
         $veil = self::client();
         $n = $veil->noisyCount(self::DATASET, 0.1, ['state' => 'OH']);
 
-        $history = $veil->history(self::DATASET);
+        $history = $veil->history(self::DATASET, 1000);
 
-        self::assertSame('grant', $history[0]->event);
+        self::assertSame('grant', $history[count($history) - 1]->event, 'the oldest event');
+        self::assertNull($veil->historyPage(self::DATASET, 1000)->next, 'all of it on one page');
         $charges = array_values(array_filter(
             $history,
             static fn ($e) => $e->event === 'charge' && $e->fingerprint === $n->fingerprint,

@@ -8,6 +8,7 @@ use Veil\Exception\AuthenticationException;
 use Veil\Exception\BudgetExhaustedException;
 use Veil\Exception\InvalidRequestException;
 use Veil\Exception\NotFoundException;
+use Veil\Exception\OutcomeUnknownException;
 use Veil\Exception\RateLimitedException;
 use Veil\Exception\ServerException;
 use Veil\Exception\UnsupportedQueryException;
@@ -32,6 +33,7 @@ final class ProblemTest extends TestCase
         'query-failed' => ServerException::class,
         'internal-error' => ServerException::class,
         'unavailable' => ServerException::class,
+        'outcome-unknown' => OutcomeUnknownException::class,
     ];
 
     /** The types listed at GET /problems: a new one fails here until the client maps it. */
@@ -58,6 +60,8 @@ final class ProblemTest extends TestCase
                 'remaining' => $budget,
                 'line' => 2,
                 'column' => 5,
+                'reservation' => 41,
+                'fingerprint' => 'f00d',
             ]);
             $exception = $problem->toException();
             self::assertSame(self::EXPECTED[$slug], $exception::class, $slug);
@@ -68,6 +72,11 @@ final class ProblemTest extends TestCase
             }
             if ($exception instanceof UnsupportedQueryException) {
                 self::assertSame([2, 5], [$exception->line(), $exception->column()]);
+            }
+            if ($exception instanceof OutcomeUnknownException) {
+                // the charge to look up, and still a TimeoutException: never simply re-sent
+                self::assertSame([41, 'f00d'], [$exception->reservation, $exception->fingerprint]);
+                self::assertSame($problem, $exception->problem);
             }
         }
         sort($slugs);

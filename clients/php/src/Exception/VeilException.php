@@ -18,10 +18,12 @@ use Veil\Problem;
  * │   └── UnsupportedQueryException   400: SQL outside veil's subset (line(), column())
  * ├── BudgetExhaustedException   403: the query costs more than remains (requested, remaining)
  * ├── RateLimitedException       429: too many requests (retryAfter seconds)
- * ├── ServerException            500 query-failed / internal-error, 503 unavailable, or an
- * │                              answer this client cannot read
+ * ├── ServerException            500 query-failed / internal-error, 503 unavailable (nothing
+ * │                              was charged: retry later), or an answer this client cannot read
  * ├── ConnectionException        the service could not be reached: nothing was sent
  * └── TimeoutException           sent, but no complete answer came back: the outcome is unknown
+ *     └── OutcomeUnknownException  500 outcome-unknown: the service failed after reserving the
+ *                                  charge (reservation, fingerprint: look it up with charge())
  * ```
  *
  * An error the service answered carries its RFC 9457 problem document in {@see $problem}
