@@ -3,7 +3,8 @@ ledger as the API (no script, nothing fetched from elsewhere).
 
 ``GET /dashboard`` shows the login form until a session exists; ``POST /dashboard/login`` with
 the API key (a form field ``key``) opens one (:mod:`veil.service.sessions`) and sets it in an
-``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` over https). A wrong, revoked or rotated
+``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` over https); ``?before=ID`` shows the audit
+table's charges older than ``ID`` (a page at a time). A wrong, revoked or rotated
 key gets the same answer: the form and one message, nothing else. ``POST /dashboard/logout``
 ends the session; ``GET /dashboard/audit.csv`` downloads the audit trail the viewer may see
 (an administrator: the ledger's whole CSV export; an analyst: their own events).
@@ -140,8 +141,16 @@ async def dashboard(request: Request) -> Response:
     if refused is not None:
         return refused
     now = datetime.now(UTC)
-    view = await state.run(lambda: overview(state.ledger, login.principal, now))
+    before = _cursor(request.query_params.get("before"))
+    view = await state.run(lambda: overview(state.ledger, login.principal, now, before=before))
     return _html(dashboard_page(view, _paths(request)))
+
+
+def _cursor(value: str | None) -> int | None:
+    """The audit table's ``?before=`` cursor; anything but a positive id is the first page."""
+    if value is None or not value.isdigit() or len(value) > 18 or int(value) < 1:
+        return None
+    return int(value)
 
 
 @router.post("/login", response_class=HTMLResponse)

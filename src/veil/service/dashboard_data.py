@@ -1,25 +1,34 @@
 """What the dashboard shows, read from the ledger: each visible budget with its spent, reserved
 and remaining loss and its spending over time, the latest charges, the alerts.
 
-An administrator sees every grant; an analyst only their own. The sums are recomputed from each
-budget's history (its live charges, added with :func:`veil.accounting.spending.add_charge`, as
-:meth:`veil.Ledger.check` does), so that the bar, the chart and the table of one budget come
-from one consistent read; "used" is the ledger's one definition
+An administrator sees every grant; an analyst only their own. Everything comes from one
+snapshot of the ledger (:meth:`veil.Ledger.read`), so that the bar, the chart and the table of
+one budget agree, and from a bounded read whatever the history's length (issue 34: the page
+read every event of every grant, and each cache hit is one): the bars from the grants' running
+sums (which the service checks against the charges, :meth:`veil.Ledger.verify`) less the
+charges still reserved; the chart from the newest :data:`CHART_CHARGES` charges walked back
+from the sums; counts as SQL aggregates; the audit table a page of :data:`AUDIT_ROWS` charges
+at a time (``?before=``). "Used" is the ledger's one definition
 (:func:`veil.accounting.spending.used_fraction`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
+from typing import Any
 
-from veil.accounting import spending
+from sqlalchemy import Connection, select
+
+from veil.accounting import pages, spending
 from veil.accounting.budget import Budget
 from veil.accounting.ledger import Ledger
-from veil.accounting.records import Record, loss_columns
+from veil.accounting.pages import MAX_PAGE, HistoryPage
+from veil.accounting.records import loss_columns, loss_from
+from veil.accounting.reservation import LIVE
 from veil.accounting.spending import Spent
+from veil.accounting.store import budgets, dataset_caps, events
 from veil.service.principals import Principal
 
 __all__ = [
@@ -33,9 +42,10 @@ __all__ = [
 ]
 
 AUDIT_ROWS = 200
-"""The audit table shows the latest this many charges; the CSV export has all."""
+"""The audit table shows this many charges a page, newest first; the CSV export has all."""
 
-_LIVE = ("reserved", "committed")
+CHART_CHARGES = 500
+"""A grant's chart draws its newest this many charges (it draws at most two per pixel)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ class BudgetView:
     analyst: str
     dataset: str
     granted: Budget
-    spent: Spent  # the exact running sums of the live (reserved and committed) charges
+    spent: Spent  # the exact running sums of the live (reserved, committed, abandoned) charges
     remaining: Budget
     committed: Fraction
     reserved: Fraction
@@ -94,11 +104,13 @@ class Overview:
     viewer: Principal
     now: datetime
     budgets: tuple[BudgetView, ...]
-    audit: tuple[Charge, ...]  # the latest first, at most AUDIT_ROWS
+    audit: tuple[Charge, ...]  # a page, newest first, at most AUDIT_ROWS
     charges: int  # every charge of the visible budgets
     cache_hits: int
     alerts: tuple[AlertLine, ...]  # the latest first
     caps: tuple[tuple[str, Budget, Budget], ...]  # administrators: (dataset, cap, left of it)
+    audit_next: int | None = None  # the cursor of the older charges (None: no older ones)
+    before: int | None = None  # the cursor this page of the audit table was read below
 
     @property
     def capped(self) -> bool:
@@ -121,93 +133,142 @@ def used(total: Budget, spent: Spent) -> Fraction:
     return primary(total) - primary(spending.remaining(total, spent))
 
 
-def _budget(
-    analyst: str, dataset: str, total: Budget, history: list[Record], now: datetime
-) -> tuple[BudgetView, list[Charge], list[AlertLine]]:
-    hits = Counter(r.answer_id for r in history if r.event == "cache_hit")
-    live = committed = Spent()
-    steps = [(history[0].at if history else now, Fraction(0))]
-    charges: list[Charge] = []
-    alerts: list[AlertLine] = []
-    for r in history:
-        if r.event == "charge":
-            if r.status in _LIVE and r.loss is not None:
-                live = spending.add_charge(total, live, r.loss)
-                if r.status == "committed":
-                    committed = spending.add_charge(total, committed, r.loss)
-                steps.append((r.at, used(total, live)))
-            charges.append(
-                Charge(
-                    id=r.id,
-                    at=r.at,
-                    analyst=analyst,
-                    dataset=dataset,
-                    fingerprint=r.fingerprint,
-                    query=r.query,
-                    loss=r.loss,
-                    status=r.status,
-                    cache_hits=0 if r.answer_id is None else hits[r.answer_id],
-                )
-            )
-        elif r.event == "alert":
-            alerts.append(AlertLine(r.at, analyst, dataset, r.detail or "a threshold crossed"))
-    used_now, used_committed = used(total, live), used(total, committed)
-    view = BudgetView(
-        analyst=analyst,
-        dataset=dataset,
-        granted=total,
-        spent=live,
-        remaining=spending.remaining(total, live),
-        committed=used_committed,
-        reserved=used_now - used_committed,
-        left=primary(total) - used_now,
-        used_share=spending.used_fraction(total, live),
-        steps=tuple(steps),
-        charges=len(charges),
-        cache_hits=sum(hits.values()),
-        alerts=len(alerts),
-    )
-    return view, charges, alerts
+def _steps(
+    total: Budget, live: Spent, recent: HistoryPage, granted_at: datetime, now: datetime
+) -> tuple[tuple[datetime, Fraction], ...]:
+    """(when, used after it) for the newest charges of a grant (``recent``, newest first),
+    walked back from its running sums ``live``: from the grant on (starting at 0) when
+    ``recent`` holds every charge, else from the oldest shown."""
+    after = live
+    points: list[tuple[datetime, Fraction]] = []
+    for r in recent:
+        if r.status in LIVE and r.loss is not None:
+            points.append((r.at, used(total, after)))
+            after = spending.remove_charge(total, after, r.loss)
+    points.reverse()
+    if recent.next is None:
+        return ((granted_at, Fraction(0)), *points)
+    return ((points[0][0] if points else now, used(total, after)), *points)
 
 
-def overview(
-    ledger: Ledger, viewer: Principal, now: datetime, *, audit_rows: int = AUDIT_ROWS
+def _spent(row: Any) -> Spent:
+    return Spent(Fraction(row.spent_epsilon), Fraction(row.spent_delta), Fraction(row.spent_rho))
+
+
+def _read(
+    conn: Connection,
+    viewer: Principal,
+    now: datetime,
+    audit_rows: int,
+    before: int | None,
 ) -> Overview:
-    """Everything ``viewer`` may see: every grant for an administrator, their own for an
-    analyst (nothing of anyone else's, not even a name)."""
-    pairs = [(a, d) for a, d in ledger.grants() if viewer.is_admin or a == viewer.name]
-    budgets: list[BudgetView] = []
-    charges: list[Charge] = []
+    """The overview from one snapshot of the ledger, a bounded read whatever its history's
+    length: the budget rows and their running sums, the charges still reserved, per grant
+    its newest :data:`CHART_CHARGES` charges and its alerts, event counts (SQL aggregates), and
+    one page of the audit table."""
+    only = None if viewer.is_admin else viewer.name
+    query = select(budgets).order_by(budgets.c.analyst, budgets.c.dataset)
+    if only is not None:
+        query = query.where(budgets.c.analyst == only)
+    counted = pages.counts(conn, analyst=only)
+    reserved_by = _reserved_by(conn)
+    views: list[BudgetView] = []
     alerts: list[AlertLine] = []
-    for analyst, dataset in pairs:
-        view, mine, warned = _budget(
-            analyst,
-            dataset,
-            ledger.granted(analyst, dataset),
-            ledger.history(analyst, dataset),
-            now,
+    for row in conn.execute(query).all():
+        total = loss_from(row.kind, row.epsilon, row.delta, row.rho)
+        live = _spent(row)
+        reserved = Spent()
+        for loss in reserved_by.get(row.id, ()):
+            reserved = spending.add_charge(total, reserved, loss)
+        committed = Spent(
+            live.epsilon - reserved.epsilon, live.delta - reserved.delta, live.rho - reserved.rho
         )
-        budgets.append(view)
-        charges += mine
-        alerts += warned
-    charges.sort(key=lambda c: (c.at, c.id), reverse=True)
+        recent = pages.events_page(
+            conn, row.id, row.analyst, row.dataset, limit=CHART_CHARGES, before=None,
+            event="charge",
+        )  # fmt: skip
+        warned = pages.events_page(
+            conn, row.id, row.analyst, row.dataset, limit=MAX_PAGE, before=None, event="alert"
+        )
+        alerts += [
+            AlertLine(a.at, row.analyst, row.dataset, a.detail or "a threshold crossed")
+            for a in warned
+        ]
+        kinds = counted.get((row.analyst, row.dataset), {})
+        used_now, used_committed = used(total, live), used(total, committed)
+        views.append(
+            BudgetView(
+                analyst=row.analyst,
+                dataset=row.dataset,
+                granted=total,
+                spent=live,
+                remaining=spending.remaining(total, live),
+                committed=used_committed,
+                reserved=used_now - used_committed,
+                left=primary(total) - used_now,
+                used_share=spending.used_fraction(total, live),
+                steps=_steps(total, live, recent, datetime.fromisoformat(row.created_at), now),
+                charges=kinds.get("charge", 0),
+                cache_hits=kinds.get("cache_hit", 0),
+                alerts=len(warned),
+            )
+        )
+    page = pages.charges(conn, analyst=only, limit=audit_rows, before=before)
+    hits = pages.cache_hits(conn, [r.answer_id for r in page if r.answer_id is not None])
+    audit = tuple(
+        Charge(
+            id=r.id, at=r.at, analyst=r.analyst, dataset=r.dataset, fingerprint=r.fingerprint,
+            query=r.query, loss=r.loss, status=r.status,
+            cache_hits=0 if r.answer_id is None else hits.get(r.answer_id, 0),
+        )
+        for r in page
+    )  # fmt: skip
     alerts.sort(key=lambda a: a.at, reverse=True)
     caps: list[tuple[str, Budget, Budget]] = []
     if viewer.is_admin:
-        for dataset in sorted({d for _, d in pairs}):
-            cap = ledger.dataset_cap(dataset)
-            if cap is not None:
-                caps.append((dataset, *cap))
+        for cap in conn.execute(select(dataset_caps).order_by(dataset_caps.c.dataset)):
+            cap_total = loss_from(cap.kind, cap.epsilon, cap.delta, cap.rho)
+            caps.append((cap.dataset, cap_total, spending.remaining(cap_total, _spent(cap))))
     return Overview(
         viewer=viewer,
         now=now,
-        budgets=tuple(budgets),
-        audit=tuple(charges[:audit_rows]),
-        charges=len(charges),
-        cache_hits=sum(b.cache_hits for b in budgets),
+        budgets=tuple(views),
+        audit=audit,
+        charges=sum(v.charges for v in views),
+        cache_hits=sum(v.cache_hits for v in views),
         alerts=tuple(alerts),
         caps=tuple(caps),
+        audit_next=page.next,
+        before=before,
     )
+
+
+def _reserved_by(conn: Connection) -> dict[int, list[Budget]]:
+    """budget id → the losses of its charges still reserved (few: the others are settled; a
+    partial index holds them)."""
+    out: dict[int, list[Budget]] = {}
+    rows = conn.execute(
+        select(events.c.budget_id, events.c.loss_kind, events.c.epsilon, events.c.delta,
+               events.c.rho)
+        .where(events.c.event == "charge", events.c.status == "reserved")
+    )  # fmt: skip
+    for r in rows:
+        out.setdefault(r.budget_id, []).append(loss_from(r.loss_kind, r.epsilon, r.delta, r.rho))
+    return out
+
+
+def overview(
+    ledger: Ledger,
+    viewer: Principal,
+    now: datetime,
+    *,
+    audit_rows: int = AUDIT_ROWS,
+    before: int | None = None,
+) -> Overview:
+    """Everything ``viewer`` may see: every grant for an administrator, their own for an
+    analyst (nothing of anyone else's, not even a name); the audit table's page of charges
+    older than ``before`` (None: the newest)."""
+    return ledger.read(lambda conn: _read(conn, viewer, now, audit_rows, before))
 
 
 def own_events_csv_rows(ledger: Ledger, analyst: str) -> list[dict[str, object]]:

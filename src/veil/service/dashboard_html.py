@@ -547,10 +547,18 @@ def _audit(ov: Overview, paths: Paths) -> str:
     download = f'<a href="{esc(paths.csv)}" download>download the full audit trail (CSV)</a>'
     if not ov.audit:
         return f'<p class="empty">No charges yet. When there are, {download} for an audit.</p>'
-    if ov.capped:
+    if ov.before is not None:
+        note = (
+            f"{len(ov.audit):,} charges older than #{ov.before}, of {ov.charges:,}; "
+            f'<a href="{esc(paths.home)}">the latest</a>; {download}.'
+        )
+    elif ov.capped:
         note = f"The latest {len(ov.audit):,} of {ov.charges:,} charges; {download}."
     else:
         note = f"All {ov.charges:,} charge{'s' * (ov.charges != 1)}, latest first; {download}."
+    if ov.audit_next is not None:
+        older = f"{paths.home}?before={ov.audit_next}"
+        note += f' <a href="{esc(older)}" rel="next">Older charges</a>'
     head = (
         "<thead><tr><th>Time (UTC)</th><th>Analyst</th><th>Dataset</th><th>Query</th>"
         '<th>Fingerprint</th><th>Cost</th><th>Status</th><th class="num">Cache hits</th>'
@@ -586,7 +594,7 @@ def dashboard_page(ov: Overview, paths: Paths) -> str:
         f'<h2>Audit trail <span class="count">(charges)</span></h2>{_audit(ov, paths)}'
         "</main>"
         f"<footer>Rendered {esc(ov.now.strftime('%Y-%m-%d %H:%M:%S'))} UTC · times are UTC · "
-        "numbers are rounded to 3 significant digits · at most "
-        f"{AUDIT_ROWS} charges are listed here</footer>"
+        "numbers are rounded to 3 significant digits · "
+        f"{AUDIT_ROWS} charges are listed a page</footer>"
     )
     return _shell("veil · privacy budgets", body)
