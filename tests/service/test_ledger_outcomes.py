@@ -198,6 +198,22 @@ def test_a_commit_lost_after_the_engine_read_is_outcome_unknown_and_stays_charge
     assert "values" not in noisy.json()
 
 
+@pytest.mark.postgres
+def test_a_database_error_below_veils_own_is_answered_and_the_connection_kept(
+    pg_service: Service,
+) -> None:
+    """The principals' reads raise SQLAlchemy's own errors: answered 503 by a handler of their
+    own. (The catch-all handler answers too, then re-raises, and the server drops the
+    connection: the fault suite saw every such 503 followed by a reset.)"""
+    with pg_service.ledger._engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE veil_principals CASCADE")
+    strict = TestClient(pg_service.client.app, raise_server_exceptions=True)
+    r = strict.get("/v1/budget", headers=pg_service.headers("alice"))
+    assert r.status_code == 503
+    assert r.json()["type"] == "urn:veil:problem:unavailable"
+    assert "veil_principals" not in r.text
+
+
 # -- a ledger that fails its check ----------------------------------------------------------
 
 

@@ -69,7 +69,7 @@ def test_a_failing_database_is_unavailable(ledger_url: str, tmp_path: Path) -> N
         reads.authenticate("x")
         reads._conn().close()  # a connection that can no longer read
         # the service's 503, never a 400 naming the file (issue 34)
-        with pytest.raises(LedgerUnavailableError, match="the ledger's database at .* failed"):
+        with pytest.raises(LedgerUnavailableError, match=r"the ledger's database at .* failed"):
             reads.standing("alice", "people")
     finally:
         reads.close()

@@ -32,7 +32,14 @@ from veil.service.hotroute import HotQueries
 from veil.service.jobs import JobStore
 from veil.service.models import Problem as ProblemModel
 from veil.service.principals import Principals
-from veil.service.problems import PROBLEMS, Problem, from_error, problem_response, responses
+from veil.service.problems import (
+    DATABASE_ERRORS,
+    PROBLEMS,
+    Problem,
+    from_error,
+    problem_response,
+    responses,
+)
 from veil.service.ratelimit import RateLimiter
 from veil.service.responses import ok
 from veil.service.state import ServiceState
@@ -155,6 +162,11 @@ def _install_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(VeilError, on_problem)
+    # the ledger's database failing below veil's own error (the principals', jobs' and
+    # sessions' reads): its own handlers, so that it is answered (503) and done with — the
+    # catch-all one below answers too, then lets the server drop the connection
+    for database_error in DATABASE_ERRORS:
+        app.add_exception_handler(database_error, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_problem)

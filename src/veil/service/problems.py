@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from veil.accounting.reservation import Reservation
 
 __all__ = [
+    "DATABASE_ERRORS",
     "PROBLEMS",
     "Problem",
     "ProblemType",
@@ -238,11 +239,12 @@ _INTERNAL_DETAIL = (
 )
 
 
-_DATABASE_ERRORS: tuple[type[BaseException], ...] = (SQLAlchemyError, sqlite3.Error)
+DATABASE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, sqlite3.Error)
+"""The errors of the ledger's database itself (SQLAlchemy's and its drivers'): 503."""
 try:  # the PostgreSQL driver's own errors, when it is installed
     import psycopg
 
-    _DATABASE_ERRORS += (psycopg.Error,)
+    DATABASE_ERRORS += (psycopg.Error,)
 except ImportError:  # pragma: no cover - psycopg is installed with the service's tests
     pass
 
@@ -287,7 +289,7 @@ def from_error(error: BaseException, reserved: Sequence[Reservation] = ()) -> Pr
     if isinstance(error, LedgerUnavailableError):
         logger.error("ledger unavailable, answered as 503: %s", error)
         return Problem("unavailable", f"{error.public}; retry later")
-    if isinstance(error, _DATABASE_ERRORS):
+    if isinstance(error, DATABASE_ERRORS):
         # the database failed: its text names the database, so it goes to the operator only
         logger.error("ledger database error answered as 503: %s: %s", type(error).__name__, error)
         return Problem("unavailable", "the ledger's database is unavailable; retry later")
@@ -311,7 +313,7 @@ def from_error(error: BaseException, reserved: Sequence[Reservation] = ()) -> Pr
         return Problem("not-found", "no such dataset")
     if isinstance(error, SchemaError):
         return Problem("schema", str(error))
-    if isinstance(error, LedgerError) and isinstance(error.__cause__, _DATABASE_ERRORS):
+    if isinstance(error, LedgerError) and isinstance(error.__cause__, DATABASE_ERRORS):
         # the database failed: its text names the database, so it goes to the operator only
         logger.error("ledger error answered as 503: %s", error)
         return Problem("unavailable", "the ledger is unavailable; retry later")
