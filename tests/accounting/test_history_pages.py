@@ -88,3 +88,23 @@ def test_a_charge_is_found_by_its_id_and_nothing_else_is() -> None:
         grant_event = ledger.history("alice", "people")[0]
         assert ledger.charge(grant_event.id) is None  # a grant is not a charge
         assert ledger.charge(10**9) is None
+
+
+def test_counts_stop_at_their_cap() -> None:
+    """A count reads an index range of at most cap + 1 entries, whatever the history's
+    length: more than the cap reads as cap + 1."""
+    from veil.accounting import pages
+
+    with Ledger("sqlite://") as ledger:
+        ledger.grant("alice", "people", Budget(epsilon=1))
+        for i in range(5):
+            ledger.reserve("alice", "people", Budget(epsilon="1/100"), fingerprint=f"q{i}")
+        budget_id = ledger.reserve(
+            "alice", "people", Budget(epsilon="1/100"), fingerprint="last"
+        ).budget_id
+        assert budget_id is not None
+        assert ledger.read(lambda conn: pages.counts(conn, budget_id)) == {
+            "grant": 1, "charge": 6, "cache_hit": 0, "alert": 0,
+        }  # fmt: skip
+        assert ledger.read(lambda conn: pages.counts(conn, budget_id, cap=3))["charge"] == 4
+        assert ledger.read(lambda conn: pages.counts(conn, budget_id, cap=6))["charge"] == 6

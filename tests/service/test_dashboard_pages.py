@@ -96,3 +96,12 @@ def test_an_abandoned_charge_is_spent_not_reserved(service: Service) -> None:
     assert nothing + "reserved" in html
     assert running.status == "reserved"  # (this object was not told; the ledger was)
     assert ledger.check("alice", "people").epsilon == Fraction(1, 4)
+
+
+def test_counts_past_the_cap_read_as_the_cap_and_more() -> None:
+    from veil.accounting.pages import COUNT_CAP
+    from veil.service.dashboard_html import count
+
+    assert count(COUNT_CAP) == f"{COUNT_CAP:,}"
+    assert count(COUNT_CAP + 1) == f"{COUNT_CAP:,}+"
+    assert count(7, capped=True) == "7+"  # a sum over grants of which one was capped

@@ -3,8 +3,9 @@ CLI and the dashboard show of a ledger whose events grow without bound (each cac
 
 A page is at most ``limit`` events with ids below a cursor (``before``), in descending id order
 — the order they were written in, newest first; the next page's cursor is the id of the last
-event shown. A page is read by index (``veil_events_page``: budget, id), so its cost does not
-grow with the history. Counts are SQL aggregates, never rows read into Python.
+event shown. A page is read by index (``veil_events_page``: budget, id; ``veil_events_kind``:
+budget, kind, id), so its cost does not grow with the history; counts are index ranges too,
+capped at :data:`COUNT_CAP`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from veil.accounting.store import budgets, events
 from veil.errors import InvalidArgumentError
 
 __all__ = [
+    "COUNT_CAP",
     "MAX_PAGE",
     "HistoryPage",
     "cache_hits",
@@ -31,6 +33,9 @@ __all__ = [
 
 MAX_PAGE = 1000
 """The most events one page may hold."""
+
+COUNT_CAP = 10_000
+"""Counts of a history's events stop here (:func:`counts`): more reads as ``COUNT_CAP`` + 1."""
 
 
 @dataclass(frozen=True)
@@ -112,18 +117,18 @@ def charges(
     return HistoryPage(shown, shown[-1].id if len(rows) > limit else None)
 
 
-def counts(conn: Connection, *, analyst: str | None) -> dict[tuple[str, str], dict[str, int]]:
-    """(analyst, dataset) → event kind → how many, for every grant (``analyst``'s only)."""
-    query = (
-        select(budgets.c.analyst, budgets.c.dataset, events.c.event, func.count().label("n"))
-        .join(budgets, budgets.c.id == events.c.budget_id)
-        .group_by(budgets.c.analyst, budgets.c.dataset, events.c.event)
-    )
-    if analyst is not None:
-        query = query.where(budgets.c.analyst == analyst)
-    out: dict[tuple[str, str], dict[str, int]] = {}
-    for r in conn.execute(query):
-        out.setdefault((r.analyst, r.dataset), {})[r.event] = int(r.n)
+def counts(conn: Connection, budget_id: int, *, cap: int = COUNT_CAP) -> dict[str, int]:
+    """Event kind → how many budget ``budget_id`` has, each counted up to ``cap`` + 1 (an
+    index range of at most that many entries: more than ``cap`` reads as ``cap`` + 1)."""
+    out: dict[str, int] = {}
+    for kind in ("grant", "charge", "cache_hit", "alert"):
+        first = (
+            select(events.c.id)
+            .where(events.c.budget_id == budget_id, events.c.event == kind)
+            .limit(cap + 1)
+            .subquery()
+        )
+        out[kind] = int(conn.execute(select(func.count()).select_from(first)).scalar_one())
     return out
 
 

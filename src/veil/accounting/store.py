@@ -113,10 +113,11 @@ events = Table(
     Index("veil_events_budget", "budget_id", "event", "status"),
 )
 # version 4: a budget's history read a page at a time, newest first (WHERE budget_id = ? AND
-# id < ? ORDER BY id DESC LIMIT ?), the cache hits of the answers on a page counted, and the
-# reservations still open found without a scan (a partial index: only the few charges whose
-# status is 'reserved')
+# id < ? ORDER BY id DESC LIMIT ?), of one kind of event too (its charges, counted up to a
+# cap), the cache hits of the answers on a page counted, and the reservations still open found
+# without a scan (a partial index: only the few charges whose status is 'reserved')
 EVENTS_PAGE = Index("veil_events_page", events.c.budget_id, events.c.id)
+EVENTS_KIND = Index("veil_events_kind", events.c.budget_id, events.c.event, events.c.id)
 EVENTS_ANSWER = Index("veil_events_answer", events.c.answer_id)  # an answer's cache hits
 EVENTS_RESERVED = Index(
     "veil_events_reserved",
@@ -209,7 +210,7 @@ def _add_catalog(conn: Connection) -> None:
 def _add_indexes(conn: Connection) -> None:
     """Version 4: the indexes of paged histories and of open reservations (a charge may now
     also be ``abandoned``: older releases, which would not count it, refuse the version)."""
-    for index in (EVENTS_PAGE, EVENTS_ANSWER, EVENTS_RESERVED):
+    for index in (EVENTS_PAGE, EVENTS_KIND, EVENTS_ANSWER, EVENTS_RESERVED):
         index.create(conn, checkfirst=True)
 
 

@@ -7,7 +7,8 @@ one budget agree, and from a bounded read whatever the history's length (issue 3
 read every event of every grant, and each cache hit is one): the bars from the grants' running
 sums (which the service checks against the charges, :meth:`veil.Ledger.verify`) less the
 charges still reserved; the chart from the newest :data:`CHART_CHARGES` charges walked back
-from the sums; counts as SQL aggregates; the audit table a page of :data:`AUDIT_ROWS` charges
+from the sums; counts up to :data:`~veil.accounting.pages.COUNT_CAP` (more shows as "10,000+");
+the audit table a page of :data:`AUDIT_ROWS` charges
 at a time (``?before=``). "Used" is the ledger's one definition
 (:func:`veil.accounting.spending.used_fraction`).
 """
@@ -24,10 +25,11 @@ from sqlalchemy import Connection, select
 from veil.accounting import pages, spending
 from veil.accounting.budget import Budget
 from veil.accounting.ledger import Ledger
-from veil.accounting.pages import MAX_PAGE, HistoryPage
+from veil.accounting.pages import COUNT_CAP, HistoryPage
 from veil.accounting.records import loss_columns, loss_from
 from veil.accounting.reservation import LIVE
 from veil.accounting.spending import Spent
+from veil.accounting.store import alerts as alerts_table
 from veil.accounting.store import budgets, dataset_caps, events
 from veil.service.principals import Principal
 
@@ -111,6 +113,7 @@ class Overview:
     caps: tuple[tuple[str, Budget, Budget], ...]  # administrators: (dataset, cap, left of it)
     audit_next: int | None = None  # the cursor of the older charges (None: no older ones)
     before: int | None = None  # the cursor this page of the audit table was read below
+    counts_capped: bool = False  # a grant has more charges or cache hits than COUNT_CAP
 
     @property
     def capped(self) -> bool:
@@ -170,8 +173,8 @@ def _read(
     query = select(budgets).order_by(budgets.c.analyst, budgets.c.dataset)
     if only is not None:
         query = query.where(budgets.c.analyst == only)
-    counted = pages.counts(conn, analyst=only)
     reserved_by = _reserved_by(conn)
+    warned_by = _alerts_by(conn)
     views: list[BudgetView] = []
     alerts: list[AlertLine] = []
     for row in conn.execute(query).all():
@@ -187,14 +190,9 @@ def _read(
             conn, row.id, row.analyst, row.dataset, limit=CHART_CHARGES, before=None,
             event="charge",
         )  # fmt: skip
-        warned = pages.events_page(
-            conn, row.id, row.analyst, row.dataset, limit=MAX_PAGE, before=None, event="alert"
-        )
-        alerts += [
-            AlertLine(a.at, row.analyst, row.dataset, a.detail or "a threshold crossed")
-            for a in warned
-        ]
-        kinds = counted.get((row.analyst, row.dataset), {})
+        warned = warned_by.get(row.id, [])
+        alerts += [AlertLine(at, row.analyst, row.dataset, said) for at, said in warned]
+        kinds = pages.counts(conn, row.id)
         used_now, used_committed = used(total, live), used(total, committed)
         views.append(
             BudgetView(
@@ -240,7 +238,19 @@ def _read(
         caps=tuple(caps),
         audit_next=page.next,
         before=before,
+        counts_capped=any(max(v.charges, v.cache_hits) > COUNT_CAP for v in views),
     )
+
+
+def _alerts_by(conn: Connection) -> dict[int, list[tuple[datetime, str]]]:
+    """budget id → its alerts, as the ledger words them in the history (the alerts' own table:
+    a row per threshold crossed, never a scan of the events)."""
+    out: dict[int, list[tuple[datetime, str]]] = {}
+    for r in conn.execute(select(alerts_table).order_by(alerts_table.c.id)):
+        used_share, threshold = float(Fraction(r.used)), float(Fraction(r.threshold))
+        said = f"{used_share:.2%} spent, crossed the {threshold:.0%} threshold"
+        out.setdefault(r.budget_id, []).append((datetime.fromisoformat(r.at), said))
+    return out
 
 
 def _reserved_by(conn: Connection) -> dict[int, list[Budget]]:

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 
 from veil.accounting.budget import Budget, show
+from veil.accounting.pages import COUNT_CAP
 from veil.service.dashboard_data import (
     AUDIT_ROWS,
     AlertLine,
@@ -107,6 +108,13 @@ def _loss(loss: Budget | None) -> str:
 
 def _when(at: datetime) -> str:
     return f'<time datetime="{esc(at.isoformat())}">{esc(at.strftime("%Y-%m-%d %H:%M:%S"))}</time>'
+
+
+def count(n: int, capped: bool = False) -> str:
+    """A count of events, as the ledger counts them (up to ``COUNT_CAP``: then "10,000+")."""
+    if n > COUNT_CAP:
+        return f"{COUNT_CAP:,}+"
+    return f"{n:,}" + ("+" if capped else "")
 
 
 def _percent(share: Fraction) -> str:
@@ -308,8 +316,8 @@ def _tiles(ov: Overview) -> str:
     hot = sum(1 for b in ov.budgets if b.used_share >= Fraction(4, 5))
     tiles = [
         ("Budgets", f"{len(ov.budgets):,}", f"{hot} at 80 % or more" if hot else "all below 80 %"),
-        ("Charges", f"{ov.charges:,}", "queries and mechanism calls"),
-        ("Cache hits", f"{ov.cache_hits:,}", "repeated answers, free"),
+        ("Charges", count(ov.charges, ov.counts_capped), "queries and mechanism calls"),
+        ("Cache hits", count(ov.cache_hits, ov.counts_capped), "repeated answers, free"),
         ("Alerts", f"{len(ov.alerts):,}", "thresholds crossed"),
     ]
     out = []
@@ -364,7 +372,7 @@ def _budget_card(b: BudgetView, now: datetime, index: int) -> str:
             f'<p class="nums"><span class="unit">ρ</span> {_amount(b.spent.rho)} '
             '<span class="k">of zCDP charges, converted into ε above</span></p>'
         )
-    hits = f"{b.cache_hits:,} cache hit{'s' * (b.cache_hits != 1)}"
+    hits = f"{count(b.cache_hits)} cache hit{'s' * (b.cache_hits != 1)}"
     alerts = f" · {b.alerts} alert{'s' * (b.alerts != 1)}" if b.alerts else ""
     return (
         f'<article class="budget{hot}" data-analyst="{esc(b.analyst)}" '
@@ -376,7 +384,7 @@ def _budget_card(b: BudgetView, now: datetime, index: int) -> str:
         f"{_bar(b.committed, b.reserved, b.total, label)}"
         f"{''.join(lines)}"
         f"{chart(b, now, index)}"
-        f'<p class="meta">{b.charges:,} charge{"s" * (b.charges != 1)} · {hits}{alerts}</p>'
+        f'<p class="meta">{count(b.charges)} charge{"s" * (b.charges != 1)} · {hits}{alerts}</p>'
         "</article>"
     )
 
@@ -549,11 +557,13 @@ def _audit(ov: Overview, paths: Paths) -> str:
         return f'<p class="empty">No charges yet. When there are, {download} for an audit.</p>'
     if ov.before is not None:
         note = (
-            f"{len(ov.audit):,} charges older than #{ov.before}, of {ov.charges:,}; "
+            f"{len(ov.audit):,} charges older than #{ov.before}, of "
+            f"{count(ov.charges, ov.counts_capped)}; "
             f'<a href="{esc(paths.home)}">the latest</a>; {download}.'
         )
     elif ov.capped:
-        note = f"The latest {len(ov.audit):,} of {ov.charges:,} charges; {download}."
+        total = count(ov.charges, ov.counts_capped)
+        note = f"The latest {len(ov.audit):,} of {total} charges; {download}."
     else:
         note = f"All {ov.charges:,} charge{'s' * (ov.charges != 1)}, latest first; {download}."
     if ov.audit_next is not None:
