@@ -82,3 +82,26 @@ def test_only_a_sqlite_file() -> None:
         assert not LocalReads.usable(engine)
         with pytest.raises(ValueError, match="SQLite file"):
             LocalReads(engine)
+
+
+def test_a_connection_of_a_thread_that_ended_is_closed(ledger_url: str) -> None:
+    """Threads come and go (anyio's, which run FastAPI's sync dependencies, end when idle):
+    each one's connection is closed once it has ended, so a long-running worker does not
+    gather connections — and file descriptors — one per thread it ever had (issue 34's soak:
+    +6 descriptors a minute before)."""
+    import threading
+
+    principals = Principals(ledger_url)
+    reads = LocalReads(principals.engine)
+    try:
+        for _ in range(30):  # one short-lived thread after another
+            t = threading.Thread(target=reads.authenticate, args=("x",))
+            t.start()
+            t.join()
+        reads.authenticate("x")  # this thread's: the last one's is closed now
+        assert len(reads._opened) == 1
+        gone = [c for t, c in reads._opened if t is not threading.current_thread()]
+        assert gone == []
+    finally:
+        reads.close()
+        principals.close()

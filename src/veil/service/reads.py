@@ -66,7 +66,9 @@ class LocalReads:
         self._by_key = _Statement(BY_KEY, engine)
         self._standing = _Statement(STANDING, engine)
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        # every connection opened, with its thread: one whose thread has ended is closed when
+        # the next one is opened (threads come and go: anyio's, for FastAPI's dependencies)
+        self._opened: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
 
     @staticmethod
@@ -83,7 +85,11 @@ class LocalReads:
             )
             conn.execute("PRAGMA query_only = 1")
             with self._lock:
-                self._opened.append(conn)
+                ended = [c for t, c in self._opened if not t.is_alive()]
+                self._opened = [(t, c) for t, c in self._opened if t.is_alive()]
+                self._opened.append((threading.current_thread(), conn))
+            for old in ended:  # no thread can use it any more
+                old.close()
             self._local.conn = conn
         return conn
 
@@ -108,7 +114,7 @@ class LocalReads:
     def close(self) -> None:
         with self._lock:
             opened, self._opened = self._opened, []
-        for conn in opened:
+        for _, conn in opened:
             conn.close()
 
 
