@@ -316,3 +316,15 @@ def test_the_age_of_a_stale_reservation_must_be_a_positive_number(seconds: objec
         pytest.raises(InvalidArgumentError, match="positive number of seconds"),
     ):
         ledger.abandon_stale(seconds)  # type: ignore[arg-type]
+
+
+def test_charges_a_rewritten_grant_cannot_pay_for_are_a_mismatch(sqlite_url: str) -> None:
+    with Ledger(sqlite_url) as ledger:
+        ledger.grant("zed", "d", Budget(rho=1))
+        ledger.reserve("zed", "d", Budget(rho="1/4"), fingerprint="z").commit()
+    # a ρ grant rewritten as a pure ε one: its zCDP charge gives no pure guarantee
+    _tamper(sqlite_url, "UPDATE veil_budgets SET kind = 'pure', epsilon = '1', rho = NULL")
+    with Ledger(sqlite_url) as ledger:
+        (found,) = ledger.verify()
+        assert found.recomputed is None
+        assert "its charges cannot be summed" in str(found)
