@@ -33,8 +33,10 @@ or a 503. A query or a mechanism call goes on a connection of its own (never a k
 which a server may close just as the request is written), and is NEVER sent again once it may
 have reached the service — it may have been charged: the client raises
 :class:`~veil.errors.OutcomeUnknownError`, whose message says how to learn the outcome (the
-charge in :meth:`Client.history`; the service answers an identical query whose charge is
-committed from its cache, at no cost). A 429 is raised, not slept on.
+charge in :meth:`Client.history`, a page newest first; the service answers an identical query
+whose charge is committed from its cache, at no cost). When the service itself answers
+``outcome-unknown`` — its ledger failed after reserving the charge — the error names the charge
+(``reservation``, ``fingerprint``) for :meth:`Client.charge`. A 429 is raised, not slept on.
 
 **Jobs.** A query still running after the service's ``query_timeout_s`` answers 202 with a
 job; ``query`` polls it until done (or ``timeout``). ``wait=False`` starts the query as a job
@@ -99,6 +101,7 @@ __all__ = [
     "Client",
     "DatasetInfo",
     "Explanation",
+    "HistoryPage",
     "Job",
     "Noisy",
     "Plan",
