@@ -108,3 +108,38 @@ def test_counts_stop_at_their_cap() -> None:
         }  # fmt: skip
         assert ledger.read(lambda conn: pages.counts(conn, budget_id, cap=3))["charge"] == 4
         assert ledger.read(lambda conn: pages.counts(conn, budget_id, cap=6))["charge"] == 6
+
+
+def test_the_charges_of_several_grants_are_merged_newest_first_page_by_page() -> None:
+    from veil.accounting import pages
+
+    with Ledger("sqlite://") as ledger:
+        _charged(ledger, 6)  # alice's and bob's charges interleaved, with a grant each
+        grants = [
+            (r.budget_id, r.analyst, r.dataset)
+            for r in (
+                ledger.reserve(who, "people", Budget(epsilon="1/100"), fingerprint=f"{who}-last")
+                for who in ("alice", "bob")
+            )
+        ]
+        every = sorted(
+            (r.id for who in ("alice", "bob") for r in ledger.history(who, "people")
+             if r.event == "charge"),
+            reverse=True,
+        )  # fmt: skip
+        walked: list[int] = []
+        before = None
+        while True:
+            page = ledger.read(
+                lambda conn, b=before: pages.charges(conn, grants, limit=5, before=b)
+            )
+            assert len(page) <= 5
+            walked += [r.id for r in page]
+            if page.next is None:
+                break
+            before = page.next
+        assert walked == every
+        assert len(every) == 14
+        only_bob = ledger.read(lambda conn: pages.charges(conn, grants[1:], limit=100, before=None))
+        assert {r.analyst for r in only_bob} == {"bob"}
+        assert only_bob.next is None

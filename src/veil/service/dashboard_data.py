@@ -177,7 +177,8 @@ def _read(
     warned_by = _alerts_by(conn)
     views: list[BudgetView] = []
     alerts: list[AlertLine] = []
-    for row in conn.execute(query).all():
+    rows = conn.execute(query).all()
+    for row in rows:
         total = loss_from(row.kind, row.epsilon, row.delta, row.rho)
         live = _spent(row)
         reserved = Spent()
@@ -211,7 +212,8 @@ def _read(
                 alerts=len(warned),
             )
         )
-    page = pages.charges(conn, analyst=only, limit=audit_rows, before=before)
+    grants = [(row.id, row.analyst, row.dataset) for row in rows]
+    page = pages.charges(conn, grants, limit=audit_rows, before=before)
     hits = pages.cache_hits(conn, [r.answer_id for r in page if r.answer_id is not None])
     audit = tuple(
         Charge(
