@@ -261,3 +261,19 @@ def test_an_abandoned_reservation_cannot_commit_nor_refund(sqlite_url: str) -> N
             with pytest.raises(ReservationStateError, match="resolved as abandoned"):
                 settle()
         assert ledger.remaining("alice", "people") == Budget(epsilon="3/4")
+
+
+def test_a_reservation_the_ledger_does_not_hold_is_refused_without_naming_the_ledger(
+    sqlite_url: str,
+) -> None:
+    """Its words may reach an analyst (the service answers a ReservationStateError after
+    the engine read the data as ``query-failed``, quoting it): no path, no URL."""
+    from veil.accounting.reservation import Reservation
+
+    with Ledger(sqlite_url) as ledger:
+        ledger.grant("alice", "people", Budget(epsilon=1))
+        stray = Reservation(ledger, 10**6, "alice", "people", Budget(epsilon="1/4"), "q", "")
+        for settle in (stray.commit, stray.refund):
+            with pytest.raises(ReservationStateError, match="is not in this ledger") as info:
+                settle()
+            assert "ledger.db" not in str(info.value)

@@ -1012,7 +1012,7 @@ class Ledger:
         row = conn.execute(_CHARGE_LOCKED, {"e_id": reservation.id}).one_or_none()
         if row is None:
             raise ReservationStateError(
-                f"reservation {reservation.id} is not in the ledger at {self.url}"
+                f"reservation {reservation.id} is not in this ledger (another ledger's?)"
             )
         return row
 
@@ -1044,7 +1044,7 @@ class Ledger:
                 status = cur.fetchone()
                 if status is None:
                     raise ReservationStateError(
-                        f"reservation {reservation.id} is not in the ledger at {self.url}"
+                        f"reservation {reservation.id} is not in this ledger (another ledger's?)"
                     )
                 check_reserved(reservation, status[0], "commit")
                 raise InternalError(f"reservation {reservation.id} is reserved but not found")
