@@ -239,14 +239,18 @@ _INTERNAL_DETAIL = (
 )
 
 
-DATABASE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, sqlite3.Error)
-"""The errors of the ledger's database itself (SQLAlchemy's and its drivers'): 503."""
-try:  # the PostgreSQL driver's own errors, when it is installed
-    import psycopg
+def _database_errors() -> tuple[type[Exception], ...]:
+    """SQLAlchemy's and its drivers' errors; psycopg's only where the ``postgres`` extra is in."""
+    errors: tuple[type[Exception], ...] = (SQLAlchemyError, sqlite3.Error)
+    try:  # the PostgreSQL driver is an extra: imported here, never at module level
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is installed with the service's tests
+        return errors
+    return (*errors, psycopg.Error)
 
-    DATABASE_ERRORS += (psycopg.Error,)
-except ImportError:  # pragma: no cover - psycopg is installed with the service's tests
-    pass
+
+DATABASE_ERRORS: tuple[type[Exception], ...] = _database_errors()
+"""The errors of the ledger's database itself (SQLAlchemy's and its drivers'): 503."""
 
 
 def unknown_outcome(reservation: int | None, fingerprint: str | None, detail: str) -> Problem:
