@@ -135,6 +135,7 @@ def _create_and_grant(url: str, who: str) -> None:
         ledger.grant(who, "people", Budget(epsilon=1))
 
 
+@pytest.mark.system
 def test_processes_creating_one_new_ledger_at_once_all_open_the_one_made(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"
     ctx = mp.get_context("fork")
@@ -158,6 +159,7 @@ with veil.Ledger(sys.argv[1]) as ledger:
 """
 
 
+@pytest.mark.system
 def test_opening_a_ledger_again_keeps_this_processs_locks_on_it(sqlite_url: str) -> None:
     """Opening a ledger file must not open and close it outside SQLite: closing any descriptor
     of a file drops every POSIX lock the process holds on it, so another process closing its
