@@ -120,9 +120,9 @@ def with_layout(source: Source, previous: Source | None) -> Source:
         return source  # the engine refuses the format itself
     if fmt is not None and fmt.kind == "json":
         return source  # every line is its own object: no layout
-    if fmt is None and source.kind == "spark":
-        return source  # Parquet on Spark: its footers are checked by the engine
     files = local_files(source)
+    if fmt is None and source.kind == "spark" and not files:
+        return source  # Parquet on a file system Spark reaches: held to its layout by the engine
     if not files:
         raise InvalidArgumentError(
             f"no file matches {pattern!r}: the layout of a glob's files (its CSV header or its "

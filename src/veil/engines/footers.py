@@ -23,6 +23,15 @@ range guard instead (a value beyond its precision reads as the nearest end of it
 string that is not UTF-8 (Spark, Hive and Java writers do not check) is not a storage
 question: DuckDB reads it with ``utf8_validation='replace'`` (each invalid byte as ``?``).
 
+Spark reads some of these storages and fails on others (:attr:`Footer.spark`): its vectorized
+reader takes INT96 timestamps (with the rebase mode ``CORRECTED`` a day beyond its range wraps,
+never fails), reads a JSON column as plain text, and keeps a DECIMAL of at most 18 digits as a
+64-bit integer without checking its precision; but it checks a wider DECIMAL against its
+precision on every value it reads. A top-level DECIMAL of 19 to 38 digits stored in at most 15
+bytes (at most 35 digits, as writers store them) is read as a DECIMAL(38, s) — every value
+such bytes hold fits — and then guarded into its own range (:attr:`Footer.spark_decimals`);
+one stored in 16 bytes, as variable-length bytes or inside a nested value is refused.
+
 A file's *layout* (:attr:`Footer.layout`) is the canonical text of its columns' names and
 storages: the files of one table are read only when their layout is the table's (see
 :mod:`veil.engines.sources`), so one person's file cannot change how the others are read.
@@ -84,6 +93,11 @@ _DECIMAL = (
     "value; rewrite it as a top-level DECIMAL of at most 38 digits (pyarrow's decimal128 "
     "writes one)"
 )
+_SPARK_DECIMAL = (
+    "is a DECIMAL of more than 18 digits stored {how}, which {engine}'s Parquet reader checks "
+    "against its precision on every value (one value beyond it fails the query); rewrite it "
+    "as a top-level DECIMAL of at most 35 digits, or as a DOUBLE"
+)
 _OTHER = (
     "is stored as a Parquet {what} column, which veil does not read on {engine} (its reader "
     "converts it and could fail on a value); rewrite it as a string or number column"
@@ -98,12 +112,17 @@ class Footer:
     logical type; ``unreadable``: top-level column (lower-cased) → why a reader cannot scan it
     for every value (a clause with an ``{engine}`` placeholder); ``decimals``: top-level
     DECIMAL columns, as written, → (precision, scale), read through a range guard;
-    ``millis``: top-level columns stored as millisecond timestamps (lower-cased)."""
+    ``millis``: top-level columns stored as millisecond timestamps (lower-cased); ``spark``:
+    top-level column (lower-cased) → why Spark's reader cannot scan it for every value;
+    ``spark_decimals``: top-level DECIMAL columns, as written, → (precision, scale), which
+    Spark reads through a range guard (those of more than 18 digits widened to 38 first)."""
 
     layout: str
     unreadable: Mapping[str, str] = field(default_factory=dict)
     decimals: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     millis: frozenset[str] = frozenset()
+    spark: Mapping[str, str] = field(default_factory=dict)
+    spark_decimals: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def read_footer(item: object) -> Footer | None:
@@ -116,6 +135,8 @@ def read_footer(item: object) -> Footer | None:
     unreadable: dict[str, str] = {}
     decimals: dict[str, tuple[int, int]] = {}
     millis: set[str] = set()
+    spark: dict[str, str] = {}
+    spark_decimals: dict[str, tuple[int, int]] = {}
     for i in range(len(schema)):
         column = schema.column(i)
         logical = json.loads(column.logical_type.to_json())
@@ -131,8 +152,36 @@ def read_footer(item: object) -> Footer | None:
             unreadable.setdefault(top.lower(), why)
         elif physical != "INT96" and str(kept.get("Type", "")).upper() == "DECIMAL":
             decimals[top] = (int(column.precision), int(column.scale))
+        on_spark = _spark_why(column, physical, why, length)
+        if on_spark is not None:
+            spark.setdefault(top.lower(), on_spark)
+        elif str(kept.get("Type", "")).upper() == "DECIMAL" and "." not in column.path:
+            spark_decimals[top] = (int(column.precision), int(column.scale))
     layout = json.dumps(leaves, separators=(",", ":"), sort_keys=True)
-    return Footer(layout, unreadable, decimals, frozenset(millis))
+    return Footer(layout, unreadable, decimals, frozenset(millis), spark, spark_decimals)
+
+
+def _spark_why(column: Any, physical: str, duckdb_why: str | None, length: int) -> str | None:
+    """Why Spark's vectorized reader cannot scan ``column`` for every value (None: it can,
+    a DECIMAL guarded), given why DuckDB's cannot (``duckdb_why``)."""
+    if duckdb_why in (_INT96, _JSON):
+        return None  # INT96 read with the rebase mode CORRECTED; JSON read as text
+    logical = str(json.loads(column.logical_type.to_json()).get("Type", "None")).upper()
+    if logical == "DECIMAL" or str(column.converted_type) == "DECIMAL":
+        if column.precision <= 18:
+            return None  # a 64-bit integer, never checked: guarded
+        nested = "." in column.path
+        if (
+            nested
+            or physical == "BYTE_ARRAY"
+            or (physical == "FIXED_LEN_BYTE_ARRAY" and length > 15)
+        ):
+            how = "inside a nested value" if nested else f"as {physical}"
+            if physical == "FIXED_LEN_BYTE_ARRAY" and not nested:
+                how = f"in {length} bytes"
+            return _SPARK_DECIMAL.replace("{how}", how)
+        return None  # at most 15 bytes: read as DECIMAL(38, s), then guarded
+    return duckdb_why
 
 
 def _why(column: Any, physical: str, logical: str, length: int) -> str | None:

@@ -45,8 +45,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -57,7 +57,7 @@ from sqlglot.errors import ErrorLevel
 
 from veil.engines.base import Progress
 from veil.engines.declared import Declared, SchemaArg, match_columns, parse_schema, try_cast
-from veil.engines.footers import millisecond_columns, refuse_millisecond_reads
+from veil.engines.footers import read_footer, refuse_unreadable_reads
 from veil.engines.lines import (
     MAX_LINE_BYTES,
     TextFormat,
@@ -70,7 +70,15 @@ from veil.engines.lines import (
     text_notes,
 )
 from veil.engines.progress import watching
+from veil.engines.sources import is_glob
 from veil.engines.sources import logger as sources_logger
+from veil.engines.spark_parquet import (
+    READ_CONF,
+    READ_OPTIONS,
+    ParquetRead,
+    read_parquet,
+    spark_reasons,
+)
 from veil.errors import (
     InternalError,
     InvalidArgumentError,
@@ -138,10 +146,9 @@ def _looks_like_path(source: str) -> bool:
     )
 
 
-def _read_path(spark: SparkSession, path: str) -> DataFrame:
-    """A DataFrame over a Parquet/ORC file or directory (the suffix decides; default Parquet)."""
-    suffix = Path(path.rstrip("/")).suffix.lower()
-    return spark.read.format(_FILE_FORMATS.get(suffix, "parquet")).load(path)
+def _is_orc(path: str) -> bool:
+    """Whether ``path`` is read as ORC (its suffix says so); any other path is Parquet."""
+    return _FILE_FORMATS.get(Path(path.rstrip("/")).suffix.lower(), "parquet") == "orc"
 
 
 def _footer_handle(uri: str) -> object:
@@ -206,8 +213,13 @@ class SparkEngine:
         self._views: dict[str, str] = {}
         self._notes: dict[str, tuple[str, ...]] = {}
         self._declared: dict[str, dict[str, str]] = {}
-        self._footers: dict[Any, frozenset[str]] = {}
+        # the columns Spark cannot scan for every value, by the footers of the files read
+        self._footers: dict[Any, dict[str, str]] = {}
         self._layouts: dict[str, str] = dict(layouts or {})
+        self._paths: list[str] = []  # the paths and globs of file tables, for ``_scrub``
+        # Parquet paths veil reads itself: the path, its declarations, what was read (with
+        # the sizes and times of its files then), rebuilt when they change
+        self._parquet: dict[str, tuple[str, Declared, ParquetRead, object]] = {}
         for name, source in tables.items():
             key = name.lower()  # Spark resolves identifiers case-insensitively
             if key in self._frames:
@@ -233,16 +245,57 @@ class SparkEngine:
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if isinstance(source, str):
+            if _looks_like_path(source):
+                self._paths.append(source)
             if not _looks_like_path(source):
                 return self._typed(name, self._spark.table(source), declared, repr(source))
             fmt = text_format(source, any_compression=True)
             if fmt is not None:
                 return self._read_text(name, source, fmt, declared)
-            return self._typed(name, _read_path(self._spark, source), declared, repr(source))
+            if _is_orc(source):
+                orc = self._spark.read.options(**READ_OPTIONS).orc(source)
+                return self._typed(name, orc, declared, repr(source))
+            return self._read_parquet(name, source, declared)
         raise InvalidArgumentError(
             f"table {name!r}: cannot read a {type(source).__name__} on Spark; pass a Spark "
             "DataFrame, a catalog table name or a Parquet/CSV path"
         )
+
+    def _read_parquet(self, name: str, path: str, declared: Declared) -> DataFrame:
+        """A Parquet path read totally (:mod:`veil.engines.spark_parquet`): its files held to
+        the table's layout, its DECIMALs guarded; the files' sizes and times remembered, so
+        that a file rewritten since is read again the same way (:meth:`_refresh`)."""
+        read = read_parquet(self._spark, name, path, self._layouts.get(name), _footer_handle)
+        if read.layout is not None:
+            self._layouts.setdefault(name, read.layout)  # later files are held to it
+        frame = self._typed(name, read.frame, declared, repr(path))
+        self._parquet[name.lower()] = (path, declared, read, self._file_stats(list(read.listed)))
+        return frame
+
+    def _refresh(self, table: str) -> None:
+        """Read Parquet table ``table`` again when a file it read changed since (rewritten,
+        removed): listed anew and held to its layout as at first, so that no file changes
+        how the others are read. What cannot be read is refused naming no file (the
+        operator's log, ``veil.sources``, names it)."""
+        key = table.lower()
+        held = self._parquet.get(key)
+        if held is None:
+            return
+        path, declared, read, stats = held
+        now = self._file_stats(list(read.listed))
+        if now is not None and now == stats:
+            return
+        name = self._names.get(key, table)
+        try:
+            frame = self._read_parquet(name, path, declared)
+        except VeilError as exc:
+            sources_logger.warning("table %r cannot be read again: %s", name, exc)
+            raise SchemaError(
+                f"table {name!r} cannot be read: none of its files can be read as it was "
+                "registered (the operator's log says which)"
+            ) from None
+        frame.createOrReplaceTempView(self._views[key])
+        self._frames[key] = frame
 
     def _typed(self, name: str, frame: DataFrame, declared: Declared, what: str) -> DataFrame:
         """``frame`` with its declared columns through ``TRY_CAST`` (others unchanged); a cast
@@ -453,6 +506,8 @@ class SparkEngine:
 
     def schema(self, table: str) -> pa.Schema:
         """The table's Arrow schema, from Spark's analysed plan (no data is read)."""
+        self._frame(table)
+        self._refresh(table)
         frame = self._frame(table)
         types = importlib.import_module("pyspark.sql.pandas.types")
         # a TIMESTAMP (with local time zone) needs the session's zone to map to Arrow on
@@ -500,16 +555,26 @@ class SparkEngine:
         return stats
 
     def unreadable_columns(self, table: str) -> frozenset[str]:
-        """The columns (lower-cased) of ``table``'s Parquet files stored as millisecond
-        timestamps, which Spark's reader fails to convert for a value beyond the microsecond
-        range: read from the files' footers (no data row), again whenever the files change."""
+        """The columns (lower-cased) of ``table``'s Parquet files that Spark's reader cannot
+        scan for every value (:mod:`veil.engines.footers`: millisecond timestamps, DECIMALs
+        of more than 18 digits it cannot read wider…): read from the files' footers (no
+        data row), again whenever the files change."""
+        return frozenset(self._unreadable(table))
+
+    def _unreadable(self, table: str) -> dict[str, str]:
+        """Column (lower-cased) → why Spark cannot scan it, for :meth:`unreadable_columns`."""
+        self._refresh(table)
+        held = self._parquet.get(table.lower())
+        if held is not None:  # read by veil: its files share the footer read then
+            footer = held[2].footer
+            return spark_reasons([footer], widened=True)
         frame = self._frame(table)
         files = sorted(frame.inputFiles())
         stats = self._file_stats(files)
         key = (table.lower(), tuple(files), None if stats is None else tuple(stats.items()))
         if stats is not None and key in self._footers:
             return self._footers[key]
-        found = millisecond_columns(_footer_handle(f) for f in files)
+        found = spark_reasons([read_footer(_footer_handle(f)) for f in files], widened=False)
         if stats is not None:
             self._footers[key] = found
         return found
@@ -547,12 +612,12 @@ class SparkEngine:
         errors = importlib.import_module("pyspark.errors")
         text = self.sql(query)
         tables = {t.name.lower() for t in query.find_all(exp.Table)} & set(self._frames)
-        refuse_millisecond_reads(query, {t: self.unreadable_columns(t) for t in tables}, "Spark")
+        refuse_unreadable_reads(query, {t: self._unreadable(t) for t in tables}, "Spark")
         try:
-            with self._ansi_off():
+            with self._query_conf():
                 self._spark.sql(text).schema  # noqa: B018 - forces analysis on Connect
         except errors.PySparkException as exc:  # analysis reads no rows: nothing here is data
-            raise _translate(exc, errors, checking=True) from exc
+            raise _translate(exc, errors, self._scrub, checking=True) from exc
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` with ANSI mode *off* and collect its (small) result as Arrow.
@@ -571,10 +636,10 @@ class SparkEngine:
     def _run(self, text: str) -> pa.Table:
         errors = importlib.import_module("pyspark.errors")
         try:
-            with self._ansi_off():
+            with self._query_conf():
                 return _collect(self._spark.sql(text))
         except errors.PySparkException as exc:
-            raise _translate(exc, errors) from exc
+            raise _translate(exc, errors, self._scrub) from exc
 
     def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
         """:meth:`execute`, reporting the share of finished tasks to ``progress`` every ~100 ms.
@@ -608,18 +673,54 @@ class SparkEngine:
         return context
 
     @contextmanager
-    def _ansi_off(self) -> Iterator[None]:
-        key = "spark.sql.ansi.enabled"
+    def _query_conf(self) -> Iterator[None]:
+        """ANSI mode off and the Parquet reader's settings of
+        :data:`veil.engines.spark_parquet.READ_CONF` (dates read as stored, the vectorized
+        reader) for the duration of a query; the session's own settings restored after."""
+        wanted = {"spark.sql.ansi.enabled": "false", **READ_CONF}
         with _CONF_LOCK:
-            previous = self._spark.conf.get(key, None)
-            self._spark.conf.set(key, "false")
+            previous = {key: self._spark.conf.get(key, None) for key in wanted}
+            for key, value in wanted.items():
+                self._spark.conf.set(key, value)
             try:
                 yield
             finally:
-                if previous is None:
-                    self._spark.conf.unset(key)
-                else:
-                    self._spark.conf.set(key, previous)
+                for key, value in previous.items():
+                    if value is None:
+                        self._spark.conf.unset(key)
+                    else:
+                        self._spark.conf.set(key, value)
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with every path of this engine's file tables written ``…`` — as given,
+        absolute, as a ``file:`` URI, and each file Spark lists for them: what the engine
+        says after registration names tables, never files (the operator's log,
+        ``veil.sources``, gets the message as Spark wrote it)."""
+        from urllib.parse import unquote, urlparse
+
+        paths: set[str] = set()
+        for source in self._paths:
+            paths |= {source, os.path.abspath(source)}
+            if is_glob(source):  # the folder of a glob's files
+                cut = min((k for k in map(source.find, "*?[") if k >= 0), default=len(source))
+                folder = os.path.dirname(source[:cut])
+                if len(folder) > 1:
+                    paths |= {folder, os.path.abspath(folder)}
+        for frame in self._frames.values():
+            with suppress(Exception):  # py4j's errors: a frame that cannot list its files
+                paths |= set(frame.inputFiles())
+        for path in list(paths):
+            if path.startswith("file:"):
+                paths.add(unquote(urlparse(path).path))
+            elif "://" not in path:
+                absolute = os.path.abspath(path)
+                paths |= {f"file:{absolute}", f"file://{absolute}"}
+        scrubbed = text
+        for path in sorted((p for p in paths if p), key=len, reverse=True):
+            scrubbed = scrubbed.replace(path, "…")
+        if scrubbed != text:
+            sources_logger.warning("a message about a file table, as Spark wrote it: %s", text)
+        return scrubbed
 
     def close(self) -> None:
         """Drop the temporary views this engine registered."""
@@ -653,15 +754,22 @@ def _condition(exc: BaseException) -> str:
     return ""
 
 
-def _translate(exc: Exception, errors: ModuleType, *, checking: bool = False) -> VeilError:
+def _translate(
+    exc: Exception,
+    errors: ModuleType,
+    scrub: Callable[[str], str],
+    *,
+    checking: bool = False,
+) -> VeilError:
     """The veil error for a Spark exception, as :class:`veil.engines.duckdb.DuckDBEngine`
     maps DuckDB's: an analysis error (unknown table or column, a type error) is a
     ``SchemaError``, an unsupported construct an ``UnsupportedQueryError``, a value that does
     not convert a ``SchemaError``, an exact sum out of range an ``InvalidArgumentError`` naming
     the fix, anything else an ``InternalError`` (Spark failed to run veil's SQL: a bug or the
-    cluster). Spark's message is kept (the session withholds every message of a query that
-    already read data)."""
+    cluster). Spark's message is kept with every path of the engine's tables written ``…``
+    (``scrub``; the session withholds every message of a query that already read data)."""
     condition = _condition(exc)
+    text = scrub(str(exc))
     if condition.startswith(_OVERFLOW):
         return InvalidArgumentError(
             f"an aggregate overflowed on Spark ({condition}); the fixed-point sum no longer fits "
@@ -673,14 +781,14 @@ def _translate(exc: Exception, errors: ModuleType, *, checking: bool = False) ->
             "needs numeric data: clean or cast the column before querying it"
         )
     if any(part in condition for part in _UNSUPPORTED):
-        return UnsupportedQueryError(f"Spark does not support this query ({condition}): {exc}")
+        return UnsupportedQueryError(f"Spark does not support this query ({condition}): {text}")
     if isinstance(exc, errors.ParseException):
-        return InternalError(f"Spark could not parse veil's SQL (this is a bug): {exc}")
+        return InternalError(f"Spark could not parse veil's SQL (this is a bug): {text}")
     if isinstance(exc, errors.AnalysisException):
-        return SchemaError(f"the query does not fit the table's columns: {exc}")
+        return SchemaError(f"the query does not fit the table's columns: {text}")
     if checking:
-        return SchemaError(f"Spark refused the query while analysing it: {exc}")
-    return InternalError(f"Spark failed to run veil's SQL: {exc}")
+        return SchemaError(f"Spark refused the query while analysing it: {text}")
+    return InternalError(f"Spark failed to run veil's SQL: {text}")
 
 
 def _tasks_done(context: SparkContext, group: str) -> float | None:
