@@ -100,6 +100,76 @@ def test_distinct_tables_of_one_duckdb_database_are_distinct_sources(tmp_path: P
         catalog.add_dataset("a2", source=Source("duckdb", path=str(link), table="A"))
 
 
+def _shop(tmp_path: Path) -> Path:
+    """A DuckDB database with ``people`` and, in it, every way of naming its rows again."""
+    database = tmp_path / "shop.duckdb"
+    people = _people(tmp_path / "people.parquet")
+    con = duckdb.connect(str(database))
+    con.execute(
+        "CREATE TABLE people AS SELECT range AS user_id, range % 7 AS income FROM range(30);"
+        "CREATE TABLE visits AS SELECT range AS user_id, 1 AS n FROM range(5);"
+        "CREATE VIEW adults AS SELECT * FROM people WHERE income > 2;"
+        "CREATE VIEW of_a_view AS SELECT user_id FROM adults;"
+        "CREATE VIEW joined AS SELECT * FROM visits JOIN people USING (user_id);"
+        "CREATE TABLE people_copy AS SELECT * FROM people;"
+        f"CREATE VIEW from_parquet AS SELECT * FROM read_parquet('{people}');"
+        f"CREATE VIEW from_the_file AS SELECT * FROM '{people}';"
+    )
+    con.close()
+    return database
+
+
+@pytest.mark.parametrize(
+    ("alias", "owner"),
+    [
+        ("adults", "people"),  # a view of the table
+        ("of_a_view", "people"),  # a view of a view of it
+        ("joined", "people"),  # a view that reads it among others
+        ("people_copy", "people"),  # a copy in the same database
+        ("from_parquet", "file"),  # a view reading another dataset's file
+        ("from_the_file", "file"),  # the same, with the file as the table
+    ],
+)
+def test_a_view_or_a_copy_of_a_registered_duckdb_table_is_refused(
+    tmp_path: Path, alias: str, owner: str
+) -> None:
+    database = _shop(tmp_path)
+    catalog = _catalog(tmp_path)
+    catalog.add_dataset(
+        "people",
+        source=Source("duckdb", path=str(database), table="people"),
+        total=Budget(epsilon=2),
+    )
+    catalog.add_dataset("file", source=Source("file", path=str(tmp_path / "people.parquet")))
+    with pytest.raises(LedgerError, match=f"dataset '{owner}'") as err:
+        catalog.add_dataset("alias", source=Source("duckdb", path=str(database), table=alias))
+    assert "alias" not in {d.name for d in catalog.datasets()}
+    assert str(tmp_path) not in str(err.value)
+
+
+def test_a_copy_of_a_table_in_another_database_is_refused(tmp_path: Path) -> None:
+    database = _shop(tmp_path)
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute(f"ATTACH '{database}' AS shop (READ_ONLY)")
+    con.execute("CREATE TABLE copied AS SELECT * FROM shop.people; DETACH shop")
+    con.close()
+    catalog = _catalog(tmp_path)
+    catalog.add_dataset("people", source=Source("duckdb", path=str(database), table="people"))
+    with pytest.raises(LedgerError, match="same rows as dataset 'people'"):
+        catalog.add_dataset("copied", source=Source("duckdb", path=str(other), table="copied"))
+
+
+def test_tables_of_other_rows_in_one_database_stay_distinct_sources(tmp_path: Path) -> None:
+    database = _shop(tmp_path)
+    catalog = _catalog(tmp_path)
+    catalog.add_dataset("people", source=Source("duckdb", path=str(database), table="people"))
+    catalog.add_dataset("visits", source=Source("duckdb", path=str(database), table="visits"))
+    with pytest.raises(LedgerError, match=r"dataset '(people|visits)'"):  # it reads both
+        catalog.add_dataset("joined", source=Source("duckdb", path=str(database), table="joined"))
+    assert {d.name for d in catalog.datasets()} == {"people", "visits"}
+
+
 def _csvs(folder: Path, people: int = 20) -> None:
     folder.mkdir(exist_ok=True)
     for uid in range(people):

@@ -7,19 +7,21 @@ analysts — and a session opened from the catalog (:meth:`veil.Session.from_cat
 them: an analyst may narrow bounds or limits in a query (more protection), never widen them,
 and never change the privacy unit; a query that tries is refused before anything is charged.
 
-The dataset's name is its unit of accounting, bound to its source here, so one source cannot
-be queried under two names with two budgets: :meth:`Catalog.add_dataset` refuses a second name
-for a registered source, and a file source is known by the (device, inode) of the files it
-expands to, so a hard link, a glob matching another dataset's file or a second spelling of
-its path is the same source. A glob of files (one per person, often) has a *layout* fixed at
-registration — the header line its CSV files share, or the columns of its Parquet files —
-against which later files are held: one whose layout differs is skipped when the dataset is
-read (:mod:`veil.engines.sources`), so one person's file never changes how the others are
-read, nor whether a query is answered. What an analyst is told never names the source: an
-engine that cannot be opened on it is refused in general words, and the operator's log
-(``veil.sources``) says which file or server failed. The total cap is enforced by the ledger
-in the same transaction as each analyst's own grant (:meth:`veil.Ledger.cap_dataset`): what
-colluding analysts learn together is bounded by it.
+The dataset's name is its unit of accounting, bound to its source here, so one source cannot be
+queried under two names with two budgets: :meth:`Catalog.add_dataset` refuses a second name for
+a registered source, and a file source is known by the (device, inode) of the files it expands
+to, so a hard link, a glob matching another dataset's file or a second spelling of its path is
+the same source; a DuckDB table or view is what it reads — the base tables behind its views,
+the files they read, each table's content — so a view or a copy of another dataset's table is
+that dataset (:mod:`veil.catalog.files`). A glob of files (one per person, often) has a
+*layout* fixed at registration — the header line its CSV files share, or the columns of its
+Parquet files — against which later files are held: one whose layout differs is skipped when
+the dataset is read (:mod:`veil.engines.sources`), so one person's file never changes how the
+others are read, nor whether a query is answered. What an analyst is told never names the
+source: an engine that cannot be opened on it is refused in general words, and the operator's
+log (``veil.sources``) says which file or server failed. The total cap is enforced by the
+ledger in the same transaction as each analyst's own grant (:meth:`veil.Ledger.cap_dataset`):
+what colluding analysts learn together is bounded by it.
 
 >>> import veil
 >>> catalog = Catalog("sqlite://")
@@ -470,11 +472,17 @@ class Catalog:
         if files:
             for other in others:
                 shared = files & source_files(other.source)
+                if shared and all(isinstance(i, tuple) and i[0] == "content" for i in shared):
+                    raise LedgerError(
+                        f"this source holds the same rows as dataset {other.name!r} (a copy "
+                        f"of its table): one source is one unit of accounting; remove "
+                        f"{other.name!r} first or use its name"
+                    )
                 if shared:
                     raise LedgerError(
                         f"the files of this source are files of dataset {other.name!r} too "
-                        f"({len(shared)} of them: the same file under another name, a hard "
-                        f"link, or a glob that matches it): one file is one unit of "
+                        f"(the same file under another name, a hard link, a glob that "
+                        f"matches it, or a view of its table): one file is one unit of "
                         f"accounting; remove {other.name!r} first or use its name"
                     )
         if registered is not None and registered != spec and not replace:

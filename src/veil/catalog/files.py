@@ -4,9 +4,11 @@ A dataset's name is its unit of accounting (DESIGN §4), so one file must never 
 under two names: :func:`source_files` is the set of (device, inode) a source expands to now —
 a hard link, a second spelling of the path or a glob that matches the file are the same file
 — and :meth:`veil.catalog.Catalog.add_dataset` refuses a source whose set meets another
-dataset's. A DuckDB database counts as its file and table; remote sources (PostgreSQL, a
-Spark catalog table, a path on another file system) have no local files and are compared by
-their names (``Source.identity``).
+dataset's. A DuckDB database's table or view is what it reads (:func:`duckdb_reads`): the
+base tables behind its views, the files a view reads, and each base table's content, so a
+view of another dataset's table, or a copy of it, is that dataset. Remote sources
+(PostgreSQL, a Spark catalog table, a path on another file system) have no local files and
+are compared by their names (``Source.identity``).
 
 :func:`with_layout` fixes, when a glob is registered, the layout its files share (a CSV
 header line, or the columns of a Parquet footer; :mod:`veil.engines.sources`): the engines
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veil.engines.lines import text_format
 from veil.engines.sources import expand, file_identity, is_glob, keep
@@ -27,7 +29,7 @@ from veil.errors import InvalidArgumentError, SchemaError
 if TYPE_CHECKING:
     from veil.catalog import Source
 
-__all__ = ["local_files", "source_files", "with_layout"]
+__all__ = ["duckdb_reads", "local_files", "source_files", "with_layout"]
 
 _PARQUET = (".parquet", ".pq")
 
@@ -75,12 +77,90 @@ def local_files(source: Source) -> list[str]:
 
 def source_files(source: Source) -> frozenset[object]:
     """What ``source`` reads, as identities: the (device, inode) of each local file, and for
-    a DuckDB database's table the database file's (device, inode) with the table's name."""
+    a DuckDB database's table or view what it reads (:func:`duckdb_reads`)."""
     found: set[object] = set(file_identity(local_files(source)))
-    if source.kind == "duckdb" and source.path and source.table:
-        for device, inode in file_identity([source.path]):
-            found.add((device, inode, source.table.lower()))
+    if source.kind == "duckdb" and source.path and source.table and not found:
+        found |= duckdb_reads(source.path, source.table)
     return frozenset(found)
+
+
+def duckdb_reads(database: str, table: str) -> frozenset[object]:
+    """What ``table`` of the DuckDB database file ``database`` reads, as identities:
+
+    * each base table it reads — the table itself, or every table a view reads, through
+      other views (the view's SQL as DuckDB keeps it, parsed by sqlglot) — as the database
+      file's (device, inode) with the table's name;
+    * the (device, inode) of each local file a view reads (``read_parquet('…')``,
+      ``FROM 'people.csv'``…);
+    * the content of each non-empty base table — its row count and the sum of its rows'
+      hashes — so that a copy (``CREATE TABLE copy AS SELECT * FROM people``), in this
+      database or another, is the same data.
+
+    A database that cannot be opened read-only counts as its file and the table's name.
+    Read at registration (owner-side): it reads the tables, not one row of which any
+    analyst sees."""
+    import duckdb
+
+    base = file_identity([database])
+    named = {(device, inode, table.lower()) for device, inode in base}
+    try:
+        con = duckdb.connect(database, read_only=True)
+    except duckdb.Error:
+        return frozenset(named)
+    try:
+        found: set[object] = set()
+        _reads(con, table, base, found, set())
+        return frozenset(found or named)
+    except duckdb.Error:
+        return frozenset(named)
+    finally:
+        con.close()
+
+
+def _reads(
+    con: Any, table: str, base: frozenset[tuple[int, int]], found: set[object], seen: set[str]
+) -> None:
+    """Add to ``found`` what ``table`` of ``con`` reads (see :func:`duckdb_reads`)."""
+    import sqlglot
+    from sqlglot import exp
+
+    key = table.lower()
+    if key in seen:
+        return
+    seen.add(key)
+    view = con.execute(
+        "SELECT sql FROM duckdb_views() WHERE lower(view_name) = $1 AND NOT internal "
+        "AND NOT temporary LIMIT 1",
+        [key],
+    ).fetchall()
+    if not view:
+        kind = con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE lower(table_name) = $1 AND NOT temporary LIMIT 1",
+            [key],
+        ).fetchall()
+        if not kind:
+            if _names_files(table):
+                found.update(file_identity(expand(table)))
+            return
+        found.update((device, inode, key) for device, inode in base)
+        quoted = exp.to_identifier(table, quoted=True).sql(dialect="duckdb")
+        rows = con.execute(f"SELECT count(*), sum(hash(t)::HUGEINT) FROM {quoted} AS t").fetchall()
+        if rows and rows[0][0]:
+            found.add(("content", int(rows[0][0]), str(rows[0][1])))
+        return
+    tree = sqlglot.parse_one(str(view[0][0]), read="duckdb")
+    target = tree.this if isinstance(tree, exp.Create) else None
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    for node in tree.find_all(exp.Table):
+        if node is target or (isinstance(target, exp.Schema) and node is target.this):
+            continue
+        if isinstance(node.this, exp.Identifier):
+            if node.name.lower() not in ctes:
+                _reads(con, node.name, base, found, seen)
+            continue
+        for literal in node.this.find_all(exp.Literal) if node.this is not None else ():
+            if literal.is_string:
+                found.update(file_identity(expand(literal.this)))
 
 
 def _pattern(source: Source) -> str | None:
