@@ -8,7 +8,8 @@ file with another column type, one more column, INT96 timestamps, strings that a
 DECIMALs beyond their precision, or bytes that are not Parquet at all — named to sort first
 or last. Through :meth:`veil.Session.from_catalog` (what the service runs) the outcome of a
 drawn query — released, refused free, failed after the charge — is the same on both
-neighbours, nothing fails after the charge, and no message names a file or directory.
+neighbours, nothing fails after the charge, and no message names a file or directory — on
+DuckDB (``file`` sources) and on Spark (``spark`` sources: a local Spark reads the glob).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ PARQUET_ODD: dict[str, Callable[[Path], None]] = {
 @dataclass(frozen=True)
 class GlobCase:
     kind: str  # "csv" or "parquet"
+    engine: str  # "duckdb" or "spark"
     people: list[tuple[int, int, str]]  # (uid, age, city), one file each
     odd: str
     first: bool  # the odd file's name sorts before the others
@@ -101,12 +103,13 @@ class GlobCase:
 
 
 @st.composite
-def glob_cases(draw: st.DrawFn, kind: str) -> GlobCase:
+def glob_cases(draw: st.DrawFn, kind: str, engine: str) -> GlobCase:
     n = draw(st.integers(2, 6))
     people = [(u, draw(st.integers(0, 99)), draw(st.sampled_from(["Paris", "Lyon"])))
               for u in range(n)]  # fmt: skip
     odd = draw(st.sampled_from(sorted(CSV_ODD if kind == "csv" else PARQUET_ODD)))
-    return GlobCase(kind, people, odd, draw(st.booleans()), draw(st.integers(0, len(QUERIES) - 1)))
+    query = draw(st.integers(0, len(QUERIES) - 1))
+    return GlobCase(kind, engine, people, odd, draw(st.booleans()), query)
 
 
 def _suffix(case: GlobCase) -> str:
@@ -139,9 +142,8 @@ def _outcome(tmp: Path, case: GlobCase, with_odd: bool) -> tuple[str, str, str]:
     glob = _write(run / "data", case)
     catalog = Catalog(f"sqlite:///{run / 'ledger.db'}")
     schema = {"uid": "BIGINT", "age": "BIGINT"} if case.kind == "csv" else None
-    catalog.add_dataset(
-        "people", source=Source("file", path=glob), privacy_unit="uid", schema=schema
-    )
+    source = Source("file", path=glob) if case.engine == "duckdb" else Source("spark", path=glob)
+    catalog.add_dataset("people", source=source, privacy_unit="uid", schema=schema)
     if with_odd:  # the person's file arrives after registration, as per-person files do
         _add_odd(run / "data", case)
     catalog.ledger.grant("alice", "people", veil.Budget(epsilon=100, delta=1e-3))
@@ -165,25 +167,37 @@ def _outcome(tmp: Path, case: GlobCase, with_odd: bool) -> tuple[str, str, str]:
         catalog.ledger.close()
 
 
-@pytest.mark.slow  # hunts neighbours: 6-8 CPU s per kind
+ENGINES = [
+    pytest.param("duckdb", 40, id="duckdb"),
+    pytest.param("spark", 16, id="spark", marks=pytest.mark.spark),
+]
+
+
+@pytest.mark.slow  # hunts neighbours: 6-8 CPU s per kind on DuckDB, minutes on Spark
+@pytest.mark.parametrize(("engine", "examples"), ENGINES)
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
 def test_one_persons_file_in_a_glob_never_decides_the_outcome(
-    kind: str, tmp_path_factory: pytest.TempPathFactory
+    kind: str, engine: str, examples: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    tmp = tmp_path_factory.mktemp(f"globs-{kind}")
+    tmp = tmp_path_factory.mktemp(f"globs-{kind}-{engine}")
+    if engine == "spark":
+        from spark_support import spark_session
+
+        spark_session()  # the catalog's engine takes the active session
 
     @settings(
-        max_examples=40,
+        max_examples=examples,
         deadline=None,
         derandomize=not RANDOM,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    @given(case=glob_cases(kind))
+    @given(case=glob_cases(kind, engine))
     def prop(case: GlobCase) -> None:
         with_odd = _outcome(tmp, case, True)
         without = _outcome(tmp, case, False)
-        where = f"{kind}: {case.odd!r} ({'first' if case.first else 'last'}), {QUERIES[case.query]}"
+        order = "first" if case.first else "last"
+        where = f"{engine}, {kind}: {case.odd!r} ({order}), {QUERIES[case.query]}"
         assert with_odd == without, f"one person's file changed the outcome — {where}"
         assert with_odd[0] in ("released", "refused free"), f"{where}: {with_odd}"
         for text in (with_odd[2], without[2]):
