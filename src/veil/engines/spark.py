@@ -11,19 +11,24 @@ name and the tree's table references are rewritten to it, so the user's own view
 replaced.
 
 Types are never inferred from private values (DESIGN §1). DataFrames, catalog tables, Parquet
-and ORC carry their own types. CSV/TSV and JSON-lines files are *not* read with Spark's CSV or
-JSON sources (``inferSchema`` reads every row; and even with ``multiLine=false`` and
-``mode=PERMISSIVE`` the CSV parser fails the whole query on one line with more than
-``maxColumns`` = 20 480 cells): they are read as text, one row per physical line (Spark's
-``text`` source; lines end at LF, CRLF or a lone CR; a line over 2 MiB is skipped through
-Hadoop's ``mapreduce.input.linerecordreader.line.maxlength``; empty lines, lines identical to
-the header and — on Spark ≥ 4 — lines that are not valid UTF-8 are dropped), and cut into cells
-by the rules and regular expressions of :mod:`veil.engines.lines`, the same as DuckDB's: the
-same file gives the same rows on both engines. The header is each file's own first line, read
-through Hadoop's file system and line reader before any query (not the first row of Spark's
-scan, which orders files by size); a directory or glob whose files' first lines differ is
-refused, as on DuckDB. Without a declaration every column is text. JSON lines are parsed with
-``from_json`` into the declared keys only.
+and ORC carry their own types. A Parquet path is read totally (:mod:`veil.engines.spark_parquet`:
+its files held to the table's layout, dates read as stored, DECIMALs guarded, storages Spark
+cannot scan for every value refused from the footer), and what the engine says after
+registration names tables, never files (``veil.sources`` logs them).
+
+CSV/TSV and JSON-lines files are *not* read with Spark's CSV or JSON sources (``inferSchema``
+reads every row; and even with ``multiLine=false`` and ``mode=PERMISSIVE`` the CSV parser fails
+the whole query on one line with more than ``maxColumns`` = 20 480 cells): they are read as
+text, one row per physical line (Spark's ``text`` source; lines end at LF, CRLF or a lone CR; a
+line over 2 MiB is skipped through Hadoop's
+``mapreduce.input.linerecordreader.line.maxlength``; empty lines, lines identical to the header
+and — on Spark ≥ 4 — lines that are not valid UTF-8 are dropped), and cut into cells by the
+rules and regular expressions of :mod:`veil.engines.lines`, the same as DuckDB's: the same file
+gives the same rows on both engines. The header is each file's own first line, read through
+Hadoop's file system and line reader before any query (not the first row of Spark's scan, which
+orders files by size); a directory or glob whose files' first lines differ is refused, as on
+DuckDB. Without a declaration every column is text. JSON lines are parsed with ``from_json``
+into the declared keys only.
 
 ``schema={"people": {"income": "DOUBLE"}}`` declares column types for any source (see
 :mod:`veil.engines.declared`): a declared column is read through ``TRY_CAST`` — NULL for a
@@ -181,10 +186,10 @@ class SparkEngine:
     or a path (Parquet, ORC, CSV/TSV with a header, JSON lines; a directory is read as
     Parquet unless its name ends in ``.csv``…). ``schema`` declares column types per table
     (``{"people": {"income": "DOUBLE"}}``, see :mod:`veil.engines.declared`); JSON lines need
-    it. ``layouts`` gives a CSV/TSV table's header line as its owner recorded it: a file of
-    its directory or glob that starts otherwise is skipped (:mod:`veil.engines.sources`);
-    without one, the files must start alike. Works with classic Spark and with Spark Connect
-    sessions.
+    it. ``layouts`` gives a file table's layout as its owner recorded it (a CSV/TSV header
+    line, or a Parquet footer's columns): a file of its directory or glob whose layout
+    differs is skipped (:mod:`veil.engines.sources`); without one, the files must be alike.
+    Works with classic Spark and with Spark Connect sessions.
     """
 
     dialect = "spark"
