@@ -238,3 +238,32 @@ def test_one_persons_file_of_another_layout_in_a_directory_changes_only_its_rows
         with_odd = run()
     assert with_odd == without == ("released", "")
     assert any(MARK in r.getMessage() for r in caplog.records)  # the operator is told
+
+
+@pytest.mark.parametrize(
+    "change", ["rewritten as another layout", "rewritten as not Parquet", "removed"]
+)
+def test_a_file_changed_after_registration_changes_only_its_rows(
+    spark: Any, tmp_path: Path, change: str
+) -> None:
+    folder = tmp_path / f"{MARK}_people"
+    folder.mkdir()
+    for uid in range(4):
+        pq.write_table(pa.table({"uid": [uid], "age": [30 + uid]}), folder / f"p{uid}.parquet")
+    engine = SparkEngine(spark, {"t": str(folder)})
+    session = veil.Session.on(engine, privacy_unit="uid", budget=veil.Budget(epsilon=10))
+    session.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
+    person = folder / "p2.parquet"
+    if change == "removed":
+        person.unlink()
+    elif change == "rewritten as not Parquet":
+        person.write_bytes(b"PAR1 but not really")
+    else:
+        pq.write_table(pa.table({"uid": [2], "age": ["thirty-two"]}), person)
+    before = session.remaining()
+    result = session.sql(
+        "SELECT COUNT(*) AS n, SUM(age) AS s FROM t", epsilon=1, bounds={"age": (0, 100)}
+    )
+    assert session.remaining() != before  # answered, and charged
+    assert result.rows
+    assert engine.data_version("t")  # the files it reads now can be stat-ed

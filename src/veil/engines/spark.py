@@ -50,7 +50,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import ModuleType
@@ -75,8 +75,8 @@ from veil.engines.lines import (
     text_notes,
 )
 from veil.engines.progress import watching
-from veil.engines.sources import is_glob
 from veil.engines.sources import logger as sources_logger
+from veil.engines.spark_errors import condition, scrub, translate
 from veil.engines.spark_parquet import (
     READ_CONF,
     READ_OPTIONS,
@@ -85,7 +85,6 @@ from veil.engines.spark_parquet import (
     spark_reasons,
 )
 from veil.errors import (
-    InternalError,
     InvalidArgumentError,
     MissingDependencyError,
     SchemaError,
@@ -350,7 +349,7 @@ class SparkEngine:
             lines = self._spark.read.option(_MAX_LINE, str(MAX_LINE_BYTES)).text(path)
         except errors.AnalysisException as exc:
             raise SchemaError(
-                f"table {name!r}: Spark cannot list {path!r} ({_condition(exc) or exc}); pass an "
+                f"table {name!r}: Spark cannot list {path!r} ({condition(exc) or exc}); pass an "
                 "existing CSV path, directory or glob"
             ) from None
         keep = value != functions.lit("")
@@ -545,17 +544,23 @@ class SparkEngine:
         return digest.hexdigest()[:32]
 
     def _file_stats(self, files: list[str]) -> dict[str, str] | None:
-        """``path → "size:mtime"``, or None when the files cannot be stat-ed cheaply."""
+        """``path → "size:mtime"`` (``"gone"`` for a file that is no longer there), or None
+        when the files cannot be stat-ed cheaply."""
         if not files:
             return {}
         jvm: Any = getattr(self._spark, "_jvm", None)
         if jvm is None or len(files) > _MAX_STATS:  # Spark Connect has no JVM gateway
             return None
+        py4j = importlib.import_module("py4j.protocol")
         conf = self._spark.sparkContext._jsc.hadoopConfiguration()
         stats: dict[str, str] = {}
         for path in files:
             jpath = jvm.org.apache.hadoop.fs.Path(path)
-            status = jpath.getFileSystem(conf).getFileStatus(jpath)
+            try:
+                status = jpath.getFileSystem(conf).getFileStatus(jpath)
+            except py4j.Py4JJavaError:  # removed since it was listed
+                stats[path] = "gone"
+                continue
             stats[path] = f"{status.getLen()}:{status.getModificationTime()}"
         return stats
 
@@ -622,7 +627,7 @@ class SparkEngine:
             with self._query_conf():
                 self._spark.sql(text).schema  # noqa: B018 - forces analysis on Connect
         except errors.PySparkException as exc:  # analysis reads no rows: nothing here is data
-            raise _translate(exc, errors, self._scrub, checking=True) from exc
+            raise translate(exc, errors, self._scrub, checking=True) from exc
 
     def execute(self, query: exp.Expression) -> pa.Table:
         """Run ``query`` with ANSI mode *off* and collect its (small) result as Arrow.
@@ -644,7 +649,7 @@ class SparkEngine:
             with self._query_conf():
                 return _collect(self._spark.sql(text))
         except errors.PySparkException as exc:
-            raise _translate(exc, errors, self._scrub) from exc
+            raise translate(exc, errors, self._scrub) from exc
 
     def execute_with_progress(self, query: exp.Expression, progress: Progress) -> pa.Table:
         """:meth:`execute`, reporting the share of finished tasks to ``progress`` every ~100 ms.
@@ -697,35 +702,13 @@ class SparkEngine:
                         self._spark.conf.set(key, value)
 
     def _scrub(self, text: str) -> str:
-        """``text`` with every path of this engine's file tables written ``…`` — as given,
-        absolute, as a ``file:`` URI, and each file Spark lists for them: what the engine
-        says after registration names tables, never files (the operator's log,
-        ``veil.sources``, gets the message as Spark wrote it)."""
-        from urllib.parse import unquote, urlparse
-
-        paths: set[str] = set()
-        for source in self._paths:
-            paths |= {source, os.path.abspath(source)}
-            if is_glob(source):  # the folder of a glob's files
-                cut = min((k for k in map(source.find, "*?[") if k >= 0), default=len(source))
-                folder = os.path.dirname(source[:cut])
-                if len(folder) > 1:
-                    paths |= {folder, os.path.abspath(folder)}
+        """``text`` with every path of this engine's file tables written ``…``
+        (:func:`veil.engines.spark_errors.scrub`)."""
+        files: set[str] = set()
         for frame in self._frames.values():
             with suppress(Exception):  # py4j's errors: a frame that cannot list its files
-                paths |= set(frame.inputFiles())
-        for path in list(paths):
-            if path.startswith("file:"):
-                paths.add(unquote(urlparse(path).path))
-            elif "://" not in path:
-                absolute = os.path.abspath(path)
-                paths |= {f"file:{absolute}", f"file://{absolute}"}
-        scrubbed = text
-        for path in sorted((p for p in paths if p), key=len, reverse=True):
-            scrubbed = scrubbed.replace(path, "…")
-        if scrubbed != text:
-            sources_logger.warning("a message about a file table, as Spark wrote it: %s", text)
-        return scrubbed
+                files |= set(frame.inputFiles())
+        return scrub(text, self._paths, files)
 
     def close(self) -> None:
         """Drop the temporary views this engine registered."""
@@ -743,57 +726,6 @@ class SparkEngine:
 
     def __repr__(self) -> str:
         return f"SparkEngine(tables={sorted(self._names.values())})"
-
-
-_OVERFLOW = ("ARITHMETIC_OVERFLOW", "NUMERIC_VALUE_OUT_OF_RANGE", "DECIMAL_PRECISION")
-_BAD_CAST = ("CAST_INVALID_INPUT", "CAST_OVERFLOW")
-_UNSUPPORTED = ("UNSUPPORTED_", "_UNSUPPORTED", "NOT_SUPPORTED")
-
-
-def _condition(exc: BaseException) -> str:
-    """Spark's error condition (``getCondition`` on Spark ≥ 4, ``getErrorClass`` before)."""
-    for getter in ("getCondition", "getErrorClass"):
-        method = getattr(exc, getter, None)
-        if method is not None:
-            return str(method() or "")
-    return ""
-
-
-def _translate(
-    exc: Exception,
-    errors: ModuleType,
-    scrub: Callable[[str], str],
-    *,
-    checking: bool = False,
-) -> VeilError:
-    """The veil error for a Spark exception, as :class:`veil.engines.duckdb.DuckDBEngine`
-    maps DuckDB's: an analysis error (unknown table or column, a type error) is a
-    ``SchemaError``, an unsupported construct an ``UnsupportedQueryError``, a value that does
-    not convert a ``SchemaError``, an exact sum out of range an ``InvalidArgumentError`` naming
-    the fix, anything else an ``InternalError`` (Spark failed to run veil's SQL: a bug or the
-    cluster). Spark's message is kept with every path of the engine's tables written ``…``
-    (``scrub``; the session withholds every message of a query that already read data)."""
-    condition = _condition(exc)
-    text = scrub(str(exc))
-    if condition.startswith(_OVERFLOW):
-        return InvalidArgumentError(
-            f"an aggregate overflowed on Spark ({condition}); the fixed-point sum no longer fits "
-            "DECIMAL(38): declare narrower bounds for the summed column"
-        )
-    if condition.startswith(_BAD_CAST):
-        return SchemaError(
-            f"Spark could not convert a value to a number ({condition}); a numeric aggregate "
-            "needs numeric data: clean or cast the column before querying it"
-        )
-    if any(part in condition for part in _UNSUPPORTED):
-        return UnsupportedQueryError(f"Spark does not support this query ({condition}): {text}")
-    if isinstance(exc, errors.ParseException):
-        return InternalError(f"Spark could not parse veil's SQL (this is a bug): {text}")
-    if isinstance(exc, errors.AnalysisException):
-        return SchemaError(f"the query does not fit the table's columns: {text}")
-    if checking:
-        return SchemaError(f"Spark refused the query while analysing it: {text}")
-    return InternalError(f"Spark failed to run veil's SQL: {text}")
 
 
 def _tasks_done(context: SparkContext, group: str) -> float | None:
