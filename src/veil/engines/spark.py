@@ -83,6 +83,7 @@ from veil.engines.spark_parquet import (
     ParquetRead,
     read_parquet,
     spark_reasons,
+    unchecked_reasons,
 )
 from veil.errors import (
     InvalidArgumentError,
@@ -577,6 +578,8 @@ class SparkEngine:
         held = self._parquet.get(table.lower())
         if held is not None:  # read by veil: its files share the footer read then
             footer = held[2].footer
+            if footer is None:  # footers out of pyarrow's reach: Spark's schema decides
+                return unchecked_reasons(self._frame(table))
             return spark_reasons([footer], widened=True)
         frame = self._frame(table)
         files = sorted(frame.inputFiles())
@@ -695,11 +698,11 @@ class SparkEngine:
             try:
                 yield
             finally:
-                for key, value in previous.items():
-                    if value is None:
+                for key, was in previous.items():
+                    if was is None:
                         self._spark.conf.unset(key)
                     else:
-                        self._spark.conf.set(key, value)
+                        self._spark.conf.set(key, was)
 
     def _scrub(self, text: str) -> str:
         """``text`` with every path of this engine's file tables written ``…``

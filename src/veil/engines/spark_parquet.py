@@ -49,7 +49,14 @@ from veil.errors import SchemaError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["READ_CONF", "READ_OPTIONS", "ParquetRead", "read_parquet", "spark_reasons"]
+__all__ = [
+    "READ_CONF",
+    "READ_OPTIONS",
+    "ParquetRead",
+    "read_parquet",
+    "spark_reasons",
+    "unchecked_reasons",
+]
 
 READ_OPTIONS = {"int96RebaseMode": "CORRECTED", "datetimeRebaseMode": "CORRECTED"}
 """The options of every Parquet read veil makes: dates and timestamps read as stored."""
@@ -126,10 +133,10 @@ def read_parquet(
     try:
         frame = reader.parquet(*sources)
         if footer is not None and footer.spark_decimals:
-            frame = _guarded(spark, reader, sources, frame, footer.spark_decimals)
+            frame = _guarded(reader, sources, frame, footer.spark_decimals)
     except analysis as exc:
         raise SchemaError(f"table {name!r}: Spark cannot read {path!r} ({exc})") from None
-    return ParquetRead(frame, kept, footer, layout, listed)
+    return ParquetRead(frame, tuple(kept), footer, layout, listed)
 
 
 def _kept(
@@ -184,7 +191,6 @@ def _is_directory(spark: SparkSession, path: str) -> bool:
 
 
 def _guarded(
-    spark: SparkSession,
     reader: Any,
     sources: Sequence[str],
     frame: DataFrame,
@@ -207,14 +213,26 @@ def _guarded(
         ref = exp.column(exp.to_identifier(column, quoted=True))
         if column in decimals:
             precision, scale = decimals[column]
-            guard: exp.Expression = decimal_guard(column, precision, scale)
+            guard: exp.Expr = decimal_guard(column, precision, scale)
             if column in wide:
                 guard = exp.cast(guard, exp.DataType.build(f"DECIMAL({precision}, {scale})"))
-            item: exp.Expression = exp.alias_(guard, exp.to_identifier(column, quoted=True))
+            item: exp.Expr = exp.alias_(guard, exp.to_identifier(column, quoted=True))
         else:
             item = ref
         items.append(item.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE))
     return frame.selectExpr(*items)
+
+
+def unchecked_reasons(frame: DataFrame) -> dict[str, str]:
+    """Column (lower-cased) → why Spark cannot read it for every value, for a Parquet path
+    whose footers cannot be read here: from the schema Spark read, every top-level DECIMAL
+    of more than 18 digits."""
+    types = importlib.import_module("pyspark.sql.types")
+    return {
+        f.name.lower(): _UNWIDENED
+        for f in frame.schema.fields
+        if isinstance(f.dataType, types.DecimalType) and f.dataType.precision > 18
+    }
 
 
 def spark_reasons(footers: Sequence[Footer | None], widened: bool) -> dict[str, str]:
