@@ -40,3 +40,17 @@ def test_a_message_naming_no_path_is_unchanged_and_not_logged(
     with caplog.at_level(logging.WARNING, logger="veil.sources"):
         assert scrub(text, [os.sep, "/"], ["file:/"]) == text  # a root path is never "…"
     assert not caplog.records
+
+
+def test_an_analysis_error_about_a_file_reaches_the_analyst_without_it(tmp_path: Path) -> None:
+    errors = pytest.importorskip("pyspark.errors", reason="pyspark is not installed")
+    from veil.engines.spark_errors import translate
+    from veil.errors import SchemaError
+
+    path = f"{tmp_path}/clinic/dana_hiv.parquet"
+    exc = errors.AnalysisException(message=f"[PATH_NOT_FOUND] Path does not exist: file:{path}")
+    said = translate(exc, errors, lambda text: scrub(text, [f"{tmp_path}/clinic/*.parquet"], []))
+    assert isinstance(said, SchemaError)
+    assert str(said) == (
+        "the query does not fit the table's columns: [PATH_NOT_FOUND] Path does not exist: …"
+    )

@@ -9,6 +9,7 @@ tables, never files (the operator's log, ``veil.sources``, gets the message as S
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from types import ModuleType
 
@@ -24,12 +25,15 @@ from veil.errors import (
 
 __all__ = ["condition", "scrub", "translate"]
 
+_REST = r"(?:/[^\s'\"`,;()\[\]]*)?"  # the rest of a path under a known one
+
 
 def scrub(text: str, sources: Iterable[str], files: Iterable[str]) -> str:
     """``text`` with every path of ``sources`` (the paths and globs of an engine's file
     tables; a glob's folder too) and of ``files`` (the files Spark lists for them, as URIs)
-    written ``…`` — as given, absolute, and as a ``file:`` URI or its local path. A message
-    that changed is logged on ``veil.sources`` as it was."""
+    written ``…`` — as given, absolute, and as a ``file:`` URI or its local path — together
+    with any path under one of them (a file of the folder Spark did not list names no one
+    either). A message that changed is logged on ``veil.sources`` as it was."""
     from urllib.parse import unquote, urlparse
 
     paths: set[str] = set(files)
@@ -46,9 +50,12 @@ def scrub(text: str, sources: Iterable[str], files: Iterable[str]) -> str:
         elif "://" not in path:
             absolute = os.path.abspath(path)
             paths |= {f"file:{absolute}", f"file://{absolute}"}
-    scrubbed = text
-    for path in sorted((p for p in paths if len(p) > 1), key=len, reverse=True):
-        scrubbed = scrubbed.replace(path, "…")
+    known = sorted((p for p in paths if len(p) > 1), key=len, reverse=True)
+    if not known:
+        return text
+    # each path, and whatever path goes on from it (a file of a folder: its name too)
+    pattern = "|".join(re.escape(p.rstrip("/")) + _REST for p in known)
+    scrubbed = re.sub(pattern, "…", text)
     if scrubbed != text:
         sources_logger.warning("a message about a file table, as Spark wrote it: %s", text)
     return scrubbed
