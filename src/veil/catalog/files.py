@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from veil.engines.lines import text_format
@@ -99,9 +100,21 @@ def duckdb_reads(database: str, table: str) -> frozenset[object]:
     A database that cannot be opened read-only counts as its file and the table's name.
     Read at registration (owner-side): it reads the tables, not one row of which any
     analyst sees."""
+    try:
+        st = os.stat(database)
+    except OSError:
+        return frozenset()
+    return _duckdb_reads(database, table, (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+@lru_cache(maxsize=256)
+def _duckdb_reads(database: str, table: str, version: tuple[int, ...]) -> frozenset[object]:
+    """:func:`duckdb_reads` of the database file at ``version`` (device, inode, size and
+    modification time): each table's content is hashed once per version and process, not
+    for every dataset registered after it (``Catalog.load_toml`` adds them all)."""
     import duckdb
 
-    base = file_identity([database])
+    base = frozenset({(version[0], version[1])})
     named = {(device, inode, table.lower()) for device, inode in base}
     try:
         con = duckdb.connect(database, read_only=True)

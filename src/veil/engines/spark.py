@@ -250,10 +250,9 @@ class SparkEngine:
         if isinstance(source, os.PathLike):
             source = os.fspath(source)
         if isinstance(source, str):
-            if _looks_like_path(source):
-                self._paths.append(source)
             if not _looks_like_path(source):
                 return self._typed(name, self._spark.table(source), declared, repr(source))
+            self._paths.append(source)
             fmt = text_format(source, any_compression=True)
             if fmt is not None:
                 return self._read_text(name, source, fmt, declared)
@@ -511,7 +510,7 @@ class SparkEngine:
 
     def schema(self, table: str) -> pa.Schema:
         """The table's Arrow schema, from Spark's analysed plan (no data is read)."""
-        self._frame(table)
+        self._frame(table)  # an unknown table: the SchemaError naming the known ones
         self._refresh(table)
         frame = self._frame(table)
         types = importlib.import_module("pyspark.sql.pandas.types")
