@@ -5,7 +5,7 @@ generates a table of adversarial types and values — dates and timestamps at th
 with time zones, nanoseconds (DuckDB), TIMESTAMP_NTZ and day-time intervals (Spark), DECIMAL(38,
 s) for s = 0, 10, 20, 38, 64-bit unsigned and 128-bit integers, NaN, ±inf, −0.0, subnormals,
 blobs (alone and in lists), strings that are not UTF-8 (Spark; and in a Parquet file written
-without validation, on DuckDB), DECIMAL(38, s) stored beyond its precision (such a Parquet
+without validation, on DuckDB and Spark), DECIMAL(38, s) stored beyond its precision (such a Parquet
 file), PostgreSQL NUMERICs of any magnitude (1e±400, the midpoints of the double range), UUIDs,
 intervals, enums, dictionary strings, odd Unicode — adversarial bounds (subnormal, tiny and
 huge widths, nearly equal ends, beyond 1e308), a query of every spelling of every registered
@@ -126,16 +126,16 @@ class Kind:
     domain_ok: bool = False  # a public domain of Python values can be declared for it
     spark: str | None = None  # a Spark SQL expression of the column {c}
     postgres: str | None = None  # a PostgreSQL expression of the column {c}
-    parquet: bool = False  # only as a Parquet file holds it, unvalidated (duckdb-parquet)
+    parquet: bool = False  # only as a Parquet file holds it, unvalidated (duckdb-parquet, spark)
 
     def cast_for(self, engine: str) -> str | None:
         return {"duckdb": self.cast, "spark": self.spark, "postgres": self.postgres}.get(engine)
 
     def held_by(self, engine: str) -> bool:
         """Whether ``engine`` holds this kind: natively, through a cast, or (a Parquet-only
-        kind) as the Parquet file the ``duckdb-parquet`` harness writes."""
+        kind) as the Parquet file the ``duckdb-parquet`` and ``spark`` harnesses write."""
         if self.parquet:
-            return engine == "duckdb-parquet"
+            return engine in ("duckdb-parquet", "spark")
         return self.native or self.cast_for(engine) is not None
 
     @property
