@@ -102,10 +102,13 @@ def test_bounds_must_be_finite() -> None:
         ColumnBounds("income", 0, float("inf"))
 
 
-def test_bounds_are_exact_fractions_read_as_printed_decimals() -> None:
+def test_bounds_are_the_exact_doubles_the_engine_clamps_to() -> None:
     b = ColumnBounds("income", 0.1, 2)
-    assert b.lower == Fraction(1, 10)
-    assert b.midpoint == Fraction(21, 20)
+    assert b.lower == Fraction(0.1) != Fraction(1, 10)  # the double 0.1, not the decimal
+    assert b.midpoint == (Fraction(0.1) + 2) / 2
+    assert ColumnBounds("income", Fraction(1, 10), "2").lower == Fraction(0.1)
+    assert ColumnBounds("income", 2**53 + 1, 2**60 + 1).upper == 2**60  # integral doubles
+    assert ColumnBounds("income", 2**53 + 1, 2**60 + 1).lower == 2**53
 
 
 def test_contribution_limits_must_be_positive_integers() -> None:

@@ -85,15 +85,16 @@ def _show(value: Fraction) -> str:
 
 
 def show(x: Fraction) -> str:
-    """``x`` as a person wrote it: an integer, the shortest decimal of a float, or ``p/q``."""
+    """``x`` as a person wrote it: an integer, the shortest decimal of a float (also when
+    ``x`` is exactly a double, as bounds and edges are: ``veil.plan.numbers``), or ``p/q``."""
     if x.denominator == 1 and abs(x.numerator) < 10**17:
         return str(x.numerator)
     try:
         text = repr(float(x))
     except OverflowError:
         text = "inf"
-    if text not in ("inf", "-inf") and Fraction(text) == x:
-        return text  # what a float prints as: 0.1, 1e+300, 5e-324
+    if text not in ("inf", "-inf") and (Fraction(text) == x or Fraction(float(text)) == x):
+        return text  # what a float prints as (0.1, 1e+300, 5e-324), or the double x is
     if text in ("0.0", "-0.0"):  # below every double: show its order of magnitude
         digits = len(str(x.denominator // abs(x.numerator)))
         return f"{'-' if x < 0 else ''}≈1e-{digits - 1}"

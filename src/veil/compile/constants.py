@@ -5,8 +5,13 @@ be decided — finite, exactly what the engine will read, small enough that no p
 expression can overflow — *before* the budget is reserved, from the plan alone. This module is
 the one place that knows those rules:
 
+- **One value per constant.** A bound, per-group bound or histogram edge is held in the
+  plan as the double the engine compares with (``veil.plan.numbers.engine_number``, applied
+  when the plan node is built), so the calibration reads the very number :func:`literal`
+  writes; a stratified sum's rows are also clamped in SQL to their stratum's calibrated range
+  (``veil.compile.statistics``).
 - **The supported range.** Every clamping bound and histogram edge lies in
-  ``[-MAX_MAGNITUDE, MAX_MAGNITUDE]`` (10^100) and a bounded column's width ``upper - lower`` is
+  ``[-MAX_MAGNITUDE, MAX_MAGNITUDE]`` (1e100) and a bounded column's width ``upper - lower`` is
   at least ``MIN_WIDTH`` (10^-100) *and* its two ends are distinct doubles. Inside that range
   every intermediate value of the per-row expressions (``clamp(x) - centre``, its square over
   the fixed-point grid, the released sums and their error bars) is a finite double, so no
@@ -47,6 +52,7 @@ from sqlglot import exp
 from veil.accounting.budget import show
 from veil.errors import BoundsError, InternalError, InvalidArgumentError
 from veil.plan.nodes import ColumnBounds, GroupKey
+from veil.plan.numbers import MAX_MAGNITUDE, MIN_WIDTH
 
 __all__ = [
     "DEFAULT_QUANTILE_BUCKETS",
@@ -63,11 +69,6 @@ __all__ = [
     "show",
 ]
 
-MAX_MAGNITUDE = Fraction(10) ** 100
-"""The largest |bound| or |edge| veil accepts (10^100)."""
-
-MIN_WIDTH = Fraction(1, 10**100)
-"""The smallest width ``upper - lower`` of a bounded column veil accepts (10^-100)."""
 
 MAX_QUANTILE_BUCKETS = 2**40
 """The most cells a continuous quantile's grid may have (``quantile_buckets``)."""

@@ -222,6 +222,13 @@ class PerRow(Protocol):
 
     def cast(self, e: exp.Expr, to: str) -> exp.Expr: ...
 
+    def by_stratum(
+        self, m: Measurement, values: Sequence[exp.Expr], otherwise: exp.Expr
+    ) -> exp.Expr:
+        """``values[i]`` for a row of stratum i of ``m`` (``veil.compile.strata``),
+        ``otherwise`` for a row of none."""
+        ...
+
 
 def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
     """The aggregate computing ``m``'s statistic per group (see the module docstring)."""
@@ -237,6 +244,8 @@ def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
                 false=exp.Literal.number(0),
             )
             return exp.Sum(this=first)
+        case "sum" if m.strata:
+            v = _stratified(m, row)
         case "sum":
             v = row.integer(row.scaled(m), -m.limit, m.limit)
         case "sum_squares":
@@ -258,6 +267,23 @@ def statistic_sql(m: Measurement, row: PerRow) -> exp.Expr:
     if row.wide is not None:
         v = row.cast(v, row.wide)
     return exp.Sum(this=v)
+
+
+def _stratified(m: Measurement, row: PerRow) -> exp.Expr:
+    """The per-row integer of a sum stratified by its bins (``veil.compile.strata``), clamped
+    in SQL to the range its stratum's noise was calibrated for.
+
+    Contract: a row of stratum i contributes v ∈ [shift_i − limit_i, shift_i + limit_i] ∩
+    [−limit, limit] (a row of no stratum, v ∈ [−limit, limit]), whatever the engine's double
+    rounding of x, of x − c, or of the bin's comparisons did — so stratum i's re-centred sum
+    Σ (v − shift_i) moves by at most limit_i per row, the bound its noise is scaled to. The
+    clamp follows the rounding and precedes the cast (total, as :meth:`PerRow.integer`)."""
+    lows = [literal(max(s.shift - s.limit, -m.limit)) for s in m.strata]
+    highs = [literal(min(s.shift + s.limit, m.limit)) for s in m.strata]
+    lo = row.by_stratum(m, lows, literal(-m.limit))
+    hi = row.by_stratum(m, highs, literal(m.limit))
+    clamped = row.clamp(exp.func("ROUND", row.scaled(m)), lo, hi)
+    return row.cast(clamped, row.integer_type)
 
 
 def bucket_sql(m: Measurement, row: PerRow, to: str | None = None) -> exp.Expr:

@@ -40,6 +40,7 @@ from veil.errors import (
 )
 from veil.noise.families import MECHANISMS, Mechanism
 from veil.plan.memo import ByIdentity
+from veil.plan.numbers import engine_number
 from veil.plan.weighting import check_weights, product_name
 
 if TYPE_CHECKING:
@@ -164,7 +165,8 @@ _COLUMN_TYPES = frozenset(get_args(ColumnType))
 
 @dataclass(frozen=True)
 class ColumnBounds:
-    """Clamping bounds ``[lower, upper]`` for one numeric column (exact Fractions).
+    """Clamping bounds ``[lower, upper]`` for one numeric column, each the exact double the
+    engine clamps to (``veil.plan.numbers.engine_number`` of the number given).
 
     ``groups``: per-group bounds ``(key label, lower, upper)`` for the groups of one public
     GROUP BY key (``veil.compile.strata``), each inside ``[lower, upper]``; a row of the group
@@ -177,8 +179,8 @@ class ColumnBounds:
 
     def __post_init__(self) -> None:
         _check_name(self.column, "a bounded column")
-        lo = as_fraction(self.lower, f"the lower bound of {self.column!r}")
-        hi = as_fraction(self.upper, f"the upper bound of {self.column!r}")
+        lo = engine_number(as_fraction(self.lower, f"the lower bound of {self.column!r}"))
+        hi = engine_number(as_fraction(self.upper, f"the upper bound of {self.column!r}"))
         if lo > hi:
             raise BoundsError(
                 f"bounds for {self.column!r} are empty: lower {float(lo):g} > upper "
@@ -189,7 +191,7 @@ class ColumnBounds:
         groups = []
         for label, g_lo, g_hi in tuple(self.groups):
             what = f"the bounds of {self.column!r} in group {label!r}"
-            a, b = as_fraction(g_lo, what), as_fraction(g_hi, what)
+            a, b = engine_number(as_fraction(g_lo, what)), engine_number(as_fraction(g_hi, what))
             if not lo <= a <= b <= hi:
                 raise BoundsError(
                     f"{what}, ({float(a):g}, {float(b):g}), must be a non-empty interval inside "
@@ -328,7 +330,16 @@ class GroupKey:
                     f"histogram edges of {self.column!r} must be at least two strictly "
                     f"increasing numbers, got {[float(e) for e in edges]}"
                 )
-            _set(self, "edges", edges)
+            doubles = tuple(engine_number(e) for e in edges)  # what the engine compares with
+            for (a, b), (x, y) in zip(
+                itertools.pairwise(edges), itertools.pairwise(doubles), strict=True
+            ):
+                if x >= y:
+                    raise BoundsError(
+                        f"histogram edges {_exact(a)} and {_exact(b)} of {self.column!r} are the "
+                        f"same double ({float(x)!r}); space the edges further apart"
+                    )
+            _set(self, "edges", doubles)
         if self.per_unit and self.edges is None:
             raise InvalidArgumentError(
                 f"a per-unit key of {self.column!r} bins the rows per unit: it needs edges"
@@ -380,6 +391,19 @@ def _candidates(function: str, column: str | None, domain: object) -> tuple[KeyV
     if len({(type(v), v) for v in values}) != len(values):
         raise InvalidArgumentError(f"the candidates of MODE({column}) repeat a value; {fix}")
     return values
+
+
+def _exact(x: Fraction) -> str:
+    """``x`` in full: its exact decimal when it has one of at most 60 digits, else ``p/q``."""
+    if x.denominator == 1:
+        return str(x.numerator)
+    for places in range(1, 61):
+        scaled = x * 10**places
+        if scaled.denominator == 1:
+            digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
+            sign = "-" if x < 0 else ""
+            return f"{sign}{digits[:-places]}.{digits[-places:]}"
+    return f"{x.numerator}/{x.denominator}"
 
 
 def _num(x: Fraction) -> str:
