@@ -292,3 +292,47 @@ def test_no_row_moves_a_statistic_past_its_bound_on_every_engine(
     collect()
     for bounds, edges in drawn:
         hunt(harness, tmp_path, bounds, edges, aggregates)
+
+
+# ── numeric public keys ──────────────────────────────────────────────────────────────────────
+
+
+def keyed_session() -> veil.Session:
+    table = pa.table(
+        {
+            "r": pa.array([2.0**53, 1.0], pa.float64()),
+            "i": pa.array([2**53 + 1, 1], pa.int64()),
+            "y": pa.array([1.0, 2.0], pa.float64()),
+        }
+    )
+    return veil.Session.local({"t": table}, budget=veil.Budget(epsilon=10))
+
+
+@pytest.mark.parametrize(
+    ("column", "keys", "match"),
+    [
+        ("r", [2**53 + 1, 1], r"public key 9007199254740993 of 'r' is not a double.*"
+         r"would also match 9007199254740992\.0\); pass integer keys within ±2\^53"),
+        ("i", [2.0**53, 1], r"public key 9007199254740992\.0 of 'i' is a double beyond 2\^53.*"
+         r"pass it as the integer 9007199254740992"),
+    ],
+    ids=["integer-key-of-a-real-column", "double-key-of-an-integer-column"],
+)  # fmt: skip
+def test_a_numeric_key_with_two_engine_values_is_refused_free(
+    column: str, keys: list[Any], match: str
+) -> None:
+    """A key the engine compares equal to two different values would let a row be clamped to
+    one key's per-group bounds and released under another key's calibration."""
+    s = keyed_session()
+    sql = f"SELECT {column} AS g, SUM(y) AS s FROM t GROUP BY {column}"
+    bounds = {"y": {keys[0]: (0, 1000), keys[1]: (0, 1)}}
+    with pytest.raises(veil.SchemaError, match=match):
+        s.sql(sql, epsilon=1, domains={column: keys}, bounds=bounds)
+    assert s.remaining().epsilon == 10  # refused before the reservation
+
+
+def test_numeric_keys_that_are_one_engine_value_are_accepted() -> None:
+    s = keyed_session()
+    sql = "SELECT r AS g, COUNT(*) AS n FROM t GROUP BY r"
+    r = s.sql(sql, epsilon=1, domains={"r": [2**53, 1, 0.5]})
+    assert [row[0] for row in r.values] == [2**53, 1, 0.5]

@@ -135,7 +135,35 @@ def check_domains(plan: Plan, ctx: Context) -> Plan:
                     f"({type(value).__name__}), but {key.column!r} is {article} {kind} column; "
                     f"pass its keys as {_EXAMPLES.get(kind, kind)}"
                 )
+            _check_exact_key(key.column, value, kind)
     return plan
+
+
+_EXACT_DOUBLE_INTEGERS = 2**53
+"""Below this magnitude every integer is a double, and no other integer's double equals it."""
+
+
+def _check_exact_key(column: str, value: KeyValue, kind: ColumnType) -> None:
+    """One value per public key (``veil.plan.numbers``): a numeric key is compared with the
+    column in the column's own arithmetic, so it must be exactly one value of it — an integer
+    key of a real column a double (9007199254740993 compares equal to the double
+    9007199254740992.0, so a row could be clamped to one key's bounds and released under
+    another's), a double key of an integer column below 2^53 in magnitude (2^53 + 1 compares
+    equal to 2^53 as a double). A ``SchemaError`` naming the key and the fix otherwise,
+    before anything is reserved."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    if kind == "real" and isinstance(value, int) and float(value) != value:
+        raise SchemaError(
+            f"public key {value} of {column!r} is not a double, but {column!r} is a real "
+            f"column compared as doubles (the key would also match {float(value)!r}); pass "
+            f"integer keys within ±2^53 or the double itself, {float(value)!r}"
+        )
+    if kind == "integer" and isinstance(value, float) and abs(value) >= _EXACT_DOUBLE_INTEGERS:
+        raise SchemaError(
+            f"public key {value!r} of {column!r} is a double beyond 2^53, which several "
+            f"integers of {column!r} compare equal to; pass it as the integer {int(value)}"
+        )
 
 
 def set_privacy_unit(plan: Plan, ctx: Context) -> Plan:
