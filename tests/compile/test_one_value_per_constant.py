@@ -35,7 +35,14 @@ from veil.compile.dialect import dialect
 from veil.compile.lower import lower, to_sql
 from veil.compile.strata import strata
 from veil.errors import BoundsError
-from veil.plan.nodes import Aggregate, GroupKey, Measurement
+from veil.plan.nodes import (
+    MAX_AGGREGATES,
+    MAX_BIN_EDGES,
+    MAX_PUBLIC_GROUPS,
+    Aggregate,
+    GroupKey,
+    Measurement,
+)
 from veil.plan.tree import aggregate_of
 
 # ── the reproduction ─────────────────────────────────────────────────────────────────
@@ -336,3 +343,53 @@ def test_numeric_keys_that_are_one_engine_value_are_accepted() -> None:
     sql = "SELECT r AS g, COUNT(*) AS n FROM t GROUP BY r"
     r = s.sql(sql, epsilon=1, domains={"r": [2**53, 1, 0.5]})
     assert [row[0] for row in r.values] == [2**53, 1, 0.5]
+
+
+# ── per-query caps ───────────────────────────────────────────────────────────────────────────
+
+
+def capped_session() -> veil.Session:
+    table = pa.table({"x": pa.array([1.0, 2.0]), "g": pa.array([1, 2]), "h": pa.array([1, 2])})
+    return veil.Session.local({"t": table}, budget=veil.Budget(epsilon=10))
+
+
+def test_a_bin_beyond_the_edge_cap_is_refused_free_naming_the_cap() -> None:
+    s = capped_session()
+    fine = ", ".join(str(i) for i in range(MAX_BIN_EDGES))
+    s.explain(f"SELECT BIN(x, {fine}) AS b, COUNT(*) AS n FROM t GROUP BY b", epsilon=1)
+    many = ", ".join(str(i) for i in range(MAX_BIN_EDGES + 1))
+    sql = f"SELECT BIN(x, {many}) AS b, COUNT(*) AS n FROM t GROUP BY b"
+    with pytest.raises(
+        veil.UnsupportedQueryError,
+        match=r"the BIN of 'x' has 1,026 edges, more than the 1,025 veil takes in one query; "
+        r"merge bins",
+    ):
+        s.sql(sql, epsilon=1)
+    assert s.remaining().epsilon == 10
+
+
+def test_public_keys_beyond_the_cap_are_refused_free_naming_the_cap() -> None:
+    s = capped_session()
+    side = 2**11 + 1  # 2049² = 4,198,401 groups > 2^22
+    domains = {"g": list(range(side)), "h": list(range(side))}
+    with pytest.raises(
+        veil.UnsupportedQueryError,
+        match=r"the GROUP BY's public keys has 4,198,401 groups \(the product of their counts\), "
+        r"more than the 4,194,304",
+    ):
+        s.sql("SELECT g, h, COUNT(*) AS n FROM t GROUP BY g, h", epsilon=1, domains=domains)
+    with pytest.raises(veil.UnsupportedQueryError, match=r"the public domain of 'g' has 4,194,305"):
+        s.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", epsilon=1,
+              domains={"g": range(MAX_PUBLIC_GROUPS + 1)})  # fmt: skip
+    assert s.remaining().epsilon == 10
+
+
+def test_aggregates_beyond_the_cap_are_refused_free_naming_the_cap() -> None:
+    s = capped_session()
+    calls = ", ".join(f"COUNT(*) AS n{i}" for i in range(MAX_AGGREGATES + 1))
+    with pytest.raises(
+        veil.UnsupportedQueryError,
+        match=r"the SELECT has 101 aggregates, more than the 100 veil takes in one query",
+    ):
+        s.sql(f"SELECT {calls} FROM t", epsilon=1)
+    assert s.remaining().epsilon == 10

@@ -28,7 +28,14 @@ from veil.compile.strata import check_group_bounds
 from veil.compile.weights import check_weights, weights_bounds_missing
 from veil.errors import BoundsError, SchemaError, UnsupportedQueryError
 from veil.plan.canonical import call_order
-from veil.plan.nodes import ColumnBounds, ColumnType, Contribution, KeyValue, Plan
+from veil.plan.nodes import (
+    ColumnBounds,
+    ColumnType,
+    Contribution,
+    KeyValue,
+    Plan,
+    check_public_groups,
+)
 from veil.plan.tree import aggregate_of, replace_aggregate
 
 __all__ = [
@@ -243,6 +250,7 @@ def check_numbers(plan: Plan, ctx: Context) -> Plan:
         for _, lo, hi in b.groups:  # per-group bounds: the same range rules
             check_bounds(ColumnBounds(b.column, lo, hi))
     check_group_bounds(agg)
+    check_public_groups(agg.keys)  # a per-query cap
     for key in agg.keys:
         check_edges(key)
     check_weights(plan)  # survey weights: bounds from 0 up, products within the range

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
+    "MAX_AGGREGATES",
+    "MAX_BIN_EDGES",
+    "MAX_PUBLIC_GROUPS",
     "Aggregate",
     "AggregateCall",
     "AggregateFunction",
@@ -71,6 +74,7 @@ __all__ = [
     "Statistic",
     "Stratum",
     "as_fraction",
+    "check_public_groups",
     "declare_hint",
     "product_name",
 ]
@@ -256,6 +260,37 @@ class Contribution:
         )
 
 
+MAX_BIN_EDGES = 1025
+"""Per-query cap: the most edges one ``BIN`` key may have (1,024 bins)."""
+MAX_PUBLIC_GROUPS = 1 << 22
+"""Per-query cap: the most public keys one query may list — each key's domain or bins, and
+their product, the groups a query of public keys releases (4,194,304)."""
+MAX_AGGREGATES = 100
+"""Per-query cap: the most aggregates one SELECT may release."""
+
+
+def check_public_groups(keys: Iterable[GroupKey]) -> None:
+    """A query's public keys list at most :data:`MAX_PUBLIC_GROUPS` groups (the product of
+    their counts): an ``UnsupportedQueryError`` naming the count and the cap otherwise, from
+    the query alone (the compile rule ``check_numbers``, before anything is reserved)."""
+    groups = 1
+    for key in keys:
+        if key.is_public:
+            groups *= len(key.labels())
+    if groups > MAX_PUBLIC_GROUPS:
+        raise _too_many(
+            "the GROUP BY's public keys", groups, "groups (the product of their counts)",
+            MAX_PUBLIC_GROUPS, "group by fewer keys or split the domains over several queries",
+        )  # fmt: skip
+
+
+def _too_many(what: str, count: int, unit: str, cap: int, fix: str) -> UnsupportedQueryError:
+    """The refusal of a query beyond a per-query cap (decided from the query alone)."""
+    return UnsupportedQueryError(
+        f"{what} has {count:,} {unit}, more than the {cap:,} veil takes in one query; {fix}"
+    )
+
+
 @dataclass(frozen=True)
 class GroupKey:
     """One GROUP BY key.
@@ -309,6 +344,11 @@ class GroupKey:
             )
         if self.domain is not None:
             domain = tuple(self.domain)
+            if len(domain) > MAX_PUBLIC_GROUPS:
+                raise _too_many(
+                    f"the public domain of {self.column!r}", len(domain), "keys",
+                    MAX_PUBLIC_GROUPS, "split the domain over several queries",
+                )  # fmt: skip
             plain = all(type(v) is int for v in domain) or all(type(v) is str for v in domain)
             for value in () if plain else domain:  # plain ints or strings: all allowed
                 if not isinstance(value, str | int | float | bool) and value is not None:
@@ -322,9 +362,13 @@ class GroupKey:
                 raise InvalidArgumentError(f"public domain of {self.column!r} is empty")
             _set(self, "domain", domain)
         if self.edges is not None:
-            edges = tuple(
-                as_fraction(e, f"a histogram edge of {self.column!r}") for e in self.edges
-            )
+            given = tuple(self.edges)
+            if len(given) > MAX_BIN_EDGES:
+                raise _too_many(
+                    f"the BIN of {self.column!r}", len(given), "edges", MAX_BIN_EDGES,
+                    "merge bins or split the range over several queries",
+                )  # fmt: skip
+            edges = tuple(as_fraction(e, f"a histogram edge of {self.column!r}") for e in given)
             if len(edges) < 2 or any(a >= b for a, b in itertools.pairwise(edges)):
                 raise InvalidArgumentError(
                     f"histogram edges of {self.column!r} must be at least two strictly "
@@ -363,9 +407,7 @@ class GroupKey:
         if self.domain is not None:
             return self.domain
         if self.edges is not None:
-            pairs = list(itertools.pairwise(self.edges))
-            last = len(pairs) - 1  # the last bin is closed: it holds its upper edge
-            return tuple(_bin_label(a, b, closed=i == last) for i, (a, b) in enumerate(pairs))
+            return _bin_labels(self.edges)  # built once per edges tuple: read once per bin
         raise InvalidArgumentError(f"group key {self.column!r} has no public domain")
 
 
@@ -412,6 +454,17 @@ def _num(x: Fraction) -> str:
 
 def _bin_label(lo: Fraction, hi: Fraction, *, closed: bool = False) -> str:
     return f"[{_num(lo)}, {_num(hi)}{']' if closed else ')'}"
+
+
+def _labels_of(edges: tuple[Fraction, ...]) -> tuple[KeyValue, ...]:
+    pairs = list(itertools.pairwise(edges))
+    last = len(pairs) - 1  # the last bin is closed: it holds its upper edge
+    return tuple(_bin_label(a, b, closed=i == last) for i, (a, b) in enumerate(pairs))
+
+
+_bin_labels = ByIdentity(_labels_of)
+"""The bin labels of an edges tuple, remembered by its identity: the calibration asks for a
+key's labels once per bin (2,500 bins built 6 million labels, 45 s of a query)."""
 
 
 @dataclass(frozen=True)
@@ -785,6 +838,11 @@ class Aggregate(Plan):
             raise UnsupportedQueryError(
                 "a query must release at least one aggregate (COUNT, SUM, AVG, …)"
             )
+        if len(aggs) > MAX_AGGREGATES:
+            raise _too_many(
+                "the SELECT", len(aggs), "aggregates", MAX_AGGREGATES,
+                "split them over several queries",
+            )  # fmt: skip
         for key in keys:
             f = self.child.field(key.column)
             if key.per_unit:
