@@ -160,6 +160,25 @@ def test_quantiles_take_their_weight_share_off_the_top() -> None:
     assert (q.limit, q.step, q.sensitivity, q.discrete) == (101, 1, Fraction(1, 2), True)
 
 
+def test_a_quantile_asked_twice_is_measured_once_with_both_shares() -> None:
+    """``MAX(age) AS a, MAX(age) AS b`` (and ``QUANTILE(age, 1)``) is one measurement: the
+    budget both would have spent goes to the one draw every name reads."""
+    aggs = (
+        AggregateCall("a", "max", "age"),
+        AggregateCall("b", "max", "age"),
+        AggregateCall("c", "quantile", "age", quantile=Fraction(1)),
+        AggregateCall("n", "count"),
+    )
+    d = build(agg(aggs, keys=(), bounds=(ColumnBounds("age", 0, 100),)), Budget(epsilon=1))
+    eps = {m.name: m.budget.eps for m in d.measurements}
+    assert sorted(eps) == ["count", "quantile(age, 1)"]
+    assert eps["quantile(age, 1)"] == Fraction(3, 4)
+    assert d.charged == Budget(epsilon=1)
+    once = build(agg(aggs[:1], keys=(), bounds=(ColumnBounds("age", 0, 100),)), Budget(epsilon=1))
+    (m,) = once.measurements
+    assert m.budget.eps == 1  # alone, the same measurement at the whole budget
+
+
 def test_real_columns_are_cut_into_the_requested_number_of_buckets() -> None:
     d = build(
         agg((AggregateCall("med", "quantile", "income", quantile=Fraction(1, 2)),), keys=()),

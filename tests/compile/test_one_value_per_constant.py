@@ -393,3 +393,19 @@ def test_aggregates_beyond_the_cap_are_refused_free_naming_the_cap() -> None:
     ):
         s.sql(f"SELECT {calls} FROM t", epsilon=1)
     assert s.remaining().epsilon == 10
+
+
+# ── one measurement per repeated aggregate ───────────────────────────────────────────────────
+
+
+def test_a_repeated_quantile_is_released_once_under_both_names() -> None:
+    table = pa.table({"x": pa.array([float(i % 50) for i in range(200)])})
+    s = veil.Session.local({"t": table}, budget=veil.Budget(epsilon=10))
+    sql = "SELECT MAX(x) AS a, MAX(x) AS b FROM t"
+    agg = aggregate_of(s.explain(sql, epsilon=1, bounds={"x": (0, 64)}).plan)
+    (m,) = agg.measurements
+    assert m.budget == veil.Budget(epsilon=1)  # the whole budget on the one draw
+    r = s.sql(sql, epsilon=1, bounds={"x": (0, 64)}, source=SeededSource("twice"))
+    ((a, b),) = r.values
+    assert a == b
+    assert r.cost == veil.Budget(epsilon=1)

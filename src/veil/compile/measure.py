@@ -306,12 +306,19 @@ def max_rho(epsilon: Fraction, delta: Fraction) -> Fraction:
 
 
 def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
-    out: list[_Need] = []
+    """One exponential-mechanism measurement per distinct quantile (column, q): a quantile
+    asked twice (``MAX(x) AS a, MAX(x) AS b``, or ``MAX(x)`` and ``QUANTILE(x, 1)``) is
+    measured once, with the weight of both, and released under each name — as the moments
+    and modes are (a second draw would spend budget on a value nothing reads)."""
+    out: dict[str, _Need] = {}
     for a, w in zip(agg.aggregates, _weights(agg), strict=True):
         if a.kind.quantile != "none":
             col = a.column or ""
             b = _bounds(agg, col)
             name = measurement_name("quantile", col, a.q)
+            if name in out:
+                out[name] = replace(out[name], weight=out[name].weight + float(w))
+                continue
             span = b.upper - b.lower
             integral = b.lower.denominator == 1 and b.upper.denominator == 1
             small = max(abs(b.lower), abs(b.upper)) <= _EXACT_INTEGERS
@@ -339,8 +346,8 @@ def _quantile_needs(agg: Aggregate, buckets: int) -> list[_Need]:
                     quantile=a.q,
                     weight=float(w),
                 )
-            out.append(need)
-    return out
+            out[name] = need
+    return list(out.values())
 
 
 _MODE_CANDIDATES = 1 << 32  # the most candidates of one MODE (public integers of its bounds)
