@@ -71,6 +71,20 @@ def test_a_dataset_is_stored_in_the_ledger_database_and_read_back(
     assert [d.name for d in again.datasets()] == ["people"]
 
 
+def test_bounds_are_stored_as_the_text_of_the_doubles_the_engine_clamps_to(
+    tmp_path: Path, people: Path
+) -> None:
+    """One value per constant (issue 33): the owner's decimal bounds are stored as the
+    doubles the engine clamps to, in text that reads back as exactly those doubles."""
+    from fractions import Fraction
+
+    decimal = Fraction("0.10000000000000000001")  # not a double: stored as the double 0.1
+    catalog(tmp_path, people, bounds={"income": (decimal, "12345.6789")})
+    ds = Catalog(f"sqlite:///{tmp_path / 'ledger.db'}").dataset("people")
+    assert ds.public()["bounds"] == {"income": ["0.1", "12345.6789"]}
+    assert ds.bounds["income"] == (Fraction(0.1), Fraction(12345.6789))
+
+
 def test_adding_is_idempotent_and_a_change_needs_replace(tmp_path: Path, people: Path) -> None:
     c = catalog(tmp_path, people)
     catalog(tmp_path, people)  # the same metadata again: nothing changes

@@ -43,6 +43,7 @@ from veil.plan.nodes import (
     GroupKey,
     Measurement,
 )
+from veil.plan.numbers import engine_number, number_text
 from veil.plan.tree import aggregate_of
 
 # ── the reproduction ─────────────────────────────────────────────────────────────────
@@ -409,3 +410,12 @@ def test_a_repeated_quantile_is_released_once_under_both_names() -> None:
     ((a, b),) = r.values
     assert a == b
     assert r.cost == veil.Budget(epsilon=1)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(x=NUMBERS)
+def test_the_stored_text_of_an_engine_number_reads_back_as_it(x: Fraction) -> None:
+    value = engine_number(x)
+    assert Fraction(float(value)) == value  # a double
+    assert engine_number(value) == value  # taken once: idempotent
+    assert engine_number(Fraction(number_text(value))) == value

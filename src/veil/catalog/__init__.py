@@ -162,6 +162,8 @@ class Dataset:
         return d
 
     def to_json(self) -> dict[str, Any]:
+        from veil.plan.numbers import number_text
+
         extra = {} if self.max_rows is None else {"max_rows": self.max_rows}
         weights = {} if self.weights is None else {"weights": self.weights}  # stored as before
         return {
@@ -171,7 +173,10 @@ class Dataset:
             "max_groups": self.max_groups,
             "max_rows_per_group": self.max_rows_per_group,
             **extra,
-            "bounds": {c: [str(lo), str(hi)] for c, (lo, hi) in sorted(self.bounds.items())},
+            # each bound the double the engine clamps to, as text that reads back as it
+            "bounds": {
+                c: [number_text(lo), number_text(hi)] for c, (lo, hi) in sorted(self.bounds.items())
+            },
             "domains": {c: list(v) for c, v in sorted(self.domains.items())},
             "schema": dict(sorted(self.schema.items())),
             "max_epsilon": None if self.max_epsilon is None else str(self.max_epsilon),

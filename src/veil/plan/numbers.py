@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-__all__ = ["MAX_MAGNITUDE", "MIN_WIDTH", "engine_number"]
+__all__ = ["MAX_MAGNITUDE", "MIN_WIDTH", "engine_number", "number_text"]
 
 MAX_MAGNITUDE = Fraction(1e100)
 """The largest |bound| or |edge| veil accepts: 1e100, the double nearest 10^100 (which a
@@ -45,3 +45,19 @@ def engine_number(value: Fraction) -> Fraction:
         return value
     # int / int true division is correctly rounded (to nearest, ties to even)
     return Fraction(value.numerator / value.denominator)
+
+
+def number_text(value: Fraction) -> str:
+    """The text an engine number is stored as (the catalog's bounds): an integer's digits, a
+    double's shortest repr (``0.1`` for the double 0.1 — read back, :func:`engine_number`
+    gives that double again), else ``p/q`` (a number beyond the supported range).
+
+    Contract: ``engine_number(Fraction(number_text(x))) == x`` for every ``x`` that
+    :func:`engine_number` returns."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    if abs(value) <= MAX_MAGNITUDE:
+        double = value.numerator / value.denominator
+        if Fraction(double) == value:
+            return repr(double)
+    return f"{value.numerator}/{value.denominator}"
