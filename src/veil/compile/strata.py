@@ -22,13 +22,17 @@ v = clamp(round((clamp(x) − c)/step), −b, b) about the measurement's centre 
 rows). For bin i the compiler computes, from the plan alone, the integer range ``[a_i, z_i]``
 that v lies in for every row the bin can hold — ``a_i = floor((clamp(e_i) − c)/step) − 1``,
 ``z_i = ceil((clamp(e_{i+1}) − c)/step) + 1``, intersected with ``[−b, b]`` (the ±1 absorbs
-the engine's double rounding of x, of x − c and of the edge comparisons, each below 2^-20 of a
-step since |x − c|/step ≤ 2^31) — a shift ``k_i`` (its integer midpoint) and the per-row
-bound ``b_i = max(z_i − k_i, k_i − a_i, 1)``. The release subtracts ``k_i·n_i`` from the exact
-integer sum of the bin (n_i its exact row count, computed over the same rows), which is
-exactly Σ (v − k_i), a sum of integers in ``[−b_i, b_i]``, i.e. the sum about the centre
-``c_i = c + k_i·step``; it adds noise calibrated to ``b_i`` and the estimate adds back
-``c_i·n̂_i`` with the noisy count (as every centred sum does).
+the engine's double rounding of x and of x − c, each below 2^-20 of a step since
+|x − c|/step ≤ 2^31; the edges and bounds are the very doubles the engine compares with,
+``veil.plan.numbers``) — a shift ``k_i`` (its integer midpoint) and the per-row bound
+``b_i = max(z_i − k_i, k_i − a_i, 1)``. The SQL then clamps each row's integer to
+``[k_i − b_i, k_i + b_i]`` by the stratum the row is released in
+(``veil.compile.statistics``), so the bound holds whatever a comparison or rounding did.
+The release subtracts ``k_i·n_i`` from the exact integer sum of the bin (n_i its exact row
+count, computed over the same rows), which is exactly Σ (v − k_i), a sum of integers in
+``[−b_i, b_i]``, i.e. the sum about the centre ``c_i = c + k_i·step``; it adds noise
+calibrated to ``b_i`` and the estimate adds back ``c_i·n̂_i`` with the noisy count (as every
+centred sum does).
 
 Proof note (sensitivity, parallel composition). Neighbours differ by one unit's rows; after
 bounding the unit has c_g ≤ R rows in group g, at most G groups, Σ c_g ≤ T
