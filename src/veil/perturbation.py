@@ -485,7 +485,13 @@ def _column_specs(
         # the session's range (±1e100, width ≥ 1e-100): beyond it a clamped value plus its
         # noise may leave the doubles (bounds ±1e308 released -inf, with numpy's overflow
         # warning, an error under -W error, after the charge)
-        check_bounds(ColumnBounds(name, lo, hi))
+        held = ColumnBounds(name, lo, hi)
+        check_bounds(held)
+        # one value per constant (``veil.plan.numbers``): the records are clamped to the
+        # doubles nearest the bounds, so the noise is calibrated to those doubles' width —
+        # bounds either side of 44 + ulp(44)/2 were calibrated for their 2e-40 apart while
+        # the clamp let values 2^-47 apart through
+        lo, hi = held.lower, held.upper
         k, scale = laplace_calibration(hi - lo, share)
         mechanisms.check_representable(f"perturbing {name!r}", scale, k)
         specs.append(ColumnPerturbation(name, "laplace", share, lower=lo, upper=hi))

@@ -519,3 +519,33 @@ def test_the_stored_text_of_an_engine_number_reads_back_as_it(x: Fraction) -> No
     assert Fraction(float(value)) == value  # a double
     assert engine_number(value) == value  # taken once: idempotent
     assert engine_number(Fraction(number_text(value))) == value
+
+
+# ── veil.perturb: the same class, in Python ──────────────────────────────────────────────────
+
+
+def test_perturb_is_calibrated_to_the_width_of_the_doubles_it_clamps_to() -> None:
+    """Bounds either side of 44 + ulp(44)/2, 2e-40 apart as written: the records are clamped
+    to the doubles 44 and 44 + ulp (2^-47 apart), so the noise must be calibrated to 2^-47 —
+    it was calibrated to 2e-40, and the release failed after the charge."""
+    table = pa.table({"x": pa.array([44.0, 50.0, 0.0])})
+    out = veil.perturb(table, epsilon=1, bounds={"x": EITHER_SIDE}, source=SeededSource("p"))
+    (column,) = out.columns
+    assert (column.lower, column.upper) == (44, Fraction(math.nextafter(44.0, 45.0)))
+    assert column.sensitivity == Fraction(1, 2**47)
+    assert all(44 - 1e-10 < v < 44 + 1e-10 for v in out.data.column("x").to_pylist())
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(case=cases())
+def test_perturb_calibrates_every_column_to_its_clamps_doubles(
+    case: tuple[tuple[Fraction, Fraction], tuple[Fraction, ...]],
+) -> None:
+    (lo, hi), _ = case
+    table = pa.table({"x": pa.array([float(lo), float(hi)])})
+    try:
+        out = veil.perturb(table, epsilon=1, bounds={"x": (lo, hi)}, source=SeededSource("q"))
+    except veil.UserError:
+        return  # refused before anything is read
+    (column,) = out.columns
+    assert column.sensitivity == Fraction(float(hi)) - Fraction(float(lo))
