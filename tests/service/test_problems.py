@@ -147,11 +147,11 @@ def test_metrics_count_queries_cache_hits_refusals_and_ledger_spend(service: Ser
     _ask(service)
     _ask(service)
     _ask(service, max_groups=9)
-    text = service.client.get("/metrics").text
-    assert 'veil_queries_total{pid="' in text
-    assert 'dataset="people"} 2' in text
-    assert 'veil_cache_hits_total{pid="' in text
-    assert 'problem="invalid-argument"} 1' in text
+    text = service.client.get("/metrics", headers=service.headers("root")).text
+    assert 'veil_queries_total{dataset="people"} 2' in text
+    assert 'veil_cache_hits_total{dataset="people"} 1' in text
+    assert 'veil_refusals_total{dataset="people",problem="invalid-argument"} 1' in text
+    assert "pid=" not in text
     assert 'veil_budget_spent_epsilon{dataset="people"} 0.5' in text
     assert "veil_request_duration_seconds_bucket" in text
 
@@ -192,7 +192,7 @@ def test_alerts_reach_the_metrics_and_the_admin_endpoint_from_the_ledger(service
             },
         )
         assert r.status_code == 200, r.text
-    text = service.client.get("/metrics").text
+    text = service.client.get("/metrics", headers=service.headers("root")).text
     assert 'veil_alerts{dataset="people"} 1' in text
     assert 'veil_budget_spent_epsilon{dataset="people"} 3.0' in text
     assert 'veil_budget_spent_rho{dataset="people"} 0.0' in text

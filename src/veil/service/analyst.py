@@ -42,6 +42,7 @@ from veil.cli_target import bounds_target_json, choice_json, limits_target_json
 from veil.errors import InvalidArgumentError, LedgerUnavailableError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
+from veil.service import logs
 from veil.service import responses as out
 from veil.service.hot import hot_key
 from veil.service.models import (
@@ -188,10 +189,20 @@ def _answered(
             ):
                 payload = ask(s)
             payload["dataset"] = ds.name
+            fingerprint = payload.get("fingerprint")
+            logs.note(
+                fingerprint=fingerprint if isinstance(fingerprint, str) else None,
+                outcome="cached" if payload.get("cached") is True else "answered",
+            )
             return 200, payload
         except Exception as exc:
             problem = from_error(exc, reserved)
             state.metrics.refusal(ds.name, problem.slug)
+            fingerprint = problem.extensions.get("fingerprint")
+            logs.note(
+                fingerprint=fingerprint if isinstance(fingerprint, str) else None,
+                outcome=problem.slug,
+            )
             return problem.type.status, problem.body()
 
 
@@ -371,6 +382,7 @@ def _shown_again(
     if payload is None:
         return None
     state.metrics.query(ds.name, cached=True)
+    logs.note(outcome="cached")
     return 200, payload
 
 

@@ -15,9 +15,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,13 +25,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from veil.accounting.ledger import Ledger
 from veil.catalog import Catalog
 from veil.errors import InvalidArgumentError, VeilError
-from veil.service import admin, analyst, dashboard, mechanism_api
+from veil.service import admin, analyst, apidoc, dashboard, logs, mechanism_api
 from veil.service import responses as out
 from veil.service.config import CONFIG_ENV, ServiceConfig
 from veil.service.hotroute import HotQueries
 from veil.service.jobs import JobStore
 from veil.service.models import Problem as ProblemModel
-from veil.service.principals import Principals
+from veil.service.principals import Principal, Principals
 from veil.service.problems import (
     DATABASE_ERRORS,
     PROBLEMS,
@@ -43,6 +43,7 @@ from veil.service.problems import (
 from veil.service.ratelimit import RateLimiter
 from veil.service.responses import ok
 from veil.service.state import ServiceState
+from veil.service.state import admin as administrator
 from veil.service.upkeep import LedgerUpkeep
 
 __all__ = ["OPENAPI_PATH", "create_app", "create_app_from_env"]
@@ -69,9 +70,10 @@ Authenticate with `Authorization: Bearer <key>` (keys are created with
 
 
 class Guard:
-    """The outermost ASGI layer: stamps the arrival time, refuses bodies over the size limit
-    (413) before they are read in full, and records each request's route, status and latency
-    in the metrics."""
+    """The outermost ASGI layer: stamps the arrival time, opens the request's log context
+    (:mod:`veil.service.logs`: its id, answered in ``X-Request-ID``), refuses bodies over the
+    size limit (413) before they are read in full, and records each request's route, status
+    and latency in the metrics and its line in the access log."""
 
     def __init__(self, app: ASGIApp, state: ServiceState) -> None:
         self.app = app
@@ -83,13 +85,11 @@ class Guard:
             return
         start = time.monotonic()
         scope["veil_arrival"] = start
+        record, token = logs.begin(_header(scope, b"x-request-id"))
+        rid = (b"x-request-id", record.request_id.encode("ascii"))
         limit = self.state.config.limits.max_request_bytes
         status = 500
-        length = _content_length(scope)
-        if length is not None and length > limit:
-            await self._too_large(scope, send, limit)
-            self.state.metrics.request("(too large)", 413, time.monotonic() - start)
-            return
+        route = "(unmatched)"
         seen = 0
 
         async def limited() -> Message:
@@ -105,14 +105,24 @@ class Guard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
+                message["headers"] = [*message.get("headers", []), rid]
             await send(message)
 
+        length = _header(scope, b"content-length")
         try:
+            if length is not None and length.isdigit() and int(length) > limit:
+                route = "(too large)"
+                await self._too_large(scope, sending, limit)
+                return
             await self.app(scope, limited, sending)
         finally:
-            route = scope.get("route")
-            name = str(getattr(route, "path", "(unmatched)"))
-            self.state.metrics.request(name, status, time.monotonic() - start)
+            if route != "(too large)":
+                route = str(getattr(scope.get("route"), "path", route))
+            seconds = time.monotonic() - start
+            self.state.metrics.request(route, status, seconds)
+            logs.access(record, str(scope.get("method", "")), str(scope.get("path", "")), status,
+                        seconds)  # fmt: skip
+            logs.end(token)
 
     @staticmethod
     async def _too_large(scope: Scope, send: Send, limit: int) -> None:
@@ -125,13 +135,10 @@ async def _no_body() -> Message:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return bytes(value).decode("latin-1")
     return None
 
 
@@ -158,7 +165,9 @@ def _install_handlers(app: FastAPI) -> None:
         detail = {404: "no such resource", 405: "method not allowed here"}.get(
             code, "the request was refused"
         )
-        return problem_response(Problem(slug, detail), instance=request.url.path)
+        # Starlette's 405 names the path's methods in ``Allow`` (RFC 9110 §15.5.6): kept
+        headers = exc.headers if isinstance(exc, StarletteHTTPException) else None
+        return problem_response(Problem(slug, detail, headers=headers), instance=request.url.path)
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(VeilError, on_problem)
@@ -195,6 +204,7 @@ def _declare_problem_schema(app: FastAPI) -> None:
             if "HTTPValidationError" not in json.dumps(doc["paths"]):
                 schemas.pop("HTTPValidationError", None)
                 schemas.pop("ValidationError", None)
+            apidoc.complete(doc)  # the bearer key, examples, exactly one of sql or plan
         return app.openapi_schema or {}
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -226,6 +236,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         catalog.ledger,
         every_s=config.limits.ledger_check_s,
         reservation_ttl_s=config.limits.reservation_ttl_s,
+        after=lambda ledger: state.metrics.charging_stopped(ledger.halted is not None),
     )
     upkeep.run_once()
 
@@ -241,6 +252,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        generate_unique_id_function=apidoc.operation_id,
     )
     app.state.veil = state
     app.state.veil_upkeep = upkeep
@@ -255,11 +267,11 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.get(
         "/metrics",
         tags=["service"],
-        summary="Prometheus text exposition",
+        summary="Prometheus text exposition of every worker (administrators only)",
         response_class=PlainTextResponse,
-        responses=responses(500, 503),
+        responses=responses(401, 403, 429, 500, 503),
     )
-    async def metrics() -> PlainTextResponse:
+    async def metrics(_who: Annotated[Principal, Depends(administrator)]) -> PlainTextResponse:
         text = await state.run(lambda: state.metrics.render(state.ledger))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 

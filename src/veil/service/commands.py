@@ -9,9 +9,13 @@ own app from the config file (named to it by ``$VEIL_SERVICE_CONFIG``).
 from __future__ import annotations
 
 import json
+import logging.config
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -201,6 +205,22 @@ def serve(
             "--init-ledger", help="Make a new, empty ledger first if the config's does not exist."
         ),
     ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="debug, info, warning, error or critical (default: the config's [logging] "
+            "level, else info).",
+        ),
+    ] = None,
+    log_file: Annotated[
+        str | None,
+        typer.Option(
+            "--log-file",
+            help="Append the log to this file (default: the config's [logging] file, else "
+            "standard error).",
+        ),
+    ] = None,
 ) -> None:
     """Run the HTTP service (pip install 'veil[service]'); behind a TLS proxy in production."""
 
@@ -212,19 +232,46 @@ def serve(
                 "veil serve needs the service extra: pip install 'veil[service]'"
             ) from exc
         from veil.service.app import create_app_from_env
-        from veil.service.config import CONFIG_ENV
+        from veil.service.config import CONFIG_ENV, LEVELS, ServiceConfig
+        from veil.service.logs import log_config
+        from veil.service.metrics import METRICS_DIR_ENV
 
         path = os.path.abspath(config)
         os.environ[CONFIG_ENV] = path
-        _ledger_exists(path, init=init_ledger)
-        create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
-        uvicorn.run(
-            "veil.service.app:create_app_from_env",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level="info",
+        settings = ServiceConfig.load(path).logging
+        for flag, value in (("--log-level", log_level), ("--log-file", log_file)):
+            if value is not None and not value.strip():
+                raise InvalidArgumentError(f"{flag} needs a value; leave it out for the default")
+        if log_level is not None and log_level.lower() not in LEVELS:
+            raise InvalidArgumentError(
+                f"--log-level must be one of {', '.join(LEVELS)}, got {log_level!r}"
+            )
+        settings = replace(
+            settings,
+            level=log_level or settings.level,
+            file=os.path.abspath(log_file) if log_file else settings.file,
         )
+        # the check below logs as the workers will (uvicorn configures it again in each)
+        logging.config.dictConfig(log_config(settings.level, settings.file, settings.format))
+        _ledger_exists(path, init=init_ledger)
+        os.environ.pop(METRICS_DIR_ENV, None)  # the check's app keeps its metrics to itself
+        app = create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
+        app.state.veil.close()
+        # the workers' metrics files, summed by every scrape: a new directory per server
+        metrics_dir = tempfile.mkdtemp(prefix="veil-metrics-")
+        os.environ[METRICS_DIR_ENV] = metrics_dir
+        try:
+            uvicorn.run(
+                "veil.service.app:create_app_from_env",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_config=log_config(settings.level, settings.file, settings.format),
+                log_level=settings.level,
+                access_log=False,  # veil.access logs each request, with its analyst and outcome
+            )
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
     _run(go)

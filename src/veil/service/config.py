@@ -14,11 +14,17 @@
     ledger_check_s = 300        # the ledger's running sums checked against its charges
     reservation_ttl_s = 3600    # a charge still "reserved" this long after: "abandoned"
 
+    [logging]                   # the operator's log (veil.service.logs); veil serve's
+    level = "info"              # --log-level and --log-file override these
+    file = "/var/log/veil/veil.jsonl"   # appended; default: standard error
+    format = "json"             # one JSON object a line; "text" for a person at a terminal
+
     [[datasets]]                # the catalog (veil.catalog.Catalog.load_toml), loaded at start
     name = "people"
     ...
 
-A relative SQLite path in ``ledger`` is relative to the file's directory, as dataset sources are.
+A relative SQLite path in ``ledger`` (and a relative log ``file``) is relative to the file's
+directory, as dataset sources are.
 """
 
 from __future__ import annotations
@@ -26,14 +32,14 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from veil.catalog import config_ledger_url
 from veil.errors import InvalidArgumentError
 
-__all__ = ["CONFIG_ENV", "ServiceConfig", "ServiceLimits"]
+__all__ = ["CONFIG_ENV", "LogSettings", "ServiceConfig", "ServiceLimits"]
 
 CONFIG_ENV = "VEIL_SERVICE_CONFIG"
 """The environment variable that names the config file for :func:`create_app_from_env`."""
@@ -79,6 +85,50 @@ class ServiceLimits:
         return ServiceLimits(**dict(table))
 
 
+LEVELS = ("debug", "info", "warning", "error", "critical")
+FORMATS = ("json", "text")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """Where the service logs, at which level, in which format (see the module docstring)."""
+
+    level: str = "info"
+    file: str | None = None
+    format: str = "json"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.level, str) or self.level.lower() not in LEVELS:
+            raise InvalidArgumentError(
+                f"[logging] level must be one of {', '.join(LEVELS)}, got {self.level!r}"
+            )
+        if self.file is not None and (not isinstance(self.file, str) or not self.file.strip()):
+            raise InvalidArgumentError(
+                f"[logging] file must be a file's path, got {self.file!r}; leave it out to log "
+                "to standard error"
+            )
+        if self.format not in FORMATS:
+            raise InvalidArgumentError(
+                f"[logging] format must be one of {', '.join(FORMATS)}, got {self.format!r}"
+            )
+        object.__setattr__(self, "level", self.level.lower())
+
+    @staticmethod
+    def from_toml(table: object, base: Path) -> LogSettings:
+        if not isinstance(table, Mapping):
+            raise InvalidArgumentError(f"[logging] must be a table, got {table!r}")
+        known = {f.name for f in fields(LogSettings)}
+        unknown = set(table) - known
+        if unknown:
+            raise InvalidArgumentError(
+                f"[logging]: unknown key(s) {sorted(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        settings = LogSettings(**dict(table))
+        if settings.file is not None:
+            settings = replace(settings, file=str(base / Path(settings.file).expanduser()))
+        return settings
+
+
 @dataclass(frozen=True)
 class ServiceConfig:
     """Where the ledger is, the request limits, and the file whose datasets are loaded."""
@@ -86,6 +136,7 @@ class ServiceConfig:
     ledger: str
     limits: ServiceLimits = ServiceLimits()
     path: Path | None = None
+    logging: LogSettings = LogSettings()
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> ServiceConfig:
@@ -96,11 +147,11 @@ class ServiceConfig:
             raise InvalidArgumentError(f"cannot read {str(file)!r}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise InvalidArgumentError(f"{str(file)!r} is not valid TOML: {exc}") from None
-        unknown = set(doc) - {"ledger", "service", "datasets"}
+        unknown = set(doc) - {"ledger", "service", "logging", "datasets"}
         if unknown:
             raise InvalidArgumentError(
                 f"{str(file)!r}: unknown key(s) {sorted(unknown)}; known: ledger, [service], "
-                "[[datasets]]"
+                "[logging], [[datasets]]"
             )
         try:
             url = config_ledger_url(doc, file.parent)
@@ -115,4 +166,5 @@ class ServiceConfig:
             ledger=url,
             limits=ServiceLimits.from_toml(doc.get("service", {})),
             path=file,
+            logging=LogSettings.from_toml(doc.get("logging", {}), file.parent.absolute()),
         )

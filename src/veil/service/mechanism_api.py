@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from veil.cli_options import budget_json
 from veil.noise import mechanisms
 from veil.noise.mechanisms import Release
+from veil.service import logs
 from veil.service import responses as out
 from veil.service.models import (
     ExponentialRequest,
@@ -63,6 +64,7 @@ async def _charged(
     ledger's database failing as it commits, or as the remaining budget is read) is
     ``outcome-unknown``: the noisy values are not released, and the charge may stand."""
     state = state_of(request)
+    logs.note(dataset=dataset)
 
     def go() -> tuple[Any, dict[str, Any] | None]:
         with state.ledger.tracking() as reserved:

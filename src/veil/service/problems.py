@@ -51,6 +51,7 @@ from veil.errors import (
     UserError,
     VeilError,
 )
+from veil.service import logs
 
 if TYPE_CHECKING:
     from veil.accounting.reservation import Reservation
@@ -221,7 +222,8 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 def problem_response(problem: Problem, instance: str | None = None) -> JSONResponse:
-    """The HTTP response of ``problem``."""
+    """The HTTP response of ``problem`` (its slug the request's logged outcome)."""
+    logs.note(outcome=problem.slug)
     headers = dict(problem.headers or {})
     if problem.slug == "unauthorized":
         headers.setdefault("WWW-Authenticate", 'Bearer realm="veil"')

@@ -4,19 +4,21 @@ metrics, the rate limiter and the thread pool queries run in; and the request's 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from fastapi import Request
 
 from veil.accounting.ledger import Ledger, Standing
 from veil.catalog import Catalog, Dataset, parse_entry
 from veil.engines.base import Engine
+from veil.service import logs
 from veil.service.config import ServiceConfig
 from veil.service.hot import HotAnswers
 from veil.service.jobs import JobStore
@@ -38,6 +40,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 QUERY_THREADS = 16
 IDLE_ENGINES = QUERY_THREADS  # per dataset: engines kept open (a query thread holds one at most)
@@ -91,6 +94,19 @@ class EnginePool:
                 engine.close()
 
 
+class ContextPool(ThreadPoolExecutor):
+    """A thread pool whose tasks run in a copy of the submitter's context, so that what a
+    query thread logs carries its request's fields (:mod:`veil.service.logs`)."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        context = contextvars.copy_context()
+        return super().submit(lambda: context.run(fn, *args, **kwargs))
+
+
+def _pool() -> ThreadPoolExecutor:
+    return ContextPool(QUERY_THREADS, thread_name_prefix="veil-query")
+
+
 @dataclass
 class ServiceState:
     config: ServiceConfig
@@ -99,9 +115,7 @@ class ServiceState:
     jobs: JobStore
     limiter: RateLimiter
     metrics: Metrics = field(default_factory=Metrics)
-    pool: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="veil-query")
-    )
+    pool: ThreadPoolExecutor = field(default_factory=_pool)
     engines: EnginePool = field(init=False)
     hot: HotAnswers = field(default_factory=HotAnswers)
     reads: LocalReads | None = field(init=False)
@@ -129,6 +143,7 @@ class ServiceState:
             self.reads.close()
         self.principals.close()
         self.catalog.ledger.close()
+        self.metrics.close()
 
     def authenticate(self, key: str) -> Principal | None:
         """The live principal whose key is ``key``, or None (unknown, revoked, malformed)."""
@@ -142,6 +157,7 @@ class ServiceState:
     def standing(self, who: Principal, name: str) -> tuple[Dataset, Standing]:
         """The catalog dataset ``name`` and ``who``'s grant on it, in one read; the same
         ``not-found`` problem without a grant or without such a dataset (no enumeration)."""
+        logs.note(dataset=name)
         reads = self.reads
         standing = (reads or self.ledger).standing(who.name, name)
         if standing is None or standing.spec is None:
@@ -214,6 +230,7 @@ def authenticated(request: Request, key: str) -> Principal:
             headers={"Retry-After": str(wait)},
         )
     request.scope["veil_principal"] = who.name
+    logs.note(analyst=who.name)
     return who
 
 

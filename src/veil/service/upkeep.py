@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from veil.accounting.ledger import Ledger
 from veil.errors import LedgerUnavailableError
@@ -31,8 +32,16 @@ logger = logging.getLogger("veil.ledger")
 class LedgerUpkeep:
     """The periodic check and settling of ``ledger`` (a daemon thread, :meth:`start`)."""
 
-    def __init__(self, ledger: Ledger, *, every_s: float, reservation_ttl_s: float) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        every_s: float,
+        reservation_ttl_s: float,
+        after: Callable[[Ledger], None] | None = None,
+    ) -> None:
         self._ledger = ledger
+        self._after = after
         self._every_s = every_s
         self._ttl_s = reservation_ttl_s
         self._stop = threading.Event()
@@ -41,7 +50,14 @@ class LedgerUpkeep:
 
     def run_once(self) -> None:
         """Check the running sums (stopping charging on a mismatch) and abandon stale
-        reservations, now."""
+        reservations, now; then call ``after`` with the ledger (whatever happened)."""
+        try:
+            self._check()
+        finally:
+            if self._after is not None:
+                self._after(self._ledger)
+
+    def _check(self) -> None:
         try:
             if self._ledger.halted is None:
                 self._ledger.verify(halt=True)
