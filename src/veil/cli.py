@@ -87,8 +87,26 @@ app.add_typer(ledger_app, name="ledger")
 app.command("serve")(serve)
 
 
+def _show_version(shown: bool) -> None:
+    if shown:
+        from veil import __version__
+
+        sys.stdout.write(f"veil {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
-def _setup() -> None:
+def _setup(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print veil's version and exit.",
+            callback=_show_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
     """Differential-privacy analytics: noisy aggregates with error bars and a budget."""
     # Ledger alerts reach people through Ledger.on_alert (see _print_alert), not through
     # Python's last-resort logging handler.

@@ -59,7 +59,8 @@ def operation_id(route: APIRoute) -> str:
     routes outside the document (the dashboard's) keep their function's name."""
     if not route.include_in_schema:
         return route.name
-    (method,) = route.methods
+    methods = sorted(route.methods or ())
+    method = methods[0] if len(methods) == 1 else ",".join(methods)
     found = OPERATION_IDS.get((method, route.path_format))
     if found is None:
         raise InternalError(

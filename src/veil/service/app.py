@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -142,6 +143,28 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _allowed(request: Request) -> list[str]:
+    """The methods some route of the app answers at ``request``'s path."""
+    path = request.url.path
+    methods: set[str] = set()
+    for pattern, answered in request.app.state.veil_methods:
+        if pattern.match(path):
+            methods |= answered
+    return sorted(methods)
+
+
+def _methods(*routers: APIRouter) -> list[tuple[re.Pattern[str], set[str]]]:
+    """Each route's path pattern and methods, from ``routers`` (the app's own and those it
+    includes, whose routes carry their prefix)."""
+    out = []
+    for router in routers:
+        for route in router.routes:
+            pattern, methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+            if isinstance(pattern, re.Pattern) and methods:
+                out.append((pattern, set(methods)))
+    return out
+
+
 def _install_handlers(app: FastAPI) -> None:
     async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(from_error(exc), instance=request.url.path)
@@ -165,8 +188,9 @@ def _install_handlers(app: FastAPI) -> None:
         detail = {404: "no such resource", 405: "method not allowed here"}.get(
             code, "the request was refused"
         )
-        # Starlette's 405 names the path's methods in ``Allow`` (RFC 9110 §15.5.6): kept
-        headers = exc.headers if isinstance(exc, StarletteHTTPException) else None
+        headers = dict(exc.headers or {}) if isinstance(exc, StarletteHTTPException) else {}
+        if code == 405:  # every method of the path (RFC 9110 §15.5.6), not only the first route's
+            headers["Allow"] = ", ".join(_allowed(request))
         return problem_response(Problem(slug, detail, headers=headers), instance=request.url.path)
 
     app.add_exception_handler(Problem, on_problem)
@@ -289,6 +313,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     app.include_router(mechanism_api.router)
     app.include_router(admin.router)
     app.include_router(dashboard.router)
+    routers = (app.router, analyst.router, mechanism_api.router, admin.router, dashboard.router)
+    app.state.veil_methods = _methods(*routers)  # for 405's Allow
     app.add_middleware(HotQueries, state=state)  # inside Guard: its limits and metrics
     app.add_middleware(Guard, state=state)
     return app

@@ -251,6 +251,15 @@ def serve(
             level=log_level or settings.level,
             file=os.path.abspath(log_file) if log_file else settings.file,
         )
+        if settings.file is not None:
+            try:  # the workers append to it: refused here, in one line, if they cannot
+                with open(settings.file, "a", encoding="utf-8"):
+                    pass
+            except OSError as exc:
+                raise InvalidArgumentError(
+                    f"cannot open the log file {settings.file!r}: {exc.strerror}; create its "
+                    "folder or choose another ([logging] file, or --log-file)"
+                ) from None
         # the check below logs as the workers will (uvicorn configures it again in each)
         logging.config.dictConfig(log_config(settings.level, settings.file, settings.format))
         _ledger_exists(path, init=init_ledger)
