@@ -67,15 +67,20 @@ def test_the_exception_is_in_the_line_as_a_traceback() -> None:
 
 def test_the_file_handler_appends_whole_lines_and_reopens_after_rotation(tmp_path: Path) -> None:
     path = tmp_path / "veil.jsonl"
-    handler = logs.LineHandler(str(path))
+    now = [0.0]
+    handler = logs.LineHandler(str(path), clock=lambda: now[0])
     handler.setFormatter(logs.JsonFormatter())
     long = "x" * 100_000  # one write, not split at a buffer's size
     handler.emit(_record(long))
     path.rename(tmp_path / "veil.jsonl.1")  # logrotate's rename
+    handler.emit(_record("soon after"))  # within the check's interval: the old file still
+    now[0] += logs.REOPEN_CHECK_S
     handler.emit(_record("after"))
     handler.close()
-    (rotated,) = (tmp_path / "veil.jsonl.1").read_text().splitlines()
-    assert json.loads(rotated)["message"] == long
+    rotated = [
+        json.loads(x)["message"] for x in (tmp_path / "veil.jsonl.1").read_text().splitlines()
+    ]
+    assert rotated == [long, "soon after"]
     (fresh,) = path.read_text().splitlines()
     assert json.loads(fresh)["message"] == "after"
 

@@ -25,6 +25,8 @@ import re
 import secrets
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -148,24 +150,37 @@ class TextFormatter(logging.Formatter):
         return f"{text}\n{exception}" if exception else text
 
 
+REOPEN_CHECK_S = 1.0
+"""How often a log file's path is checked for rotation (a ``stat``, not one per line)."""
+
+
 class LineHandler(logging.Handler):
     """Writes each record as one ``write`` to standard error or, with ``path``, to a file
     opened for appending — so that the lines of several worker processes never interleave in
-    the file — reopened when it was moved away (log rotation by renaming)."""
+    the file — reopened when it was moved away (log rotation by renaming; noticed within
+    :data:`REOPEN_CHECK_S`)."""
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(
+        self, path: str | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self.path = path
+        self._clock = clock
         self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
+        self._checked = -REOPEN_CHECK_S
         self._io = threading.Lock()
 
     def _target(self) -> int:
         if self.path is None:
             return sys.stderr.fileno()
+        now = self._clock()
+        if self._fd is not None and now < self._checked + REOPEN_CHECK_S:
+            return self._fd
+        self._checked = now
         try:
-            now = os.stat(self.path)
-            current: tuple[int, int] | None = (now.st_dev, now.st_ino)
+            found = os.stat(self.path)
+            current: tuple[int, int] | None = (found.st_dev, found.st_ino)
         except FileNotFoundError:
             current = None
         if self._fd is None or current != self._identity:

@@ -23,6 +23,7 @@ directory of its own, removed when it closes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ _HISTOGRAM = "veil_request_duration_seconds"
 _STOPPED = "veil_charging_stopped"
 
 
+@functools.lru_cache(maxsize=4096)
 def _key(name: str, labels: Labels = ()) -> str:
     return json.dumps([name, [list(pair) for pair in labels]], ensure_ascii=False)
 
