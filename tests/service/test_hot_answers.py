@@ -136,10 +136,11 @@ def test_an_answer_is_shown_again_from_a_query_thread_where_reads_are_round_trip
 
 
 def _raw(service: Service, who: str = "alice", **kwargs: Any) -> Any:
+    # one request id for all (a proxy's): each answer echoes it, so the headers compare whole
     return service.client.post(
         "/v1/query",
         json={"dataset": "people", "sql": SQL, "epsilon": "1/2"},
-        headers=service.headers(who),
+        headers=service.headers(who) | {"X-Request-ID": "hot-route-test"},
         **kwargs,
     )
 

@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import sys
 import threading
 import time
@@ -30,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
+
+from veil.random import token_hex
 
 __all__ = [
     "ACCESS_LOGGER",
@@ -73,7 +74,7 @@ def begin(proposed: str | None) -> tuple[RequestLog, contextvars.Token[RequestLo
     digits, ``._:-``, at most 64), else a random one. Threads the request hands work to see
     it when they run in a copy of this context (:class:`veil.service.state.ContextPool`)."""
     rid = proposed if proposed is not None and _PLAIN_ID.fullmatch(proposed) else None
-    record = RequestLog(rid or secrets.token_hex(8))
+    record = RequestLog(rid or token_hex(8))
     return record, _REQUEST.set(record)
 
 

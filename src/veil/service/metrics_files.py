@@ -18,13 +18,13 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
-import secrets
 import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from veil.errors import InternalError
+from veil.random import token_hex
 
 __all__ = ["SUFFIX", "FileValues", "ValueFile", "read_all"]
 
@@ -37,7 +37,7 @@ class ValueFile:
     """This process's values (key → float) in a new file of ``directory`` (thread-safe)."""
 
     def __init__(self, directory: Path) -> None:
-        self.path = directory / f"worker-{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
+        self.path = directory / f"worker-{os.getpid()}-{token_hex(4)}{SUFFIX}"
         self._lock = threading.Lock()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while this process lives
