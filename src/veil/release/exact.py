@@ -27,6 +27,7 @@ from veil.errors import InternalError
 from veil.plan.domain import int64_values
 from veil.plan.nodes import Aggregate, KeyValue, Measurement
 from veil.plan.tree import is_text
+from veil.release.arrays import bools, int64_array, integers, nulls, text_scalar
 from veil.release.keys import group_keys
 from veil.release.quantiles import Cells, RowCells
 
@@ -104,7 +105,7 @@ class ExactStats(Mapping[Key, Mapping[str, int]]):
         every row)."""
         if not self.agg.keys:  # Arrow's take on a table without columns returns no rows
             return [() for _ in range(len(rows))]
-        taken = self._keys.take(pa.array(rows, type=pa.int64()))
+        taken = self._keys.take(int64_array(rows))
         return group_keys(self.agg, taken, self.names)
 
     def _mapping(self) -> dict[Key, dict[str, int]]:
@@ -130,27 +131,24 @@ class ExactStats(Mapping[Key, Mapping[str, int]]):
 def _column(values: pa.ChunkedArray) -> tuple[NDArray[Any], NDArray[np.bool_]]:
     """An exact integer statistic column as an int64 array (an object array of ints when a
     value needs more than 64 bits) and its NULL mask (a NULL reads as 0)."""
-    if values.null_count:
-        nulls = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    else:
-        nulls = np.zeros(len(values), dtype=bool)
-    filled = values.fill_null(0) if values.null_count else values
-    kind = filled.type
+    missing = nulls(values)
+    kind = values.type
     if pa.types.is_integer(kind) and kind.bit_width <= 64 and pa.types.is_signed_integer(kind):
-        return np.asarray(filled.to_numpy(), dtype=np.int64), nulls
+        return integers(values), missing
+    filled = values.fill_null(0) if values.null_count else values
     if pa.types.is_decimal128(kind) and kind.scale == 0:
         low = _decimal_low_words(filled)
         if low is not None:
-            return low, nulls
+            return low, missing
     if pa.types.is_decimal(kind) or pa.types.is_integer(kind):
         try:  # exact: a fractional or out-of-range value raises and is converted one by one
             cast = pc.cast(filled, pa.int64(), safe=True)
-            return np.asarray(cast.to_numpy(), dtype=np.int64), nulls
+            return integers(cast), missing
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     out = np.empty(len(filled), dtype=object)
     out[:] = [_integer(v) for v in filled.to_pylist()]
-    return out, nulls
+    return out, missing
 
 
 def _decimal_low_words(values: pa.ChunkedArray) -> NDArray[np.int64] | None:
@@ -187,10 +185,7 @@ def _outside(values: NDArray[Any], rows: NDArray[Any], limit: int) -> bool:
     return any(abs(int(v)) > int(r) * limit for v, r in zip(values, rows, strict=True))
 
 
-def _text(value: str) -> pa.Scalar[Any]:
-    return pa.scalar(value, pa.large_string())
-
-
+_text = text_scalar
 _QUOTE, _NONE = _text("'"), _text("")
 _SIMPLE_TEXT = r"^[ -&(-\[\]-~]*$"
 """Printable ASCII without a quote or a backslash: such a string's ``repr`` is itself
@@ -263,20 +258,20 @@ def _numeric_repr_order(
             if k.domain is not None and native:
                 return None
             kind = column.type
-            nulls = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            missing = nulls(column)
             if pa.types.is_boolean(kind):
-                truth = np.asarray(column.fill_null(False).to_numpy(zero_copy_only=False))
-                sort_keys.append(np.where(nulls, 1, np.where(truth, 2, 0)))
+                truth = bools(column)
+                sort_keys.append(np.where(missing, 1, np.where(truth, 2, 0)))
                 continue
             if not (pa.types.is_integer(kind) and pa.types.is_signed_integer(kind)):
                 return None
-            values = np.asarray(column.fill_null(0).to_numpy(), dtype=np.int64)
+            values = integers(column)
             negative = values < 0
             magnitude = np.where(
                 negative, (-(values + 1)).astype(np.uint64) + np.uint64(1), values.astype(np.uint64)
             )
             digits = np.searchsorted(_POWERS, magnitude, side="right") + 1
-            sign = np.where(nulls, 2, np.where(negative, 0, 1)).astype(np.uint64)
+            sign = np.where(missing, 2, np.where(negative, 0, 1)).astype(np.uint64)
             widest = int(digits.max()) if digits.size else 1
             if widest <= 17:  # (sign, padded, d) as one integer: 3·20·10^17 < 2^64
                 shift = np.take(_SHIFTS, digits + (19 - widest))  # 10^(widest − d)
@@ -327,7 +322,7 @@ def _arrow_positions(
                 return None
             codes = found
         elif pa.types.is_integer(column.type):
-            codes = np.asarray(column.to_numpy(), dtype=np.int64)
+            codes = integers(column)
         else:
             return None
         if codes.size and (codes.min() < 0 or codes.max() >= size):
@@ -356,17 +351,17 @@ def _domain_codes(
             # table[v - low]: the index of value v in the domain, -1 for a value not in it
             table = np.full(high - low + 1, -1, dtype=np.int64)
             table[ints - low] = np.arange(ints.size, dtype=np.int64)
-            values = np.asarray(column.cast(pa.int64()).to_numpy(), dtype=np.int64)
+            values = integers(column.cast(pa.int64()))
             if values.size and (int(values.min()) < low or int(values.max()) > high):
                 raise InternalError("a public key came back that is not in its domain")
             codes = table[values - low]
             if codes.size and int(codes.min()) < 0:
                 raise InternalError("a public key came back that is not in its domain")
             return codes
-        index = pc.index_in(column.cast(pa.int64()), value_set=pa.array(ints))
+        index = pc.index_in(column.cast(pa.int64()), value_set=int64_array(ints))
         if index.null_count:
             raise InternalError("a public key came back that is not in its domain")
-        return np.asarray(index.to_numpy(), dtype=np.int64)
+        return integers(index)
     if not (pa.types.is_integer(kind) or is_text(kind)):  # (DuckDB's text can be large)
         return None
     value_set = _value_set(domain, kind)
@@ -375,7 +370,7 @@ def _domain_codes(
     index = pc.index_in(column, value_set=value_set)
     if index.null_count:
         raise InternalError("a public key came back that is not in its domain")
-    return np.asarray(index.to_numpy(), dtype=np.int64)
+    return integers(index)
 
 
 def _distinct(positions: NDArray[np.int64], size: int) -> bool:
@@ -460,8 +455,9 @@ def exact_stats(
             return out
         reprs = _key_reprs(agg, key_table, keys)
         if reprs is not None:
-            order = np.asarray(pc.sort_indices(reprs).to_numpy(), dtype=np.int64)
-            ranked = reprs.take(pa.array(order))
+            indices = pc.sort_indices(reprs)
+            order = integers(indices)
+            ranked = reprs.take(indices)
             if len(ranked) > 1 and pc.any(pc.equal(ranked[1:], ranked[:-1])).as_py():
                 raise InternalError("the engine returned one group twice")
             out.order = order
