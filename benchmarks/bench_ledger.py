@@ -2,18 +2,23 @@
 
 One charge is what every released answer costs the ledger: ``reserve`` (check that the loss
 fits and record the charge) then ``commit`` (store the answer for the cache), two durable
-transactions. The baseline issues the same statements on the same tables through the bare
-database driver (stdlib ``sqlite3``, ``psycopg``), in the same process, with the same
-durability (SQLite: WAL, ``synchronous = FULL``, ``BEGIN IMMEDIATE``; PostgreSQL: the
-budget row locked ``FOR UPDATE``, default ``synchronous_commit``):
+transactions. The baseline issues the same statements — veil's own SQL texts
+(``veil.accounting.grouping.Statements``) with the same parameters — on the same tables
+through the bare database driver (stdlib ``sqlite3``, ``psycopg``), in the same process, with
+the same durability (SQLite: WAL, ``synchronous = FULL``, ``BEGIN IMMEDIATE``; PostgreSQL:
+default ``synchronous_commit``), and none of veil's Python around them:
 
-    reserve: BEGIN; SELECT the budget row (FOR UPDATE); SELECT the dataset cap (FOR UPDATE);
-             UPDATE the budget's running sums; INSERT the charge event; COMMIT
-    commit:  BEGIN; SELECT the budget row (FOR UPDATE); SELECT the charge event;
-             INSERT the answer; UPDATE the event's status; COMMIT
+    reserve: BEGIN; SELECT the budget row and the dataset's cap (PostgreSQL: the budget row
+             locked FOR NO KEY UPDATE); UPDATE the budget's running sums and INSERT the charge
+             event (one statement in PostgreSQL); COMMIT
+    commit:  BEGIN; UPDATE the charge event's status (locking that row only); INSERT the
+             answer and link it from the event (one statement in PostgreSQL); COMMIT
+
+On SQLite the statements each side ran for one charge are traced and compared before timing
+(printed: the same or not).
 
 Also a cache hit (``cached_answer`` with the in-process memo cleared, so every lookup reads the
-database), recorded at once or deferred, against the raw durable SELECT + INSERT of a hit.
+database), recorded at once or deferred, against the raw lookup and durable INSERT of a hit.
 
 Group commit (``Ledger(group_commit=True)``, the service's ledger): ``--threads`` threads of one
 process charging one budget through one ledger object, their reserves and commits batched into
@@ -34,8 +39,10 @@ processes). Rounds alternate veil and raw; medians over ``--rounds``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing as mp
 import os
+import re
 import sqlite3
 import statistics
 import tempfile
@@ -45,8 +52,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _results
 import veil
 from veil.accounting import records
+from veil.accounting.grouping import Statements
 
 ANALYST, DATASET = "bench", "people"
 LOSS = veil.Budget(epsilon="1/1000000")
@@ -76,9 +85,12 @@ def _fresh(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url) as con:
-        for t in ("answers", "alerts", "events", "dataset_caps", "datasets", "budgets"):
-            con.execute(f"DROP TABLE IF EXISTS veil_{t} CASCADE")
-        con.execute("DROP TABLE IF EXISTS veil_schema_version CASCADE")
+        tables = con.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename LIKE 'veil\\_%'"
+        ).fetchall()
+        for (table,) in tables:  # every table of veil's, whatever this version's schema
+            con.execute(f'DROP TABLE IF EXISTS "{table}" CASCADE')
 
 
 def _grant(url: str) -> None:
@@ -122,22 +134,23 @@ def grouped_charges(url: str, seconds: float, threads: int) -> float:
 
 
 class _Raw:
-    """The same two transactions through the bare driver."""
+    """The same two transactions through the bare driver: veil's own statement texts
+    (:class:`veil.accounting.grouping.Statements`, the hot path's SQL) with the same
+    parameters, and none of veil's Python around them (the loss arithmetic, the checks)."""
 
     def __init__(self, url: str) -> None:
         self.pg = url.startswith("postgresql")
+        self.sql = Statements(self.pg)
         if self.pg:
             import psycopg
 
             self.con: Any = psycopg.connect(url, autocommit=True)
-            self.mark, self.lock = "%s", " FOR UPDATE"
         else:
             path = url.removeprefix("sqlite:///")
             self.con = sqlite3.connect(path, isolation_level=None)
             self.con.execute("PRAGMA journal_mode = WAL")
             self.con.execute("PRAGMA synchronous = FULL")
             self.con.execute("PRAGMA foreign_keys = ON")
-            self.mark, self.lock = "?", ""
 
     def _tx(self, body: Callable[[Any], Any]) -> Any:
         cur = self.con.cursor()
@@ -151,54 +164,65 @@ class _Raw:
         return out
 
     def charge(self, n: int) -> None:
-        m, lock = self.mark, self.lock
+        sql = self.sql
         now = records.now()
+        columns = records.loss_columns(LOSS)
+        fingerprint = f"raw{os.getpid()}-{n}"
 
-        def reserve(cur: Any) -> int:
-            cur.execute(
-                f"SELECT id, spent_epsilon FROM veil_budgets WHERE analyst = {m} AND "
-                f"dataset = {m}{lock}",
-                (ANALYST, DATASET),
-            )
-            bid, spent = cur.fetchone()
-            cur.execute(f"SELECT * FROM veil_dataset_caps WHERE dataset = {m}{lock}", (DATASET,))
-            cur.fetchall()
-            cur.execute(
-                f"UPDATE veil_budgets SET spent_epsilon = {m}, updated_at = {m} WHERE id = {m}",
-                (str(spent), now, bid),
-            )
-            cur.execute(
-                "INSERT INTO veil_events (budget_id, at, event, status, fingerprint, "
-                "data_version, updated_at, loss_kind, epsilon, delta) VALUES "
-                f"({m}, {m}, 'charge', 'reserved', {m}, '', {m}, 'pure', {m}, '0') RETURNING id",
-                (bid, now, f"raw{os.getpid()}-{n}", now, "1/1000000"),
-            )
+        def reserve(cur: Any) -> tuple[int, int]:
+            cur.execute(sql.budget_and_cap, (ANALYST, DATASET))
+            found = cur.fetchone()
+            bid, spent = found[0], found[5]  # no dataset cap here: no cap row to lock
+            after = (str(spent), "0", "0")  # the running sums, as veil writes them
+            charge = (
+                bid, now, fingerprint, "", now, None,
+                columns["loss_kind"], columns["epsilon"], columns["delta"], columns["rho"],
+            )  # fmt: skip
+            if sql.spend_and_charge is not None:
+                cur.execute(sql.spend_and_charge, (*after, now, bid, *charge))
+            else:
+                cur.execute(sql.spend, (*after, now, bid))
+                cur.execute(sql.insert_charge, charge)
             (eid,) = cur.fetchone()
-            return int(eid)
+            return int(bid), int(eid)
 
-        eid = self._tx(reserve)
+        bid, eid = self._tx(reserve)
 
         def commit(cur: Any) -> None:
-            cur.execute(
-                f"SELECT id FROM veil_budgets WHERE analyst = {m} AND dataset = {m}{lock}",
-                (ANALYST, DATASET),
-            )
-            (bid,) = cur.fetchone()
-            cur.execute(f"SELECT status FROM veil_events WHERE id = {m}", (eid,))
+            cur.execute(sql.mark_committed, (now, eid))
             cur.fetchone()
-            cur.execute(
-                "INSERT INTO veil_answers (budget_id, fingerprint, data_version, loss_key, "
-                f"answer, charge_id, created_at) VALUES ({m}, {m}, '', 'k', {m}, {m}, {m}) "
-                "RETURNING id",
-                (bid, f"raw{n}", '{"rows": [[1, 2.5]]}', eid, now),
-            )
-            (aid,) = cur.fetchone()
-            cur.execute(
-                f"UPDATE veil_events SET status = 'committed', answer_id = {m} WHERE id = {m}",
-                (aid, eid),
-            )
+            answer = (bid, fingerprint, "", "k", '{"rows": [[1, 2.5]]}', eid, now)
+            if sql.answer_and_link is not None:
+                cur.execute(sql.answer_and_link, (*answer, eid))
+            else:
+                cur.execute(sql.insert_answer, answer)
+                (aid,) = cur.fetchone()
+                cur.execute(sql.set_answer, (aid, eid))
 
         self._tx(commit)
+
+
+def _shape(statement: str) -> str:
+    """A traced statement without its values (SQLite's trace expands the parameters)."""
+    return re.sub(r"'(?:[^']|'')*'|\b\d+\b", "?", " ".join(statement.split()))
+
+
+def traced_statements(url: str) -> tuple[list[str], list[str]]:
+    """The statements (values replaced by ``?``) that one veil charge and one raw charge
+    send to a SQLite file, as SQLite's trace sees them."""
+    with veil.Ledger(url) as ledger:
+        ledger.reserve(ANALYST, DATASET, LOSS, fingerprint="trace-0").commit(ANSWER)
+        seen: list[str] = []
+        driver = ledger._writer.dbapi_connection  # the kept writer connection (see _write)
+        driver.set_trace_callback(seen.append)
+        ledger.reserve(ANALYST, DATASET, LOSS, fingerprint="trace-1").commit(ANSWER)
+        driver.set_trace_callback(None)
+    raw = _Raw(url)
+    raw_seen: list[str] = []
+    raw.con.set_trace_callback(raw_seen.append)
+    raw.charge(-1)
+    raw.con.close()
+    return [_shape(x) for x in seen], [_shape(x) for x in raw_seen]
 
 
 def raw_charges(url: str, seconds: float) -> int:
@@ -247,26 +271,25 @@ def cache_hits(url: str, seconds: float) -> tuple[float, float, float]:
         ledger.close()
         rates.append(done / seconds)
     raw = _Raw(url)
-    m = raw.mark
     now = records.now()
+    key = records.loss_key(LOSS)
+    columns = records.loss_columns(LOSS)
 
-    def hit(cur: Any) -> None:
-        cur.execute(
-            f"SELECT a.budget_id, a.answer FROM veil_answers a JOIN veil_budgets b ON "
-            f"a.budget_id = b.id WHERE b.analyst = {m} AND b.dataset = {m} AND "
-            f"a.fingerprint = {m}",
-            (ANALYST, DATASET, fp),
-        )
-        bid, _ = cur.fetchone()
-        cur.execute(
-            "INSERT INTO veil_events (budget_id, at, event, fingerprint, data_version) "
-            f"VALUES ({m}, {m}, 'cache_hit', {m}, '')",
-            (bid, now, fp),
-        )
+    def hit() -> None:
+        # veil's statements: the lookup alone (its own snapshot, no lock), then the hit's
+        # record in a durable write transaction
+        cur = raw.con.cursor()
+        cur.execute(raw.sql.budget_and_answer, (fp, "", key, ANALYST, DATASET))
+        bid, aid, _ = cur.fetchone()
+        event = (
+            bid, now, fp, "", aid, None,
+            columns["loss_kind"], columns["epsilon"], columns["delta"], columns["rho"],
+        )  # fmt: skip
+        raw._tx(lambda cur: cur.execute(raw.sql.insert_hit, event))
 
     done, end = 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
-        raw._tx(hit)
+        hit()
         done += 1
     raw.con.close()
     return rates[0], rates[1], done / seconds
@@ -284,10 +307,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--results", type=Path, default=None, help="JSON file of the figures")
     args = parser.parse_args()
+    run = _results.Run("ledger")
+    run.add("seconds_per_round", args.seconds)
+    run.add("rounds", args.rounds)
+
+    def record(case: str, ours: list[float], raw: list[float]) -> None:
+        run.add(case, {"veil_per_s": round(statistics.median(ours)),
+                       "raw_per_s": round(statistics.median(raw)),
+                       "ratio": round(_ratio(ours, raw), 3)})  # fmt: skip
+
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'ledger.db'}"
         _grant(url)
+        ours, theirs = traced_statements(url)
+        print(f"SQLite statements of one charge: veil {len(ours)}, raw {len(theirs)}, "
+              f"{'the same' if ours == theirs else 'DIFFERENT'}")  # fmt: skip
+        if ours != theirs:
+            for a, b in itertools.zip_longest(ours, theirs, fillvalue=""):
+                print(f"  veil: {a}\n  raw:  {b}")
+        run.add("sqlite_same_statements", ours == theirs)
         v, r = [], []
         for _ in range(args.rounds):
             v.append(veil_charges(url, args.seconds) / args.seconds)
@@ -295,6 +335,7 @@ def main() -> None:
         vm, rm = statistics.median(v), statistics.median(r)
         print(f"SQLite file, 1 process: veil {vm:,.0f} charges/s, raw {rm:,.0f}/s, "
               f"{_ratio(v, r):.2f}× (target ≥ 0.7×)")  # fmt: skip
+        record("sqlite_1_process", v, r)
         g, r = [], []
         for _ in range(args.rounds):
             g.append(grouped_charges(url, args.seconds, args.threads))
@@ -302,13 +343,18 @@ def main() -> None:
         gm, rm = statistics.median(g), statistics.median(r)
         print(f"SQLite file, group commit, {args.threads} threads: veil {gm:,.0f} charges/s "
               f"(target ≥ 2,000/s), raw {rm:,.0f}/s, {_ratio(g, r):.2f}×")  # fmt: skip
+        record(f"sqlite_group_commit_{args.threads}_threads", g, r)
         now, later, hr = cache_hits(url, args.seconds)
         print(f"SQLite cache hits: veil {now:,.0f}/s ({now / hr:.2f}×), with deferred hit "
-              f"records {later:,.0f}/s ({later / hr:.2f}×), raw (SELECT + INSERT, durable) "
+              f"records {later:,.0f}/s ({later / hr:.2f}×), raw (lookup + durable INSERT) "
               f"{hr:,.0f}/s")  # fmt: skip
+        run.add("sqlite_cache_hits", {"veil_per_s": round(now), "veil_deferred_per_s": round(later),
+                                      "raw_per_s": round(hr), "ratio": round(now / hr, 3),
+                                      "ratio_deferred": round(later / hr, 3)})  # fmt: skip
     pg = os.environ.get("VEIL_BENCH_POSTGRES_URL") or os.environ.get("VEIL_TEST_POSTGRES_URL")
     if not pg:
         print("PostgreSQL: skipped (set VEIL_BENCH_POSTGRES_URL=postgresql://… to run it)")
+        run.write(args.results)
         return
     pg = _bench_database(pg)
     for procs in (1, args.processes):
@@ -321,6 +367,7 @@ def main() -> None:
         vm, rm = statistics.median(v), statistics.median(r)
         print(f"PostgreSQL, {procs} process(es): veil {vm:,.0f} charges/s, raw {rm:,.0f}/s, "
               f"{_ratio(v, r):.2f}× (target ≥ 0.7×, scaling with processes)")  # fmt: skip
+        record(f"postgres_{procs}_processes", v, r)
     g, r = [], []
     for _ in range(args.rounds):
         _fresh(pg)
@@ -331,7 +378,9 @@ def main() -> None:
     print(f"PostgreSQL, group_commit=True (a transaction per write, concurrently), "
           f"{args.threads} threads in 1 process: veil {gm:,.0f} "
           f"charges/s, raw (1 process) {rm:,.0f}/s, {_ratio(g, r):.2f}×")  # fmt: skip
+    record(f"postgres_group_commit_{args.threads}_threads", g, r)
     _fresh(pg)
+    run.write(args.results)
 
 
 if __name__ == "__main__":
