@@ -40,11 +40,17 @@ def grid_exponent(scale: Fraction | int, dimension: int = 1) -> int:
         raise InvalidArgumentError(f"grid scale must be > 0, got {s}")
     if dimension < 1:
         raise InvalidArgumentError(f"dimension must be ≥ 1, got {dimension}")
-    target = s / (100 * dimension)
-    k = math.floor(math.log2(target.numerator) - math.log2(target.denominator)) + 1
-    while Fraction(2) ** k >= target:
+    # target = p/q = s/(100·dimension); 2^k < p/q compared in integers (a Fraction's
+    # arithmetic costs microseconds)
+    p, q = s.numerator, s.denominator * 100 * dimension
+    k = math.floor(math.log2(p) - math.log2(q)) + 1
+
+    def below(j: int) -> bool:  # 2^j < p/q
+        return q << j < p if j >= 0 else q < p << -j
+
+    while not below(k):
         k -= 1
-    while Fraction(2) ** (k + 1) < target:
+    while below(k + 1):
         k += 1
     return k
 

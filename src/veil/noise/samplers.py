@@ -165,6 +165,90 @@ class _Inverter:
         return count - 1
 
 
+_FEW_WORDS = 8
+"""Words a :class:`_LazyInverter` decides entry by entry; a larger batch reads the table."""
+
+
+class _LazyInverter:
+    """An :class:`_Inverter`'s answers for a few words, computing only the table entries each
+    word's guess needs: a small batch at a new scale (a scalar release) builds no table.
+
+    ``entries(k)`` gives ``(lo[k], hi[k])`` of the inverter ``full()`` would build — the same
+    integers, its tables being monotone already (see the callers) — or None when it cannot
+    tell without the table. A word ``v`` whose guess ``m`` (in ``[0, size)``) has ``v <
+    lo[m]`` and ``v ≥ hi[m + 1]`` is ``max{m : W < S(m)}``, exactly what the inverter answers,
+    and it draws nothing more for it (its searches find the same ``m``, certain). When some
+    word is not decided so, the whole batch goes to the inverter itself: the same words, the
+    same values, the same bytes drawn.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        bits: int,
+        guess: tuple[float, float],
+        entries: Callable[[int], tuple[int, int] | None],
+        full: Callable[[], _Inverter],
+    ) -> None:
+        self.size, self.bits = size, bits
+        self._c, self._inv_x = guess[0] + bits * math.log(2.0), guess[1]
+        self._entries, self._full = entries, full
+        self._held: dict[int, tuple[int, int]] = {}
+
+    @cached_property
+    def table(self) -> _Inverter:
+        return self._full()
+
+    @property
+    def lo(self) -> NDArray[np.int64]:
+        return self.table.lo
+
+    @property
+    def hi(self) -> NDArray[np.int64]:
+        return self.table.hi
+
+    def entry(self, k: int) -> tuple[int, int]:
+        """``(lo[k], hi[k])`` of the table, computed (and remembered) or read from it."""
+        held = self._held.get(k)
+        if held is None:
+            made = self._entries(k)
+            if made is None:
+                made = int(self.table.lo[k]), int(self.table.hi[k])
+            held = self._held[k] = made
+        return held
+
+    def invert(
+        self, v: NDArray[np.uint32] | NDArray[np.int64], source: RandomSource
+    ) -> NDArray[np.int64]:
+        if v.size > _FEW_WORDS:
+            return self.table.invert(v, source)
+        last = self.size - 1
+        out = []
+        for word in v.tolist():
+            guess = (self._c - math.log(word + 0.5)) * self._inv_x
+            m = min(int(guess), last) if guess > 0 else 0
+            if not (word < self.entry(m)[0] and word >= self.entry(m + 1)[1]):
+                return self.table.invert(v, source)
+            out.append(m)
+        return np.array(out, dtype=np.int64)
+
+
+def _recurrence_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, int] | None]:
+    """Entry ``k ≤ size`` of :func:`_exp_table_32` ``(x, size + 1)`` from the powers of its
+    base brackets (:func:`_decided_lower`, :func:`_decided_upper`), None when undecided. The
+    recurrence's lower entries never increase, nor its upper ones (``b_hi ≤ 2^P``:
+    :func:`exp_neg_bounds` caps it), so the inverter's monotone tables are these entries."""
+    base_lo, base_hi = exp_neg_bounds(x, _PREC)
+    width = size.bit_length()
+    lower, upper = _Powers(base_lo, width), _Powers(base_hi, width)
+
+    def entries(k: int) -> tuple[int, int] | None:
+        lo, hi = _decided_lower(lower, k), _decided_upper(upper, k)
+        return None if lo is None or hi is None else (lo, hi)
+
+    return entries
+
+
 Proposal = Callable[[int], tuple[NDArray[np.int64], NDArray[np.bool_]]]
 
 
@@ -240,15 +324,9 @@ def _base_table(n: int) -> int:
 
 def _direct_size(x: Fraction, n: int) -> int | None:
     """:func:`_table_size` for the batch sizes that matter to it: every ``n`` below
-    ``_SMALL_BATCH`` behaves alike (and is cached per ``x``), larger ones are computed."""
-    if n < _SMALL_BATCH:
-        return _small_direct_size(x)
-    return _table_size(x, n)
-
-
-@lru_cache(maxsize=64)
-def _small_direct_size(x: Fraction) -> int | None:
-    return _table_size(x, 1)
+    ``_SMALL_BATCH`` behaves alike. (Computed each time: a few integer products cost less
+    than hashing ``x`` for a cache.)"""
+    return _table_size(x, 1 if n < _SMALL_BATCH else n)
 
 
 def _table_size(x: Fraction, n: int) -> int | None:
@@ -258,11 +336,12 @@ def _table_size(x: Fraction, n: int) -> int | None:
     may get up to 2^16 entries, small batches only 256 so a new scale stays cheap.
     """
     base = _base_table(n)
-    if x * (base // 16) >= 1:
+    num, den = x.numerator, x.denominator  # (integers: a Fraction's arithmetic costs µs)
+    if num * (base // 16) >= den:
         return base
-    need = 16 / x
-    if n >= _SMALL_BATCH and need <= _BIG_TABLE and n >= 16 * need:
-        return 1 << max(12, math.ceil(math.log2(need)))
+    # need = 16/x entries: at most _BIG_TABLE, and n at least 16·need
+    if n >= _SMALL_BATCH and 16 * den <= _BIG_TABLE * num and n * num >= 256 * den:
+        return 1 << max(12, math.ceil(math.log2(16 / x)))
     return None
 
 
@@ -333,6 +412,28 @@ class _Powers:
 
 
 _FEW_BINS = 16  # bins whose brackets cost about what the whole 257-entry table costs
+_LEAST_FLOOR = exp_neg_bounds(Fraction(1, 16), 32)[0] - 1
+"""At most every 32-bit lower bracket of a low part with ``x·2^m ≤ 1/16`` (``_LowBins``)."""
+
+
+def _decided_lower(powers: _Powers, k: int) -> int | None:
+    """``e_lo[k] >> s`` of :func:`_exp_table_32`'s recurrence (``s = _PREC − 32``) when
+    ``powers`` (of its lower base bracket) decides it, else None (proof note of
+    :class:`_LowBins`: ``e_lo[k] ∈ (A_k − k, A_k]``, and ``e_lo[k] ≥ 0``, a floor of
+    non-negative integers)."""
+    shift = _PREC - 32
+    lo, hi = powers.bounds(k)
+    return hi >> shift if max(lo - k, 0) >> shift == hi >> shift else None
+
+
+def _decided_upper(powers: _Powers, k: int) -> int | None:
+    """``⌈e_hi[k] / 2^s⌉`` of the recurrence when ``powers`` (of its upper base bracket)
+    decides it, else None (``e_hi[k] ∈ [H_k, H_k + k)``, and ``e_hi[k] ≥ 1``: a ceiling of
+    positive integers, the base's upper bracket being at least 1)."""
+    shift = _PREC - 32
+    lo, hi = powers.bounds(k)
+    ceil_lo, ceil_hi = -((-max(lo, 1)) >> shift), -((-(hi + k)) >> shift)
+    return ceil_lo if ceil_lo == ceil_hi else None
 
 
 class _LowBins:
@@ -380,6 +481,20 @@ class _LowBins:
         """The last bin's lower bracket: the least of all."""
         return self._lower(self.nbins)
 
+    @cached_property
+    def below_least(self) -> int:
+        """A lower bound of :attr:`least` made without any bracket: ``_LEAST_FLOOR`` when
+        ``x·2^m ≤ 1/16`` (the split's low parts), else 0.
+
+        Proof note. ``b_lo ≥ 2^P·e^{-xw} − 2`` (:func:`exp_neg_bounds`' brackets are at most 2
+        wide), so ``A_N = 2^P·(b_lo/2^P)^N ≥ 2^P·e^{-x·2^m} − 2N`` for ``N = nbins``, ``N·w =
+        2^m`` (``(a − d)^N ≥ a^N − N·d`` for ``0 ≤ d ≤ a ≤ 1``), and ``e_lo[N] > A_N − N ≥
+        2^P·e^{-1/16} − 3N``; shifted by ``P − 32`` bits (``3N < 2^96``) that is at least
+        ``⌊2^32·e^{-1/16}⌋ − 1 ≥ _LEAST_FLOOR``."""
+        if self.x.numerator << (self.m + 4) <= self.x.denominator:  # 16·x·2^m ≤ 1
+            return _LEAST_FLOOR
+        return 0
+
     def _lower(self, k: int) -> int:
         """``e_lo[k] >> s`` of the recurrence (a bin's lower bracket is ``e_lo[b + 1]``)."""
         held = self._lowers.get(k)
@@ -395,18 +510,15 @@ class _LowBins:
         return held
 
     def _make_lower(self, k: int) -> int:
-        shift = _PREC - 32
-        lo, hi = self.lower_powers.bounds(k)
-        if (lo - k) >> shift == hi >> shift:
-            return hi >> shift
+        decided = _decided_lower(self.lower_powers, k)
+        if decided is not None:
+            return decided
         return int(_low_part_table(self.x, self.m, self.bits)[0][k - 1])
 
     def _make_upper(self, k: int) -> int:
-        shift = _PREC - 32
-        lo, hi = self.upper_powers.bounds(k)
-        ceil_lo, ceil_hi = -((-lo) >> shift), -((-(hi + k)) >> shift)
-        if ceil_lo == ceil_hi:
-            return ceil_lo
+        decided = _decided_upper(self.upper_powers, k)
+        if decided is not None:
+            return decided
         return int(_low_part_table(self.x, self.m, self.bits)[1][k])
 
     def brackets(self, b: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -451,8 +563,13 @@ def _low_part(
         u = draw_u32(source, k)
         b = r >> (m - min(m, bits))
         if isinstance(bins, _LowBins):
-            accept = u < bins.least  # below every bin's lower bracket
-            if accept.all():  # (no bin to read: ~94 % of single proposals)
+            # below every bin's lower bracket: first below a bound of the least one that
+            # needs no bracket (~94 % of single proposals), then the least itself
+            accept = u < bins.below_least
+            if accept.all():
+                return r, accept
+            accept = u < bins.least
+            if accept.all():
                 return r, accept
             rest = np.flatnonzero(~accept)
             lo, hi = bins.brackets(b[rest])
@@ -470,39 +587,50 @@ def _low_part(
     return _fill(n, propose)
 
 
-@lru_cache(maxsize=64)
 def _split(x: Fraction, c: int) -> tuple[int, Fraction]:
     """The largest ``m`` with ``x·2^m ≤ 1/c`` and the high part's ``x·2^m``: its scale
     ``1/(x·2^m)`` lands in ``[c, 2c)``, covered by a direct table."""
-    m = math.floor(math.log2(1 / (c * x)))
-    while x * (1 << m) > Fraction(1, c):
+    num, den = x.numerator, x.denominator
+    m = math.floor(math.log2(den) - math.log2(c * num))
+    while m > 0 and c * num << m > den:  # x·2^m > 1/c (the estimate may be a step off)
         m -= 1
+    while c * num << (m + 1) <= den:
+        m += 1
     return m, x * (1 << m)
 
 
-_SplitPlan = tuple[int, tuple[NDArray[np.int64], NDArray[np.int64]] | _LowBins, _Inverter]
+def _lazy_geometric(x: Fraction, size: int) -> _LazyInverter:
+    """:func:`_geometric_direct` ``(x, size)`` for small batches, its entries made as needed."""
+    inv_x = 1.0 / float(x) if x < 2**100 else 0.0
+    full = partial(_geometric_direct, x, size)
+    return _LazyInverter(size, 32, (0.0, inv_x), _recurrence_entries(x, size), full)
 
 
-def _geometric_plan(x: Fraction, n: int) -> _Inverter | _SplitPlan:
+_Direct = _Inverter | _LazyInverter
+_SplitPlan = tuple[int, tuple[NDArray[np.int64], NDArray[np.int64]] | _LowBins, _Direct]
+
+
+def _geometric_plan(x: Fraction, n: int) -> _Direct | _SplitPlan:
     """How :func:`_geometric` draws ``n`` values: one direct table, or the split
-    ``G = R + 2^m·Q`` as (``m``, the low part's acceptance table, the high part's table)."""
+    ``G = R + 2^m·Q`` as (``m``, the low part's acceptance table, the high part's table). A
+    small batch reads few entries of each table: they are computed as needed."""
+    direct = _geometric_direct if n >= _SMALL_BATCH else _lazy_geometric
     size = _direct_size(x, n)
     if size is not None:
-        return _geometric_direct(x, size)
+        return direct(x, size)
     m, xq = _split(x, 256 if n >= _SMALL_BATCH else 16)
-    # a small batch reads few bins' brackets: they are computed bin by bin, as needed
     table = _low_part_table(x, m, _SPLIT_BITS) if n >= _SMALL_BATCH else _LowBins(x, m, 8)
-    return m, table, _geometric_direct(xq, _direct_size(xq, n) or _base_table(n))
+    return m, table, direct(xq, _direct_size(xq, n) or _base_table(n))
 
 
-def _small_geometric_plan(x: Fraction) -> _Inverter | _SplitPlan:
+def _small_geometric_plan(x: Fraction) -> _Direct | _SplitPlan:
     """:func:`_geometric_plan` for every batch below ``_SMALL_BATCH`` (they all plan alike),
     so a scalar release looks its scale up once (by numerator and denominator)."""
     return _small_geometric_plan_of(x.numerator, x.denominator)
 
 
 @lru_cache(maxsize=64)
-def _small_geometric_plan_of(numerator: int, denominator: int) -> _Inverter | _SplitPlan:
+def _small_geometric_plan_of(numerator: int, denominator: int) -> _Direct | _SplitPlan:
     return _geometric_plan(Fraction(numerator, denominator), 1)
 
 
@@ -518,7 +646,7 @@ def _geometric(x: Fraction, n: int, source: RandomSource) -> NDArray[np.int64]:
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     plan = _small_geometric_plan(x) if n < _SMALL_BATCH else _geometric_plan(x, n)
-    if isinstance(plan, _Inverter):
+    if not isinstance(plan, tuple):
         return plan.invert(draw_u32(source, n), source)
     m, table, high = plan
     out = _low_part(x, m, n, source, table)
@@ -602,21 +730,66 @@ def _laplace_magnitude(x: Fraction, size: int = _TABLE) -> _Inverter:
     return _Inverter(lo, hi, bits, (const, inv_x), sbounds, tail)
 
 
-def _laplace_plan(x: Fraction, n: int) -> _Inverter | None:
+def _laplace_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, int] | None]:
+    """Entry ``k ≤ size`` of :func:`_laplace_table` ``(x, size, 31)`` from the powers of the
+    recurrence's base brackets, None when undecided.
+
+    Proof note. Entry ``k ≥ 1`` is ``_scaled(2·e_lo[k], 2·e_hi[k], den_lo, den_hi, 31)``, the
+    recurrence's ``e_lo[k] ∈ (A_k − k, A_k]`` and ``e_hi[k] ∈ [H_k, H_k + k)`` (the proof note
+    of :class:`_LowBins`), and each of ``_scaled``'s two results is monotone in its numerator:
+    when both ends of a range give the same integer, so does the entry. The entries past the
+    first ``(0, 1)``, which the table writes without computing them, are ``(0, 1)`` computed
+    (its proof note); lower entries never increase, nor upper ones, so the inverter's
+    monotone tables are these entries."""
+    base_lo, base_hi = exp_neg_bounds(x, _PREC)
+    one, top = 1 << _PREC, 1 << 31
+    den_lo, den_hi = one + base_lo, one + base_hi
+    width = size.bit_length()
+    lower, upper = _Powers(base_lo, width), _Powers(base_hi, width)
+
+    def entries(k: int) -> tuple[int, int] | None:
+        if k == 0:
+            return top, top
+        least, most = lower.bounds(k)  # e_lo[k] ∈ [least − k + 1, most]
+        lo = (2 * max(least - k + 1, 0) << 31) // den_hi
+        if lo != (2 * most << 31) // den_hi:
+            return None
+        least, most = upper.bounds(k)  # e_hi[k] ∈ [max(least, 1), most + k − 1]
+        hi = min(-((-(2 * max(least, 1) << 31)) // den_lo), top)
+        if hi != min(-((-(2 * (most + k) << 31)) // den_lo), top):
+            return None
+        return lo, hi
+
+    return entries
+
+
+def _lazy_laplace(x: Fraction, size: int) -> _LazyInverter:
+    """:func:`_laplace_magnitude` ``(x, size)`` for small batches, its entries made as
+    needed (the same guess)."""
+    xf = float(x)
+    const = math.log(2.0) - math.log1p(math.exp(-xf))
+    inv_x = 1.0 / xf if xf < 1e30 else 0.0
+    full = partial(_laplace_magnitude, x, size)
+    return _LazyInverter(size, 31, (const, inv_x), _laplace_entries(x, size), full)
+
+
+def _laplace_plan(x: Fraction, n: int) -> _Direct | None:
     """The magnitude table :func:`_discrete_laplace` inverts for ``n`` draws, or None (the
-    sign-and-geometric construction)."""
+    sign-and-geometric construction); a small batch's entries are made as needed."""
     size = _direct_size(x, n)
-    return None if size is None else _laplace_magnitude(x, size)
+    if size is None:
+        return None
+    return _laplace_magnitude(x, size) if n >= _SMALL_BATCH else _lazy_laplace(x, size)
 
 
-def _small_laplace_plan(x: Fraction) -> _Inverter | None:
+def _small_laplace_plan(x: Fraction) -> _Direct | None:
     """:func:`_laplace_plan` for every batch below ``_SMALL_BATCH`` (remembered by numerator
     and denominator)."""
     return _small_laplace_plan_of(x.numerator, x.denominator)
 
 
 @lru_cache(maxsize=64)
-def _small_laplace_plan_of(numerator: int, denominator: int) -> _Inverter | None:
+def _small_laplace_plan_of(numerator: int, denominator: int) -> _Direct | None:
     return _laplace_plan(Fraction(numerator, denominator), 1)
 
 
