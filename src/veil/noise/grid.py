@@ -88,7 +88,7 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
     if arr.dtype.kind == "f":
         with np.errstate(over="ignore"):  # an overflow becomes inf and is refused below
             if abs(k) <= 1000:  # 2^-k is a normal double: the product is exact (or inf)
-                scaled = arr.astype(np.float64) * math.ldexp(1.0, -k)
+                scaled = np.multiply(arr, math.ldexp(1.0, -k), dtype=np.float64)
             else:
                 scaled = np.ldexp(arr.astype(np.float64), -k)
         np.rint(scaled, out=scaled)
@@ -100,7 +100,7 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
             )
         if top >= _LIMIT:
             _check_range(int(top), k)
-        return scaled.astype(np.int64)
+        return _as_int64_in_place(scaled)
     if arr.dtype.kind in "iu":
         if arr.size and int(np.max(np.abs(arr.astype(np.float64)))) >= 1 << 62:
             return np.array(
@@ -120,8 +120,34 @@ def to_grid(values: NDArray[Any], k: int) -> NDArray[np.int64]:
     return np.array(flat, dtype=np.int64).reshape(arr.shape)
 
 
-def from_grid(m: NDArray[np.int64], k: int) -> NDArray[np.float64]:
-    """``m · 2^k`` as float64 (a fixed function of ``m``: post-processing of the grid value)."""
+_IN_PLACE = 1 << 16
+"""Values converted at a time in place: a block small enough for the processor's caches
+(numpy copies an overlapping source first), so an array of millions is converted without
+allocating another (a fresh array's first touch costs more than the conversion)."""
+
+
+def _as_int64_in_place(scaled: NDArray[np.float64]) -> NDArray[np.int64]:
+    """``scaled.astype(np.int64)`` for integral doubles below 2^61, written over ``scaled``'s
+    memory (the caller's own array) block by block: the same integers, exactly."""
+    if scaled.ndim != 1 or not scaled.flags.c_contiguous:
+        return scaled.astype(np.int64)
+    out = scaled.view(np.int64)
+    for start in range(0, scaled.size, _IN_PLACE):
+        out[start : start + _IN_PLACE] = scaled[start : start + _IN_PLACE]
+    return out
+
+
+def from_grid(m: NDArray[np.int64], k: int, *, overwrite: bool = False) -> NDArray[np.float64]:
+    """``m · 2^k`` as float64 (a fixed function of ``m``: post-processing of the grid value).
+
+    ``overwrite``: the result may be written over ``m``'s memory (the caller's own array,
+    which then must not be read again), block by block — the same doubles, no new array."""
+    if overwrite and abs(k) <= 1000 and m.ndim == 1 and m.flags.c_contiguous:
+        out = m.view(np.float64)
+        step = math.ldexp(1.0, k)  # exact scaling by a power of two
+        for start in range(0, m.size, _IN_PLACE):
+            out[start : start + _IN_PLACE] = m[start : start + _IN_PLACE] * step
+        return out
     out = m.astype(np.float64)
     if abs(k) <= 1000:
         out *= math.ldexp(1.0, k)  # exact scaling by a power of two

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -254,8 +254,11 @@ def _values(values: Any) -> tuple[NDArray[Any], tuple[int, ...], bool]:
                     f"values must be finite, got {v!r}; drop or impute missing values first"
                 )
     elif kind == "f":
-        bad = ~np.isfinite(flat)
-        if bad.any():
+        # a NaN propagates through max and min: no mask of every value when all are finite
+        if flat.size and not (
+            math.isfinite(float(flat.max())) and math.isfinite(float(flat.min()))
+        ):
+            bad = ~np.isfinite(flat)
             raise InvalidArgumentError(
                 f"values must be finite, got {float(flat[bad][0])}; "
                 "drop or impute missing values first"
@@ -358,10 +361,24 @@ def _integers(flat: NDArray[Any], name: str) -> NDArray[np.int64]:
 
 
 def _add_noise(values: NDArray[np.int64], noise: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``values + noise`` with both below 2^61 in magnitude, so int64 cannot wrap."""
-    if noise.size and int(np.max(np.abs(noise))) >= _INT_LIMIT:
+    """``values + noise`` with both below 2^61 in magnitude, so int64 cannot wrap; written
+    over ``noise`` (a fresh draw the caller reads no more)."""
+    _check_noise(noise)
+    return np.add(values, noise, out=noise)
+
+
+def _check_noise(noise: NDArray[np.int64]) -> None:
+    if noise.size and max(int(noise.max()), -int(noise.min())) >= _INT_LIMIT:
         raise InternalError("a noise sample reached 2^61 (probability below e^-8192)")
-    return values + noise
+
+
+def _add_drawn(units: NDArray[np.int64], chunks: Iterable[tuple[int, NDArray[np.int64]]]) -> None:
+    """Add noise drawn chunk by chunk (``samplers.*_chunks``) into ``units`` (grid integers
+    below 2^61, the caller's own array), each chunk checked as :func:`_add_noise` checks: the
+    values of ``units + noise`` without an array of noise."""
+    for start, chunk in chunks:
+        _check_noise(chunk)
+        units[start : start + chunk.size] += chunk
 
 
 def check_representable(
@@ -524,10 +541,16 @@ def laplace(
         ledger, analyst, dataset, loss, mechanism="laplace", sensitivity=sens, size=d,
         source=source,
     )  # fmt: skip
-    noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
     if plain is None:
-        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+        _drawn(
+            held,
+            lambda: _add_drawn(
+                units, samplers.discrete_laplace_chunks(scale_units, d, source=source)
+            ),
+        )
+        value = _shape_out(from_grid(units, k, overwrite=True), shape, scalar)
     else:
+        noise = _drawn(held, lambda: samplers.discrete_laplace(scale_units, d, source=source))
         value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
         value=value,
@@ -733,10 +756,14 @@ def gaussian(
         ledger, analyst, dataset, loss, mechanism="gaussian", sensitivity=sens, size=d,
         source=source,
     )  # fmt: skip
-    noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, d, source=source))
     if plain is None:
-        value = _shape_out(from_grid(_add_noise(units, noise), k), shape, scalar)
+        _drawn(
+            held,
+            lambda: _add_drawn(units, samplers.discrete_gaussian_chunks(sigma2, d, source=source)),
+        )
+        value = _shape_out(from_grid(units, k, overwrite=True), shape, scalar)
     else:
+        noise = _drawn(held, lambda: samplers.discrete_gaussian(sigma2, d, source=source))
         value = _scalar_from_grid(unit + _scalar_noise(noise), k)
     return Release(
         value=value,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from functools import cached_property, lru_cache, partial
 
@@ -38,7 +38,14 @@ from veil.noise._exact import (
 )
 from veil.random import RandomSource
 
-__all__ = ["MAX_SCALE", "discrete_gaussian", "discrete_laplace", "geometric"]
+__all__ = [
+    "MAX_SCALE",
+    "discrete_gaussian",
+    "discrete_gaussian_chunks",
+    "discrete_laplace",
+    "discrete_laplace_chunks",
+    "geometric",
+]
 
 MAX_SCALE = Fraction(2**48)
 _TABLE = 4096  # entries per inversion table for batches of 1024 draws or more
@@ -312,10 +319,19 @@ def _in_chunks(draw: Callable[[int], NDArray[np.int64]], n: int) -> NDArray[np.i
     if n <= _CHUNK:
         return draw(n)
     out = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _CHUNK):
-        stop = min(start + _CHUNK, n)
-        out[start:stop] = draw(stop - start)
+    for start, chunk in _chunks(draw, n):
+        out[start : start + chunk.size] = chunk
     return out
+
+
+def _chunks(
+    draw: Callable[[int], NDArray[np.int64]], n: int
+) -> Iterator[tuple[int, NDArray[np.int64]]]:
+    """The chunks :func:`_in_chunks` joins, each with its offset, one after the other (the
+    same draws in the same order: a caller adding each into its own array allocates no array
+    of ``n`` samples)."""
+    for start in range(0, n, _CHUNK):
+        yield start, draw(min(start + _CHUNK, n) - start)
 
 
 def _base_table(n: int) -> int:
@@ -830,6 +846,15 @@ def discrete_laplace(
     return _in_chunks(lambda k: _discrete_laplace(x, k, src), check_size(size))
 
 
+def discrete_laplace_chunks(
+    scale: Fraction | int, size: int, *, source: RandomSource | None = None
+) -> Iterator[tuple[int, NDArray[np.int64]]]:
+    """:func:`discrete_laplace` ``(scale, size)`` as (offset, chunk) pairs, drawn one after the
+    other when iterated: the same values from the same bytes, joined by the caller."""
+    x, src = _inverse(scale), resolve_source(source)
+    return _chunks(lambda k: _discrete_laplace(x, k, src), check_size(size))
+
+
 # ----------------------------------------------------------------------- discrete Gaussian
 
 
@@ -940,3 +965,12 @@ def discrete_gaussian(
     """
     s2, src = _positive(sigma2, "sigma2", MAX_SCALE * MAX_SCALE), resolve_source(source)
     return _in_chunks(lambda k: _discrete_gaussian(s2, k, src), check_size(size))
+
+
+def discrete_gaussian_chunks(
+    sigma2: Fraction | int, size: int, *, source: RandomSource | None = None
+) -> Iterator[tuple[int, NDArray[np.int64]]]:
+    """:func:`discrete_gaussian` ``(sigma2, size)`` as (offset, chunk) pairs, drawn one after
+    the other when iterated: the same values from the same bytes, joined by the caller."""
+    s2, src = _positive(sigma2, "sigma2", MAX_SCALE * MAX_SCALE), resolve_source(source)
+    return _chunks(lambda k: _discrete_gaussian(s2, k, src), check_size(size))
