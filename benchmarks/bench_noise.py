@@ -2,8 +2,9 @@
 
 Run: ``python benchmarks/bench_noise.py [--n 10000000] [--repeat 3]``. Prints samples/second
 for each sampler (best of ``--repeat`` runs) and the ratio to ``numpy.random.Generator.laplace``
-timed alternately with it in the same process (so both see the same load on a shared box).
-OpenDP / diffprivlib are timed on a smaller batch when importable (they are not dependencies).
+timed alternately with it in the same process (so both see the same load on a shared box),
+and writes them to ``benchmarks/results/noise.json`` with the load average. OpenDP /
+diffprivlib are timed on a smaller batch when importable (they are not dependencies).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
+import _results
 import veil.noise.mechanisms as mech
 from veil import noise
 from veil.noise.grid import from_grid, grid_exponent, to_grid
@@ -51,6 +53,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     n, repeat = args.n, args.repeat
+    run = _results.Run("noise")
+    run.add("n", n)
+    run.add("repeat", repeat)
+    figures: dict[str, dict[str, float]] = {}
+    run.add("samplers", figures)
 
     rng = np.random.default_rng()  # the insecure baseline, for comparison only
 
@@ -92,6 +99,9 @@ def main() -> None:
             f"{name:44s} {rate / 1e6:8.2f} M/s   numpy {base_now / 1e6:6.2f} M/s   "
             f"ratio {rate / base_now:6.3f}"
         )
+        figures[name] = {"veil_M_per_s": round(rate / 1e6, 3),
+                         "numpy_M_per_s": round(base_now / 1e6, 3),
+                         "ratio": round(rate / base_now, 3)}  # fmt: skip
 
     try:
         import opendp.prelude as dp
@@ -114,6 +124,7 @@ def main() -> None:
         print(f"{'diffprivlib Laplace':44s} {rate / 1e6:8.2f} M/s   ratio {rate / base:6.3f}")
     except ImportError:
         print("diffprivlib: not installed (skipped)")
+    run.write()
 
 
 if __name__ == "__main__":
