@@ -6,6 +6,7 @@ by draw, against the full-table inverters and a reference of the sampler as it d
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -147,3 +148,23 @@ def test_scalar_releases_at_new_epsilons_repeat_at_the_same_epsilon(mechanism: s
         first = getattr(mech, mechanism)(value, sensitivity=1, epsilon=eps, source=SeededSource(i))
         again = getattr(mech, mechanism)(value, sensitivity=1, epsilon=eps, source=SeededSource(i))
         assert first.value == again.value
+
+
+@pytest.mark.parametrize(("kind", "scale"), CASES, ids=str)
+def test_the_screens_estimates_lie_within_two_of_every_entry(kind: str, scale: Fraction) -> None:
+    lazy, table = _lazy(kind, scale)
+    survival = lazy._survival
+    assert survival is not None
+    for k in range(table.size + 1):
+        estimate = survival(k)
+        assert int(table.lo[k]) >= estimate * (1 - 2.0**-30) - 2, k
+        assert int(table.hi[k]) <= estimate * (1 + 2.0**-30) + 2, k
+    rng = np.random.default_rng(9)  # words, not noise
+    bits = 32 if kind == "geometric" else 31
+    screened = 0
+    for word in rng.integers(0, 1 << bits, 2000).tolist():
+        m = min(int((lazy._c - math.log(word + 0.5)) * lazy._inv_x), table.size - 1)
+        if lazy._screened(word, max(m, 0)):
+            screened += 1
+            assert int(table.lo[max(m, 0)]) > word >= int(table.hi[max(m, 0) + 1])
+    assert screened >= 1990  # all but the words next to an entry (or past the table)

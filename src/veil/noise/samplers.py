@@ -187,6 +187,12 @@ class _LazyInverter:
     and it draws nothing more for it (its searches find the same ``m``, certain). When some
     word is not decided so, the whole batch goes to the inverter itself: the same words, the
     same values, the same bytes drawn.
+
+    Before any entry is computed, ``survival(k)`` — a double within relative ``2^-32`` of
+    ``2^bits·S(k)`` (None: no such estimate) — screens the word: every entry lies within 2 of
+    ``2^bits·S(k)`` (the callers' proof notes), so ``v + 1 ≤ survival(m)·(1 − 2^-24) − 3`` and
+    ``v ≥ survival(m + 1)·(1 + 2^-24) + 3`` imply ``v < lo[m]`` and ``v ≥ hi[m + 1]``: the
+    same answer, decided without the entries (all but ~10^-7 of the words).
     """
 
     def __init__(
@@ -196,10 +202,11 @@ class _LazyInverter:
         guess: tuple[float, float],
         entries: Callable[[int], tuple[int, int] | None],
         full: Callable[[], _Inverter],
+        survival: Callable[[int], float] | None = None,
     ) -> None:
         self.size, self.bits = size, bits
         self._c, self._inv_x = guess[0] + bits * math.log(2.0), guess[1]
-        self._entries, self._full = entries, full
+        self._entries, self._full, self._survival = entries, full, survival
         self._held: dict[int, tuple[int, int]] = {}
 
     @cached_property
@@ -224,6 +231,15 @@ class _LazyInverter:
             held = self._held[k] = made
         return held
 
+    def _screened(self, word: int, m: int) -> bool:
+        """Whether the estimate alone shows ``lo[m] > word ≥ hi[m + 1]`` (class docstring)."""
+        survival = self._survival
+        if survival is None:
+            return False
+        below = survival(m) * (1.0 - _SCREEN) - 3.0
+        above = survival(m + 1) * (1.0 + _SCREEN) + 3.0
+        return word + 1 <= below and word >= above
+
     def invert(
         self, v: NDArray[np.uint32] | NDArray[np.int64], source: RandomSource
     ) -> NDArray[np.int64]:
@@ -234,10 +250,30 @@ class _LazyInverter:
         for word in v.tolist():
             guess = (self._c - math.log(word + 0.5)) * self._inv_x
             m = min(int(guess), last) if guess > 0 else 0
-            if not (word < self.entry(m)[0] and word >= self.entry(m + 1)[1]):
+            if not (
+                self._screened(word, m)
+                or (word < self.entry(m)[0] and word >= self.entry(m + 1)[1])
+            ):
                 return self.table.invert(v, source)
             out.append(m)
         return np.array(out, dtype=np.int64)
+
+
+_SCREEN = 2.0**-24
+"""The relative margin of a :class:`_LazyInverter`'s screen: far above its estimates' error
+(``2^-32``), far below a word's spacing (``2^-31`` of the range)."""
+_SCREEN_REACH = 2.0**20
+"""The largest ``x·k`` a screen's estimate is made for: ``x``'s rounding to a double moves
+``exp(−x·k)`` by at most ``x·k·2^-53`` relative, below ``2^-32`` up to here (``math.exp`` is
+within an ulp of ``exp``; the few products and quotients add a few ``2^-53``)."""
+
+
+def _screen_x(x: Fraction, size: int) -> float | None:
+    """``x`` as a double when the screen's estimates hold for ``k ≤ size`` (else None)."""
+    if x.numerator >= x.denominator << 20:  # x ≥ 2^20: no estimate (nor a need: S ≈ 0)
+        return None
+    xf = float(x)
+    return xf if xf > 2.0**-1000 and xf * (size + 1) <= _SCREEN_REACH else None
 
 
 def _recurrence_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, int] | None]:
@@ -245,11 +281,15 @@ def _recurrence_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, in
     base brackets (:func:`_decided_lower`, :func:`_decided_upper`), None when undecided. The
     recurrence's lower entries never increase, nor its upper ones (``b_hi ≤ 2^P``:
     :func:`exp_neg_bounds` caps it), so the inverter's monotone tables are these entries."""
-    base_lo, base_hi = exp_neg_bounds(x, _PREC)
-    width = size.bit_length()
-    lower, upper = _Powers(base_lo, width), _Powers(base_hi, width)
+
+    @lru_cache(maxsize=1)
+    def powers() -> tuple[_Powers, _Powers]:  # (made at the first entry a screen leaves)
+        base_lo, base_hi = exp_neg_bounds(x, _PREC)
+        width = size.bit_length()
+        return _Powers(base_lo, width), _Powers(base_hi, width)
 
     def entries(k: int) -> tuple[int, int] | None:
+        lower, upper = powers()
         lo, hi = _decided_lower(lower, k), _decided_upper(upper, k)
         return None if lo is None or hi is None else (lo, hi)
 
@@ -616,10 +656,32 @@ def _split(x: Fraction, c: int) -> tuple[int, Fraction]:
 
 
 def _lazy_geometric(x: Fraction, size: int) -> _LazyInverter:
-    """:func:`_geometric_direct` ``(x, size)`` for small batches, its entries made as needed."""
+    """:func:`_geometric_direct` ``(x, size)`` for small batches, its entries made as needed.
+
+    Proof note (the screen's "within 2"). With ``b_lo ≥ 2^P·e^{-x} − 2`` and ``b_hi ≤
+    min(2^P, 2^P·e^{-x} + 2)`` (:func:`exp_neg_bounds`), ``(a − d)^k ≥ a^k − k·d`` and ``(a +
+    d)^k ≤ a^k + k·d`` (``0 ≤ a ± d ≤ 1``) give ``e_lo[k] > 2^P·e^{-xk} − 3k`` and ``e_hi[k] <
+    2^P·e^{-xk} + 3k`` (:class:`_LowBins`' ranges); shifted to 32 bits (``3k < 2^96``), ``lo[k] ≥
+    2^32·e^{-xk} − 2`` and ``hi[k] ≤ 2^32·e^{-xk} + 2`` (and ``lo[k] ≥ 0`` when ``e^{-x}`` is
+    below ``2^{1−P}``)."""
     inv_x = 1.0 / float(x) if x < 2**100 else 0.0
     full = partial(_geometric_direct, x, size)
-    return _LazyInverter(size, 32, (0.0, inv_x), _recurrence_entries(x, size), full)
+    xf = _screen_x(x, size)
+    screen = None if xf is None else partial(_exp_survival, xf)
+    return _LazyInverter(size, 32, (0.0, inv_x), _recurrence_entries(x, size), full, screen)
+
+
+def _exp_survival(xf: float, k: int) -> float:
+    """The estimate ``2^32·e^{-xk}`` of a geometric table's entry ``k``."""
+    return 4294967296.0 * math.exp(-xf * k)
+
+
+def _laplace_survival(xf: float, k: int) -> float:
+    """The estimate ``2^31·S(k)`` of a discrete Laplace magnitude table's entry ``k``:
+    ``2^31`` at 0, ``2^31·2e^{-xk}/(1 + e^{-x})`` after."""
+    if k == 0:
+        return 2147483648.0
+    return 4294967296.0 * math.exp(-xf * k) / (1.0 + math.exp(-xf))
 
 
 _Direct = _Inverter | _LazyInverter
@@ -757,15 +819,18 @@ def _laplace_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, int] 
     first ``(0, 1)``, which the table writes without computing them, are ``(0, 1)`` computed
     (its proof note); lower entries never increase, nor upper ones, so the inverter's
     monotone tables are these entries."""
-    base_lo, base_hi = exp_neg_bounds(x, _PREC)
     one, top = 1 << _PREC, 1 << 31
-    den_lo, den_hi = one + base_lo, one + base_hi
-    width = size.bit_length()
-    lower, upper = _Powers(base_lo, width), _Powers(base_hi, width)
+
+    @lru_cache(maxsize=1)
+    def powers() -> tuple[_Powers, _Powers, int, int]:  # (made at the first entry needed)
+        base_lo, base_hi = exp_neg_bounds(x, _PREC)
+        width = size.bit_length()
+        return _Powers(base_lo, width), _Powers(base_hi, width), one + base_lo, one + base_hi
 
     def entries(k: int) -> tuple[int, int] | None:
         if k == 0:
             return top, top
+        lower, upper, den_lo, den_hi = powers()
         least, most = lower.bounds(k)  # e_lo[k] ∈ [least − k + 1, most]
         lo = (2 * max(least - k + 1, 0) << 31) // den_hi
         if lo != (2 * most << 31) // den_hi:
@@ -781,12 +846,21 @@ def _laplace_entries(x: Fraction, size: int) -> Callable[[int], tuple[int, int] 
 
 def _lazy_laplace(x: Fraction, size: int) -> _LazyInverter:
     """:func:`_laplace_magnitude` ``(x, size)`` for small batches, its entries made as
-    needed (the same guess)."""
+    needed (the same guess).
+
+    Proof note (the screen's "within 2"). With ``e_lo[k] > 2^P·e^{-xk} − 3k`` and ``e_hi[k] <
+    2^P·e^{-xk} + 3k`` (:func:`_lazy_geometric`'s note) and ``den`` within 2 of ``2^P·(1 +
+    e^{-x})``, the entries ``⌊2·e_lo·2^31/den_hi⌋`` and ``⌈2·e_hi·2^31/den_lo⌉`` are within 2 of
+    ``2^31·S(k)`` (the errors, relative ``2^{3−P}`` and absolute ``3k·2^{32−P}``, are far
+    below 1); entry 0 is ``2^31`` exactly."""
     xf = float(x)
     const = math.log(2.0) - math.log1p(math.exp(-xf))
     inv_x = 1.0 / xf if xf < 1e30 else 0.0
     full = partial(_laplace_magnitude, x, size)
-    return _LazyInverter(size, 31, (const, inv_x), _laplace_entries(x, size), full)
+    screen_x = _screen_x(x, size)
+    screen = None if screen_x is None else partial(_laplace_survival, screen_x)
+    entries = _laplace_entries(x, size)
+    return _LazyInverter(size, 31, (const, inv_x), entries, full, screen)
 
 
 def _laplace_plan(x: Fraction, n: int) -> _Direct | None:
