@@ -21,10 +21,10 @@ IMPORT_NAMES = {"sqlalchemy": "sqlalchemy"}  # distribution name (lowercased) â†
 # The HTTP service is an extra of its own (`pip install 'veil[service]'`): its modules import
 # the extra's packages at module level, and nothing a base install imports loads them
 # (`veil admin` and `veil serve` live in service/commands.py, which imports none).
-SERVICE_EXTRA = {"fastapi", "starlette", "pydantic", "uvicorn"}
+SERVICE_EXTRA = {"fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client"}
 SERVICE_MODULES = {"app.py", "admin.py", "analyst.py", "mechanism_api.py", "models.py"}
 SERVICE_MODULES |= {"problems.py", "state.py", "openapi.py", "dashboard.py", "responses.py"}
-SERVICE_MODULES |= {"hotroute.py"}
+SERVICE_MODULES |= {"hotroute.py", "metrics.py"}
 
 
 def _runtime_imports() -> set[str]:

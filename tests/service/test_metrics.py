@@ -1,89 +1,139 @@
-"""The metrics files the workers of one server share (veil.service.metrics_files) and the
-exposition summed from them (veil.service.metrics)."""
+"""The service's metrics (veil.service.metrics): an app's own in memory, and the files of a
+server's worker processes in prometheus_client's multiprocess mode, summed at scrape."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from service_support import SQL, Service, start
-from veil.service.metrics import Metrics
-from veil.service.metrics_files import ValueFile, read_all
+from veil.service.metrics import MULTIPROC_DIR_ENV, Metrics, render_directory
+
+Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def test_a_value_file_is_read_back_exactly_across_growth(tmp_path: Path) -> None:
-    values = ValueFile(tmp_path)
-    expected = {}
-    for i in range(3000):  # keys of every padding, past the first 64 KiB
-        key = "k" * (i % 13) + str(i)
-        values.add(key, i + 0.5)
-        expected[key] = i + 0.5
-    values.add("k1", 2)  # an existing key: updated in place
-    expected["k1"] += 2
-    values.set("gauge", 7)
-    expected["gauge"] = 7
-    (only,) = read_all(tmp_path)
-    assert only.values == expected
-    assert only.live
-    values.close()
+def _series(text: str) -> Series:
+    """Every sample of an exposition, by name and sorted labels (the format parsed, not read)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
-def test_a_closed_files_counters_stay_and_it_is_no_longer_live(tmp_path: Path) -> None:
-    gone, here = ValueFile(tmp_path), ValueFile(tmp_path)
-    gone.add("requests", 3)
-    here.add("requests", 4)
-    gone.close()
-    gone.add("requests", 100)  # after close: nothing (a query thread finishing late)
-    read = read_all(tmp_path)
-    assert sorted((f.values["requests"], f.live) for f in read) == [(3.0, False), (4.0, True)]
-    here.close()
+def _bucket(le: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return ("veil_request_duration_seconds_bucket", (("le", le),))
 
 
-def test_the_exposition_sums_every_workers_counters_without_a_pid(tmp_path: Path) -> None:
-    workers = [Metrics(tmp_path), Metrics(tmp_path)]
-    for n, m in enumerate(workers, start=1):
-        for _ in range(n):
-            m.request("/v1/query", 200, 0.02)
-            m.query("people", cached=True)
-        m.refusal("people", "bounds")
-    workers[1].request("/v1/query", 200, 20.0)
-    text = workers[0].render(None)
-    assert text == workers[1].render(None)  # whichever worker is scraped
-    lines = set(text.splitlines())
-    assert 'veil_requests_total{route="/v1/query",status="200"} 4' in lines
-    assert 'veil_queries_total{dataset="people"} 3' in lines
-    assert 'veil_cache_hits_total{dataset="people"} 3' in lines
-    assert 'veil_refusals_total{dataset="people",problem="bounds"} 2' in lines
-    assert 'veil_request_duration_seconds_bucket{le="0.01"} 0' in lines
-    assert 'veil_request_duration_seconds_bucket{le="0.025"} 3' in lines
-    assert 'veil_request_duration_seconds_bucket{le="10.0"} 3' in lines
-    assert 'veil_request_duration_seconds_bucket{le="+Inf"} 4' in lines
-    assert "veil_request_duration_seconds_count 4" in lines
-    assert "veil_workers 2" in lines
-    assert "pid=" not in text
-    workers[1].close()  # an exited worker: its counts stay, it no longer serves
-    after = set(workers[0].render(None).splitlines())
-    assert 'veil_requests_total{route="/v1/query",status="200"} 4' in after
-    assert "veil_workers 1" in after
-    workers[0].close()
-
-
-def test_only_live_workers_count_as_stopped(tmp_path: Path) -> None:
-    a, b = Metrics(tmp_path), Metrics(tmp_path)
-    b.charging_stopped(True)
-    assert "veil_charging_stopped 1" in a.render(None).splitlines()
-    b.close()
-    assert "veil_charging_stopped 0" in a.render(None).splitlines()
-    a.close()
-
-
-def test_a_metrics_without_a_directory_cleans_its_own(tmp_path: Path) -> None:
+def test_an_apps_metrics_count_every_kind_without_a_pid() -> None:
     m = Metrics()
-    own = m.directory
-    assert own.is_dir()
-    assert own != tmp_path
+    assert m.directory is None  # no PROMETHEUS_MULTIPROC_DIR in the tests: in memory
+    for _ in range(3):
+        m.request("/v1/query", 200, 0.02)
+        m.query("people", cached=True)
+    m.query("people", cached=False)
+    m.request("/v1/query", 200, 20.0)
+    m.refusal("people", "bounds")
+    m.alert(object())
+    text = m.render(None)
+    got = _series(text)
+    assert got[("veil_requests_total", (("route", "/v1/query"), ("status", "200")))] == 4
+    assert got[("veil_queries_total", (("dataset", "people"),))] == 4
+    assert got[("veil_cache_hits_total", (("dataset", "people"),))] == 3
+    assert got[("veil_refusals_total", (("dataset", "people"), ("problem", "bounds")))] == 1
+    assert got[("veil_budget_alerts_total", ())] == 1
+    assert got[_bucket("0.01")] == 0
+    assert got[_bucket("0.025")] == 3
+    assert got[_bucket("10.0")] == 3
+    assert got[_bucket("+Inf")] == 4
+    assert got[("veil_request_duration_seconds_count", ())] == 4
+    assert got[("veil_request_duration_seconds_sum", ())] == pytest.approx(20.06)
+    assert got[("veil_workers", ())] == 1
+    assert got[("veil_charging_stopped", ())] == 0
+    assert "pid=" not in text
+    assert Metrics().render(None).count("veil_queries_total{") == 0  # another app's own
     m.close()
-    assert not own.exists()
+
+
+def test_charging_stopped_counts_once_and_is_taken_back_on_close() -> None:
+    m = Metrics()
+    m.charging_stopped(True)
+    m.charging_stopped(True)  # the next period's check: still one
+    assert _series(m.render(None))[("veil_charging_stopped", ())] == 1
+    m.charging_stopped(False)
+    assert _series(m.render(None))[("veil_charging_stopped", ())] == 0
+    m.charging_stopped(True)
+    m.close()
+    m.close()
+    after = _series(m.render(None))
+    assert after[("veil_charging_stopped", ())] == 0
+    assert after[("veil_workers", ())] == 0
+
+
+_WORKER = """
+import sys
+from veil.service.metrics import Metrics
+
+m = Metrics()
+for _ in range(int(sys.argv[1])):
+    m.request("/v1/query", 200, 0.02)
+    m.query("people", cached=False)
+m.charging_stopped(sys.argv[2] == "stopped")
+print("ready", flush=True)
+if sys.argv[3] == "close":
+    m.close()
+elif sys.argv[3] == "wait":
+    sys.stdin.read()  # until the test closes the pipe
+    m.close()
+# "die": exits without closing, as a killed worker would
+"""
+
+
+@pytest.mark.system  # worker processes
+def test_a_servers_workers_are_summed_and_dead_ones_leave_the_live_gauges(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, MULTIPROC_DIR_ENV: str(tmp_path)}
+
+    def worker(n: int, stopped: str, end: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(n), stopped, end],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    live = worker(1, "stopped", "wait")
+    assert live.stdout is not None
+    assert live.stdout.readline() == "ready\n"
+    for n, stopped, end in ((2, "stopped", "die"), (4, "charging", "close")):
+        done = worker(n, stopped, end)
+        assert done.communicate(timeout=120)[0] == "ready\n"
+    text = render_directory(tmp_path, None)
+    got = _series(text)
+    assert got[("veil_requests_total", (("route", "/v1/query"), ("status", "200")))] == 7
+    assert got[("veil_queries_total", (("dataset", "people"),))] == 7
+    assert got[_bucket("0.025")] == 7
+    assert got[("veil_workers", ())] == 1  # the one that died no longer serves
+    assert got[("veil_charging_stopped", ())] == 1  # the live one's, not the dead one's
+    assert "pid=" not in text
+    live.communicate("", timeout=120)
+    after = _series(render_directory(tmp_path, None))
+    assert after[("veil_requests_total", (("route", "/v1/query"), ("status", "200")))] == 7
+    # every worker gone: their live gauges went with them (absent, read as none)
+    assert after.get(("veil_workers", ()), 0) == 0
+    assert after.get(("veil_charging_stopped", ()), 0) == 0
+    assert (
+        sorted(p.name.split("_")[0] for p in tmp_path.glob("*.db"))
+        == ["counter"] * 3 + ["histogram"] * 3
+    )
 
 
 def test_charging_stopped_by_the_ledger_check_shows_in_the_metrics(tmp_path: Path) -> None:
@@ -97,14 +147,15 @@ def test_charging_stopped_by_the_ledger_check_shows_in_the_metrics(tmp_path: Pat
             headers=service.headers("alice"),
         )
         assert r.status_code == 200
-        assert "veil_charging_stopped 0" in service.client.get("/metrics", headers=root).text
+        before = _series(service.client.get("/metrics", headers=root).text)
+        assert before[("veil_charging_stopped", ())] == 0
         db = sqlite3.connect(tmp_path / "ledger.db")
         with db:
             db.execute("UPDATE veil_budgets SET spent_epsilon = '0' WHERE analyst = 'alice'")
         db.close()
         service.client.app.state.veil_upkeep.run_once()  # what the period's thread does
-        text = service.client.get("/metrics", headers=root).text
-        assert "veil_charging_stopped 1" in text.splitlines()
+        after = _series(service.client.get("/metrics", headers=root).text)
+        assert after[("veil_charging_stopped", ())] == 1
     finally:
         for _ in gen:
             pass

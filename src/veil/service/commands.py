@@ -8,6 +8,7 @@ own app from the config file (named to it by ``$VEIL_SERVICE_CONFIG``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging.config
 import os
@@ -231,10 +232,12 @@ def serve(
             raise MissingDependencyError(
                 "veil serve needs the service extra: pip install 'veil[service]'"
             ) from exc
-        from veil.service.app import create_app_from_env
+        if importlib.util.find_spec("prometheus_client") is None:  # imported once named below
+            raise MissingDependencyError(
+                "veil serve needs the service extra: pip install 'veil[service]'"
+            )
         from veil.service.config import CONFIG_ENV, LEVELS, ServiceConfig
         from veil.service.logs import log_config
-        from veil.service.metrics import METRICS_DIR_ENV
 
         path = os.path.abspath(config)
         os.environ[CONFIG_ENV] = path
@@ -263,13 +266,15 @@ def serve(
         # the check below logs as the workers will (uvicorn configures it again in each)
         logging.config.dictConfig(log_config(settings.level, settings.file, settings.format))
         _ledger_exists(path, init=init_ledger)
-        os.environ.pop(METRICS_DIR_ENV, None)  # the check's app keeps its metrics to itself
-        app = create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
-        app.state.veil.close()
-        # the workers' metrics files, summed by every scrape: a new directory per server
+        # the workers' metrics files (prometheus_client's multiprocess mode), summed by every
+        # scrape: a new directory per server, named before prometheus_client is first imported
         metrics_dir = tempfile.mkdtemp(prefix="veil-metrics-")
-        os.environ[METRICS_DIR_ENV] = metrics_dir
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         try:
+            from veil.service.app import create_app_from_env
+
+            app = create_app_from_env()  # fail here, in one clean line, on a bad config or ledger
+            app.state.veil.close()
             uvicorn.run(
                 "veil.service.app:create_app_from_env",
                 factory=True,
@@ -281,6 +286,7 @@ def serve(
                 access_log=False,  # veil.access logs each request, with its analyst and outcome
             )
         finally:
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
     _run(go)

@@ -1,203 +1,232 @@
-"""``/metrics``: a Prometheus text exposition (format 0.0.4) of the whole server, whichever
-worker answers the scrape. It names every dataset with its spend, so it needs an
+"""``/metrics``: a Prometheus text exposition of the whole server, whichever worker answers the
+scrape, by prometheus_client. It names every dataset with its spend, so it needs an
 administrator's key.
 
 Three kinds of series:
 
 - **counters of every worker, summed** (``veil_requests_total``, ``veil_queries_total``,
   ``veil_refusals_total``, ``veil_cache_hits_total``, ``veil_budget_alerts_total``,
-  ``veil_request_duration_seconds``): each worker adds to its own file in the server's metrics
-  directory (:mod:`veil.service.metrics_files`; ``veil serve`` makes a new one per server and
-  names it to the workers by :data:`METRICS_DIR_ENV`), and a scrape sums every file, those of
-  workers that have exited included, so the counters never go back. No ``pid`` label.
-- **gauges of the live workers** (``veil_workers``, ``veil_charging_stopped``): how many
-  workers serve, and how many of them stopped charging because the ledger failed its integrity
-  check (:mod:`veil.service.upkeep`; alert on ``veil_charging_stopped > 0``).
+  ``veil_request_duration_seconds``). ``veil serve`` makes a new directory per server and names
+  it by :data:`MULTIPROC_DIR_ENV` before prometheus_client is first imported, so its workers run
+  in prometheus_client's multiprocess mode: each writes its own files there, and a scrape sums
+  them all (a ``MultiProcessCollector`` in a new registry), those of workers that have exited
+  included, so the counters never go back. No ``pid`` label.
+- **gauges of the live workers** (``veil_workers``, ``veil_charging_stopped``), both
+  ``multiprocess_mode="livesum"``: how many workers serve, and how many of them stopped charging
+  because the ledger failed its integrity check (:mod:`veil.service.upkeep`; alert on
+  ``veil_charging_stopped > 0``). A worker takes them back when it closes; one that dies
+  outright leaves its lock file free, and the next scrape marks it dead (``mark_process_dead``).
 - **from the ledger** (``veil_budget_spent_epsilon``, ``veil_budget_spent_rho``,
-  ``veil_alerts``): read from the shared database at scrape time (its budget and alert rows,
-  never its events or answers), exact whichever worker answers.
+  ``veil_alerts``): a collector reading the shared database at scrape time (its budget and
+  alert rows, never its events or answers), exact whichever worker answers.
 
-An app made without :data:`METRICS_DIR_ENV` (in a test, say) keeps its files in a temporary
-directory of its own, removed when it closes.
+An app made in a process without :data:`MULTIPROC_DIR_ENV` (a test, an app served by other
+means) keeps its metrics in memory, its own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
-import json
 import os
-import shutil
-import tempfile
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-from fractions import Fraction
+from collections import Counter as Tally
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from veil.service.metrics_files import ValueFile, read_all
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values as prometheus_values
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from prometheus_client.registry import Collector
+
+from veil.errors import InternalError
 
 if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger
 
-__all__ = ["BUCKETS", "METRICS_DIR_ENV", "Metrics"]
+__all__ = ["BUCKETS", "MULTIPROC_DIR_ENV", "Metrics", "render_directory"]
 
-METRICS_DIR_ENV = "VEIL_METRICS_DIR"
-"""The environment variable naming the server's metrics directory (set by ``veil serve``)."""
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus_client's variable naming the server's metrics directory (set by ``veil serve``
+before its workers start)."""
 
 BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-Labels = tuple[tuple[str, str], ...]
 
-# the counter families: name → (help, label names), in the order they are shown
-_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "veil_requests_total": ("HTTP requests answered, by route and status", ("route", "status")),
-    "veil_queries_total": ("queries answered, by dataset", ("dataset",)),
-    "veil_cache_hits_total": ("queries answered from the ledger cache", ("dataset",)),
-    "veil_refusals_total": ("queries refused, by dataset and problem", ("dataset", "problem")),
-    "veil_budget_alerts_total": ("budget alerts the workers delivered", ()),
-}
-_HISTOGRAM = "veil_request_duration_seconds"
-_STOPPED = "veil_charging_stopped"
+class _Families:
+    """The metric objects of an app in memory, or of a process in multiprocess mode."""
+
+    def __init__(self) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, labels, registry=None)
+
+        self.requests = counter(
+            "veil_requests", "HTTP requests answered, by route and status", ("route", "status")
+        )
+        self.queries = counter("veil_queries", "queries answered, by dataset", ("dataset",))
+        self.cache_hits = counter(
+            "veil_cache_hits", "queries answered from the ledger cache", ("dataset",)
+        )
+        self.refusals = counter(
+            "veil_refusals", "queries refused, by dataset and problem", ("dataset", "problem")
+        )
+        self.alerts = counter("veil_budget_alerts", "budget alerts the workers delivered")
+        self.duration = Histogram(
+            "veil_request_duration_seconds", "request latency", buckets=BUCKETS, registry=None
+        )
+        self.workers = Gauge(
+            "veil_workers",
+            "worker processes serving now",
+            multiprocess_mode="livesum",
+            registry=None,
+        )
+        self.stopped = Gauge(
+            "veil_charging_stopped",
+            "workers that stopped charging: the ledger failed its integrity check "
+            "(veil ledger check)",
+            multiprocess_mode="livesum",
+            registry=None,
+        )
+
+    def all(self) -> tuple[Collector, ...]:
+        return (self.requests, self.queries, self.cache_hits, self.refusals, self.alerts,
+                self.duration, self.workers, self.stopped)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=4096)
-def _key(name: str, labels: Labels = ()) -> str:
-    return json.dumps([name, [list(pair) for pair in labels]], ensure_ascii=False)
+@functools.cache
+def _process_families(directory: str) -> _Families:
+    """This process's metric objects in multiprocess mode: one set, whichever app records, so
+    that two values never overwrite one key of the process's files."""
+    _hold_liveness(Path(directory))
+    return _Families()
 
 
-def _unkey(key: str) -> tuple[str, Labels]:
-    name, labels = json.loads(key)
-    return str(name), tuple((str(k), str(v)) for k, v in labels)
+@functools.cache
+def _hold_liveness(directory: Path) -> int:
+    """Lock ``live_<pid>.lock`` for as long as this process lives (the kernel drops the lock
+    however it dies), after clearing live gauges a dead process of the same pid left behind."""
+    fd = os.open(directory / f"live_{os.getpid()}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    mark_process_dead(os.getpid(), str(directory))  # type: ignore[no-untyped-call]
+    return fd
 
 
-def _labels(pairs: Iterable[tuple[str, str]]) -> str:
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
-    return "{" + inner + "}" if inner else ""
+def _mark_dead_processes(directory: Path) -> None:
+    """``mark_process_dead`` for every process whose live gauges remain but whose lock is free
+    (it died without closing): its counters stay, its gauges go. The lock is held while its
+    files go, so a new process of the same pid waits for them to be gone before it writes."""
+    pids = {path.stem.rsplit("_", 1)[-1] for path in directory.glob("gauge_live*_*.db")}
+    for pid in sorted(pids):
+        fd = os.open(directory / f"live_{pid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # its process lives
+        try:
+            mark_process_dead(int(pid), str(directory))  # type: ignore[no-untyped-call]
+        finally:
+            os.close(fd)  # releases the lock
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _LedgerCollector(Collector):
+    """Budget spent per dataset and alerts recorded, summed over analysts, from the ledger
+    (two reads of its budget and alert rows, never of its events or answers)."""
 
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
 
-def _number(value: float) -> str:
-    value = float(value)
-    return str(int(value)) if value.is_integer() else repr(value)
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        spent = self._ledger.spent_by_dataset()
+        alerts = Tally(dataset for _a, dataset, *_ in self._ledger.alerts())
+        eps = GaugeMetricFamily(
+            "veil_budget_spent_epsilon",
+            "ε spent per dataset, all analysts (ledger)",
+            labels=["dataset"],
+        )
+        rho = GaugeMetricFamily(
+            "veil_budget_spent_rho",
+            "ρ spent per dataset, all analysts (ledger)",
+            labels=["dataset"],
+        )
+        for ds in sorted(spent):
+            eps.add_metric([ds], float(spent[ds][0]))
+            rho.add_metric([ds], float(spent[ds][1]))
+        count = GaugeMetricFamily(
+            "veil_alerts", "budget alerts recorded per dataset (ledger)", labels=["dataset"]
+        )
+        for ds in sorted(alerts):
+            count.add_metric([ds], alerts[ds])
+        yield from (eps, rho, count)
 
 
 class Metrics:
-    """This worker's counters and gauges, kept in its file of the server's metrics directory
-    (``directory``; default: :data:`METRICS_DIR_ENV`'s, else a temporary one of its own)."""
+    """This app's recorder: in the server's files when the process started with
+    :data:`MULTIPROC_DIR_ENV` (prometheus_client's multiprocess mode), else in memory."""
 
-    def __init__(self, directory: Path | None = None) -> None:
-        self._own: Path | None = None
-        if directory is None and os.environ.get(METRICS_DIR_ENV):
-            directory = Path(os.environ[METRICS_DIR_ENV])
-        if directory is None:
-            directory = self._own = Path(tempfile.mkdtemp(prefix="veil-metrics-"))
-        self.directory = directory
-        self._file = ValueFile(directory)
-        self._file.set(_key(_STOPPED), 0.0)
+    def __init__(self) -> None:
+        directory = os.environ.get(MULTIPROC_DIR_ENV)
+        multiprocess = prometheus_values.ValueClass is not prometheus_values.MutexValue
+        if bool(directory) != multiprocess:
+            raise InternalError(
+                f"{MULTIPROC_DIR_ENV} was set or removed after prometheus_client was imported; "
+                "this is a bug: veil serve sets it before its workers start"
+            )
+        self.directory = Path(directory) if directory else None
+        self._families = _process_families(directory) if directory else _Families()
+        self._families.workers.inc()
+        self._stopped = False
+        self._open = True
 
     def request(self, route: str, status: int, seconds: float) -> None:
-        self._file.add(_key("veil_requests_total", (("route", route), ("status", str(status)))), 1)
-        bound = next((b for b in BUCKETS if seconds <= b), None)
-        le = "+Inf" if bound is None else repr(bound)
-        self._file.add(_key(f"{_HISTOGRAM}_bucket", (("le", le),)), 1)
-        self._file.add(_key(f"{_HISTOGRAM}_sum"), seconds)
+        self._families.requests.labels(route, str(status)).inc()
+        self._families.duration.observe(seconds)
 
     def query(self, dataset: str, *, cached: bool) -> None:
-        self._file.add(_key("veil_queries_total", (("dataset", dataset),)), 1)
+        self._families.queries.labels(dataset).inc()
         if cached:
-            self._file.add(_key("veil_cache_hits_total", (("dataset", dataset),)), 1)
+            self._families.cache_hits.labels(dataset).inc()
 
     def refusal(self, dataset: str, slug: str) -> None:
-        self._file.add(_key("veil_refusals_total", (("dataset", dataset), ("problem", slug))), 1)
+        self._families.refusals.labels(dataset, slug).inc()
 
     def alert(self, _alert: object) -> None:
-        self._file.add(_key("veil_budget_alerts_total"), 1)
+        self._families.alerts.inc()
 
     def charging_stopped(self, stopped: bool) -> None:
-        """Whether this worker's ledger stopped charging (its integrity check failed)."""
-        self._file.set(_key(_STOPPED), 1.0 if stopped else 0.0)
+        """Whether this app's ledger stopped charging (its integrity check failed)."""
+        if self._open and stopped != self._stopped:
+            self._families.stopped.inc(1 if stopped else -1)
+            self._stopped = stopped
 
     def close(self) -> None:
-        """Release this worker's file (its counters stay in the server's totals)."""
-        self._file.close()
-        if self._own is not None:
-            shutil.rmtree(self._own, ignore_errors=True)
+        """Take this app back from the live gauges (its counters stay in the server's totals)."""
+        if self._open:
+            self.charging_stopped(False)
+            self._families.workers.dec()
+            self._open = False
 
     def render(self, ledger: Ledger | None) -> str:
-        """The exposition text of every worker's files, with the series read from ``ledger``
-        (two reads of its budget and alert rows, never of its events or answers) unless it is
-        None."""
-        counters: defaultdict[str, float] = defaultdict(float)
-        live = stopped = 0
-        for worker in read_all(self.directory):
-            for key, value in worker.values.items():
-                if _unkey(key)[0] == _STOPPED:
-                    stopped += int(worker.live and value > 0)
-                else:
-                    counters[key] += value
-            live += int(worker.live)
-        series: defaultdict[str, list[tuple[Labels, float]]] = defaultdict(list)
-        for key, value in counters.items():
-            name, labels = _unkey(key)
-            series[name].append((labels, value))
-        out: list[str] = []
-
-        def family(name: str, kind: str, doc: str) -> None:
-            out.append(f"# HELP {name} {doc}")
-            out.append(f"# TYPE {name} {kind}")
-
-        for name, (doc, names) in _COUNTERS.items():
-            family(name, "counter", doc)
-            if not names:
-                total = sum(v for _l, v in series.get(name, []))
-                out.append(f"{name} {_number(total)}")
-            for labels, value in sorted(series.get(name, [])):
-                out.append(f"{name}{_labels(labels)} {_number(value)}")
-        family(_HISTOGRAM, "histogram", "request latency")
-        per_bucket = {labels[0][1]: v for labels, v in series.get(f"{_HISTOGRAM}_bucket", [])}
-        running = 0.0
-        for bound in (*BUCKETS, None):
-            le = "+Inf" if bound is None else repr(bound)
-            running += per_bucket.get(le, 0.0)
-            out.append(f"{_HISTOGRAM}_bucket{_labels([('le', le)])} {_number(running)}")
-        total_s = sum(v for _l, v in series.get(f"{_HISTOGRAM}_sum", []))
-        out.append(f"{_HISTOGRAM}_sum {total_s!r}")
-        out.append(f"{_HISTOGRAM}_count {_number(running)}")
-        family("veil_workers", "gauge", "worker processes serving now")
-        out.append(f"veil_workers {live}")
-        family(
-            _STOPPED,
-            "gauge",
-            "workers that stopped charging: the ledger failed its integrity check "
-            "(veil ledger check)",
-        )
-        out.append(f"{_STOPPED} {stopped}")
-        if ledger is not None:
-            alerts = Counter(dataset for _a, dataset, *_ in ledger.alerts())
-            out.extend(_ledger_series(ledger.spent_by_dataset(), alerts))
-        return "\n".join(out) + "\n"
+        """The exposition text of every worker, with the series read from ``ledger`` unless it
+        is None."""
+        if self.directory is not None:
+            return render_directory(self.directory, ledger)
+        return _exposition(self._families.all(), ledger)
 
 
-def _ledger_series(
-    spent: Mapping[str, tuple[Fraction, Fraction]], alerts: Mapping[str, int]
-) -> list[str]:
-    """Budget spent per dataset and alerts recorded, summed over analysts, from the ledger."""
-    lines: list[str] = []
-    lines.append("# HELP veil_budget_spent_epsilon ε spent per dataset, all analysts (ledger)")
-    lines.append("# TYPE veil_budget_spent_epsilon gauge")
-    for ds in sorted(spent):
-        eps = float(spent[ds][0])
-        lines.append(f"veil_budget_spent_epsilon{_labels([('dataset', ds)])} {eps!r}")
-    lines.append("# HELP veil_budget_spent_rho ρ spent per dataset, all analysts (ledger)")
-    lines.append("# TYPE veil_budget_spent_rho gauge")
-    for ds in sorted(spent):
-        rho = float(spent[ds][1])
-        lines.append(f"veil_budget_spent_rho{_labels([('dataset', ds)])} {rho!r}")
-    lines.append("# HELP veil_alerts budget alerts recorded per dataset (ledger)")
-    lines.append("# TYPE veil_alerts gauge")
-    for ds in sorted(alerts):
-        lines.append(f"veil_alerts{_labels([('dataset', ds)])} {alerts[ds]}")
-    return lines
+def render_directory(directory: Path, ledger: Ledger | None) -> str:
+    """The exposition text of every process's files in ``directory`` (after marking dead the
+    processes that died without closing), with the series read from ``ledger`` unless None."""
+    _mark_dead_processes(directory)
+    files = MultiProcessCollector(None, str(directory))  # type: ignore[no-untyped-call]
+    return _exposition((files,), ledger)
+
+
+def _exposition(collectors: tuple[Collector, ...], ledger: Ledger | None) -> str:
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    if ledger is not None:
+        registry.register(_LedgerCollector(ledger))
+    return generate_latest(registry).decode("utf-8")
