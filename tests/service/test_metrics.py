@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from service.server import Deployment, serve
 from service_support import SQL, Service, start
 from veil.service.metrics import MULTIPROC_DIR_ENV, Metrics, render_directory
 
@@ -134,6 +135,26 @@ def test_a_servers_workers_are_summed_and_dead_ones_leave_the_live_gauges(
         sorted(p.name.split("_")[0] for p in tmp_path.glob("*.db"))
         == ["counter"] * 3 + ["histogram"] * 3
     )
+
+
+@pytest.mark.system  # veil serve
+@pytest.mark.parametrize("workers", [1, 2])
+def test_veil_serve_removes_its_metrics_directory_when_it_stops(
+    tmp_path: Path, workers: int
+) -> None:
+    deployment = Deployment(tmp_path / "owner")
+    deployment.add_table("people", 50)
+    deployment.write()
+    deployment.add_key("root", "admin")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    with serve(deployment.config, workers=workers, env={"TMPDIR": str(temp)}) as server:
+        with server.client(deployment.keys["root"]) as c:
+            got = _series(c.get("/metrics").text)
+        assert got[("veil_workers", ())] == workers
+        (directory,) = temp.glob("veil-metrics-*")
+        assert any(directory.glob("counter_*.db"))
+    assert list(temp.iterdir()) == []  # SIGTERM: shut down cleanly, the directory removed
 
 
 def test_charging_stopped_by_the_ledger_check_shows_in_the_metrics(tmp_path: Path) -> None:

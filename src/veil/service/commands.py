@@ -13,6 +13,7 @@ import json
 import logging.config
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -270,6 +271,7 @@ def serve(
         # scrape: a new directory per server, named before prometheus_client is first imported
         metrics_dir = tempfile.mkdtemp(prefix="veil-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        previous = signal.signal(signal.SIGTERM, _remove_then_die(metrics_dir))
         try:
             from veil.service.app import create_app_from_env
 
@@ -286,7 +288,22 @@ def serve(
                 access_log=False,  # veil.access logs each request, with its analyst and outcome
             )
         finally:
+            signal.signal(signal.SIGTERM, previous)
             os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
             shutil.rmtree(metrics_dir, ignore_errors=True)
 
     _run(go)
+
+
+def _remove_then_die(directory: str) -> Callable[[int, object], None]:
+    """A SIGTERM handler that removes ``directory``, then lets the signal kill the process.
+    With one worker, uvicorn serves in this process and, once shut down, raises the SIGTERM it
+    caught again under the handler it found, so no ``finally`` runs; the process still dies of
+    the signal, as uvicorn meant. With several, uvicorn's supervisor handles SIGTERM itself."""
+
+    def handler(signum: int, _frame: object) -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+
+    return handler
