@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.server import Deployment, serve
 from service_support import SQL, Service, start
+from veil.errors import InternalError
 from veil.service.metrics import MULTIPROC_DIR_ENV, Metrics, render_directory
 
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -77,8 +78,20 @@ def test_charging_stopped_counts_once_and_is_taken_back_on_close() -> None:
     assert after[("veil_workers", ())] == 0
 
 
+def test_a_directory_named_after_prometheus_client_was_loaded_is_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # this process loaded prometheus_client without the variable: its values live in memory,
+    # so a directory named now would never be written (veil serve names it before the import)
+    monkeypatch.setenv(MULTIPROC_DIR_ENV, str(tmp_path))
+    with pytest.raises(InternalError, match="PROMETHEUS_MULTIPROC_DIR was set or removed after"):
+        Metrics()
+    assert list(tmp_path.iterdir()) == []
+
+
 _WORKER = """
 import sys
+from veil.errors import InternalError
 from veil.service.metrics import Metrics
 
 m = Metrics()
