@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 import veil
-from veil import geo
+from veil.local import geo
 
 BOX = (48.80, 2.25, 48.92, 2.45)  # south, west, north, east
 

@@ -62,7 +62,7 @@ def main(config_path: str) -> None:
     tracker = context.statusTracker()
     out["check_jobs"] = len(tracker.getJobIdsForGroup(JOB_GROUP))
     if out["perturb"][0]["ok"]:
-        reports = executor_reports(spark, "veil.perturbation")
+        reports = executor_reports(spark, "veil.local.perturb")
         out["executors"] = [
             {"executable": r.executable, "imports": {i.module: i.version for i in r.imports}}
             for r in reports

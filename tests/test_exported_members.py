@@ -16,7 +16,9 @@ def test_public_surface_is_exactly_all() -> None:
 
 
 def test_perturb_stays_the_function_once_its_module_is_imported() -> None:
-    import veil.perturbation
+    import veil.local.perturb
+    import veil.perturbation  # the deprecated path, a re-export for one release
 
+    assert veil.perturb is veil.local.perturb.perturb
     assert veil.perturb is veil.perturbation.perturb
     assert callable(veil.perturb)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from veil.accounting.ledger import Ledger
     from veil.catalog import Catalog
     from veil.noise.mechanisms import GaussianMechanism, LaplaceMechanism
-    from veil.perturbation import perturb
+    from veil.local.perturb import perturb
     from veil.release.result import Result
     from veil.session import Session
 
@@ -95,7 +95,7 @@ _LAZY = {
     "Ledger": "veil.accounting.ledger",
     "Result": "veil.release.result",
     "Session": "veil.session",
-    "perturb": "veil.perturbation",
+    "perturb": "veil.local.perturb",
 }
 
 

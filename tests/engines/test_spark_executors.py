@@ -27,7 +27,7 @@ from veil.engines.spark_executors import (
 from veil.engines.spark_executors import _probe as probe_for
 
 PYTHON = "{}.{}".format(*sys.version_info[:2])
-KERNEL = "veil.perturbation"
+KERNEL = "veil.local.perturb"
 
 
 def _report(**versions: str | None) -> ExecutorReport:

@@ -152,7 +152,7 @@ def group_privacy(loss: Budget, k: int) -> Budget:
     Where a mechanism's sensitivity can be scaled instead (every aggregate of
     ``veil.compile.statistics``: a person's k rows are an allocation of limits (k, k, k)), the
     scaled sensitivity is used, which is never worse; this is for the per-row mechanisms
-    (``veil.perturbation``).
+    (``veil.local.perturb``).
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InvalidArgumentError(

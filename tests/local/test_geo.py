@@ -1,4 +1,4 @@
-"""Location data (veil.geo through veil.perturb): the plane never lengthens a distance, points
+"""Location data (veil.local.geo through veil.perturb): the plane never lengthens a distance, points
 are released on the grid for every input (no float porosity), inside the box, with an error
 radius that covers its level; regions are chosen with the exponential weights; the ledger is
 charged the loss between any two records of the box, once; everything decidable without data
@@ -18,9 +18,9 @@ from scipy import stats
 
 import veil
 from support import SeededSource
-from veil import geo
+from veil.local import geo
 from veil.errors import InvalidArgumentError, SchemaError
-from veil.perturbation import perturb
+from veil.local.perturb import perturb
 
 PARIS = (48.80, 2.25, 48.92, 2.45)
 

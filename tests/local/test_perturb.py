@@ -21,7 +21,7 @@ import veil
 from support import SeededSource
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError
 from veil.noise import mechanisms
-from veil.perturbation import laplace_calibration, perturb
+from veil.local.perturb import laplace_calibration, perturb
 
 N = 20_000
 

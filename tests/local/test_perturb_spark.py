@@ -13,7 +13,7 @@ import veil
 from spark_support import spark_session
 from support import SeededSource
 from veil.errors import WITHHELD_LOGGER, InvalidArgumentError, QueryFailedError
-from veil.perturbation import perturb
+from veil.local.perturb import perturb
 
 pytestmark = pytest.mark.spark
 
@@ -114,7 +114,7 @@ def test_an_executor_failing_on_a_value_keeps_the_charge_and_only_the_log_has_it
 
 
 def test_locations_are_perturbed_on_the_executors_on_the_grid(spark: Any) -> None:
-    from veil import geo
+    from veil.local import geo
 
     box = (48.80, 2.25, 48.92, 2.45)
     frame = spark.range(0, 2 * ROWS_PER_PARTITION, numPartitions=2).selectExpr(

@@ -24,7 +24,7 @@ import veil
 from support import SeededSource
 from veil.accounting.records import Record
 from veil.errors import WITHHELD_LOGGER, QueryFailedError, SchemaError, log_withheld
-from veil.perturbation import perturb
+from veil.local.perturb import perturb
 
 SECRET = "secret-4711"
 
