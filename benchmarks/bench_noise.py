@@ -18,7 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 import _results
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from veil import noise
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 

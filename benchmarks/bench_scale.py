@@ -98,7 +98,7 @@ from typing import Any
 import numpy as np
 
 import _results
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from veil import Budget, Result, Session
 from veil.accounting.scratch import ScratchLedger
 

@@ -160,7 +160,7 @@ MECHANISMS = [
 def test_a_mechanism_called_directly_is_charged_to_the_ledger_it_is_given(
     name: str, call: object, loss: str
 ) -> None:
-    from veil.noise import mechanisms
+    from veil import mechanisms
 
     ledger = veil.Ledger("sqlite://")
     grant = veil.Budget(rho=1) if loss.startswith("ρ") else veil.Budget(epsilon=1, delta=1e-5)
@@ -178,7 +178,7 @@ def test_a_mechanism_called_directly_is_charged_to_the_ledger_it_is_given(
 
 
 def test_a_mechanism_beyond_the_budget_draws_nothing_and_is_refused() -> None:
-    from veil.noise import mechanisms
+    from veil import mechanisms
 
     ledger = veil.Ledger("sqlite://")
     ledger.grant("shop", "orders", veil.Budget(epsilon=0.1))

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 import veil
+from veil import mechanisms
 from veil.accounting import even_split
 from veil.errors import BoundsError, InvalidArgumentError
-from veil.noise import mechanisms
 
 TABLE = pa.table({"x": [1.0, 2.0, 3.0], "c": ["a", "b", "a"]})
 GRANT = veil.Budget(epsilon=10_000, delta="0.25")

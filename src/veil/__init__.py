@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from veil import sensitivity as sensitivity
     from veil.accounting.ledger import Ledger
     from veil.catalog import Catalog
-    from veil.noise.mechanisms import GaussianMechanism, LaplaceMechanism
     from veil.local.perturb import perturb
+    from veil.mechanisms import GaussianMechanism, LaplaceMechanism
     from veil.release.result import Result
     from veil.session import Session
 
@@ -90,8 +90,8 @@ __all__ = [
 _SUBMODULES = ("noise", "postprocess", "sensitivity")
 _LAZY = {
     "Catalog": "veil.catalog",
-    "GaussianMechanism": "veil.noise.mechanisms",
-    "LaplaceMechanism": "veil.noise.mechanisms",
+    "GaussianMechanism": "veil.mechanisms",
+    "LaplaceMechanism": "veil.mechanisms",
     "Ledger": "veil.accounting.ledger",
     "Result": "veil.release.result",
     "Session": "veil.session",

@@ -82,7 +82,7 @@ def test_a_release_from_the_system_source_is_private(tmp_path: Path) -> None:
 
 
 def test_a_mechanism_release_from_a_seeded_source_is_marked() -> None:
-    from veil.noise import mechanisms
+    from veil import mechanisms
 
     assert mechanisms.laplace(3.0, sensitivity=1, epsilon=1).private
     assert not mechanisms.laplace(3.0, sensitivity=1, epsilon=1, source=SeededSource(3)).private

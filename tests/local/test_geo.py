@@ -18,8 +18,8 @@ from scipy import stats
 
 import veil
 from support import SeededSource
-from veil.local import geo
 from veil.errors import InvalidArgumentError, SchemaError
+from veil.local import geo
 from veil.local.perturb import perturb
 
 PARIS = (48.80, 2.25, 48.92, 2.45)

@@ -19,8 +19,8 @@ from scipy import stats
 
 import veil
 from support import SeededSource
+from veil import mechanisms
 from veil.errors import BoundsError, InvalidArgumentError, SchemaError
-from veil.noise import mechanisms
 from veil.local.perturb import laplace_calibration, perturb
 
 N = 20_000

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from support import SeededSource
-from veil.noise import mechanisms as mech
+from veil import mechanisms as mech
 from veil.noise import samplers
 from veil.noise._exact import draw_u32
 

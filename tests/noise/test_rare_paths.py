@@ -18,9 +18,10 @@ from scipy import stats
 
 import veil
 from support import SeededSource
+from veil import mechanisms as mech
 from veil.errors import InternalError, InvalidArgumentError, RandomnessError
+from veil.mechanisms.scores import read_scores
 from veil.noise import discrete_gaussian, discrete_laplace, geometric
-from veil.noise import mechanisms as mech
 from veil.noise._exact import (
     below_const,
     draw_u32,
@@ -30,7 +31,7 @@ from veil.noise._exact import (
     fraction_bounds,
 )
 from veil.noise.calibrate import _dg_delta_bound
-from veil.noise.choice import first_accepted, read_scores, uniform_permutation
+from veil.noise.choice import first_accepted, uniform_permutation
 from veil.noise.errorbars import gaussian_halfwidth
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 

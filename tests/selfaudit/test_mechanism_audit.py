@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from support import SeededSource
+from veil import mechanisms as mech
 from veil.audit import selftest
 from veil.audit.mechanisms import (
     BUILTINS,
@@ -22,7 +23,6 @@ from veil.audit.mechanisms import (
     mechanism,
 )
 from veil.errors import InvalidArgumentError
-from veil.noise import mechanisms as mech
 from veil.noise import samplers
 
 pytestmark = pytest.mark.statistical

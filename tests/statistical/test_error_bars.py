@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from support import SeededSource
 
 

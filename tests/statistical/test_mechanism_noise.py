@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import stats
 
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from support import SeededSource
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from support import SeededSource
 
 

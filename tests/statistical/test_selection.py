@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import stats
 
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from support import SeededSource
 
 SCORES = [0, 1, 2, 4]

@@ -4,7 +4,7 @@ charged.
 ε lies in ``[1e-12, 1e4]`` (ρ in the matching ``[5e-25, 5e7]``) and δ below 1/2. Below the
 range the noise is too large to sample exactly (a scale past the samplers' 2^48); above it the
 noise is negligible and the answer protects no one; δ ≥ 1/2 allows releasing a person's row
-outright. Sessions, :func:`veil.perturb` and the mechanisms of :mod:`veil.noise.mechanisms`
+outright. Sessions, :func:`veil.perturb` and the mechanisms of :mod:`veil.mechanisms`
 all hold a loss to this one range.
 """
 

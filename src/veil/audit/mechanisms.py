@@ -4,7 +4,7 @@
 input of neighbouring pairs, and bounds its privacy loss from below with the split-sample,
 Clopper–Pearson statistics of :mod:`veil.audit.query_stats` (DP-Sniper / DP-Auditorium style,
 with Mironov's float-granularity reachability events). :func:`builtin` audits veil's own
-mechanisms (:mod:`veil.noise.mechanisms`) and adds their conformance check: every output lies
+mechanisms (:mod:`veil.mechanisms`) and adds their conformance check: every output lies
 on the grid the mechanism claims.
 
 Verdicts (exit codes 0/1/2):
@@ -334,12 +334,12 @@ def builtin(
     ``[0, Δ, 2Δ]`` against ``[Δ, 0, 2Δ]`` (exponential: each score moves by Δ) and categories
     0 and 1 of three (randomized response).
 
-    The additive mechanisms are run once per input through :mod:`veil.noise.mechanisms` — the
+    The additive mechanisms are run once per input through :mod:`veil.mechanisms` — the
     real calibration, grid and checks — and the ``samples`` releases are then drawn as that
     release's own noise (the same exact sampler at the same scale, one batch), so 10⁶ releases
     take a second; the exponential mechanism is called once per release.
     """
-    from veil.noise import mechanisms as mech
+    from veil import mechanisms as mech
     from veil.noise import samplers
     from veil.noise.grid import from_grid, to_grid
 

@@ -77,7 +77,7 @@ def laplace_70(samples: int, source: RandomSource | None = None) -> MechanismAud
 
 def gaussian_10_delta(samples: int, source: RandomSource | None = None) -> MechanismAudit:
     """A discrete Gaussian calibrated for (1, 1e-2) claimed (1, 1e-3): must FAIL the δ bound."""
-    from veil.noise import mechanisms as mech
+    from veil import mechanisms as mech
     from veil.noise import samplers
 
     sigma2 = mech.discrete_gaussian(

@@ -7,11 +7,11 @@ no ``perturb`` function, so the module and the function never shadow each other)
 
 - a **numeric** column is clamped to its declared bounds ``[lo, hi]`` (NULL and NaN become
   ``lo``), then each value gets the grid Laplace mechanism of
-  :func:`veil.noise.mechanisms.laplace` for
+  :func:`veil.mechanisms.laplace` for
   one value of sensitivity ``hi - lo`` (:func:`laplace_calibration`) — the output lies on a fixed
   grid ``2^k`` chosen from the scale alone, so the set of outputs does not depend on the input;
 - a **categorical** column goes through k-ary randomized response over the declared
-  categories (:func:`veil.noise.mechanisms.randomized_response`); a value outside them (NULL
+  categories (:func:`veil.mechanisms.randomized_response`); a value outside them (NULL
   included unless declared) is perturbed as the first declared category, so no value can
   make the release fail or show up in an error.
 
@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from veil import noise
+from veil import mechanisms, noise
 from veil.accounting.budget import Budget, exact, show
 from veil.accounting.conversions import group_privacy
 from veil.accounting.limits import MIN_EPSILON
@@ -75,7 +75,6 @@ from veil.errors import (
 )
 from veil.local import geo
 from veil.local.geo import Location, error_radius
-from veil.noise import mechanisms
 from veil.noise.grid import from_grid, grid_exponent, to_grid
 from veil.plan.nodes import ColumnBounds
 from veil.postprocess import Estimate, laplace_mean, rr_frequencies
@@ -303,7 +302,7 @@ def perturb(
 
     Charge it to ``ledger`` for (``analyst``, ``dataset``), or to a :class:`veil.Session`'s
     ledger, analyst and dataset with ``session=``; without either nothing is charged and the
-    caller accounts for ``result.loss`` (like :mod:`veil.noise.mechanisms`).
+    caller accounts for ``result.loss`` (like :mod:`veil.mechanisms`).
 
     Contract:
 
@@ -656,7 +655,7 @@ def _output_field(spec: ColumnPerturbation, input_type: pa.DataType) -> pa.Field
 def laplace_calibration(sensitivity: Fraction, epsilon: Fraction) -> tuple[int, Fraction]:
     """The grid exponent ``k`` and the noise scale in grid units for ONE record's value.
 
-    The same calibration as :func:`veil.noise.mechanisms.laplace` on a scalar (dimension 1):
+    The same calibration as :func:`veil.mechanisms.laplace` on a scalar (dimension 1):
     ``k = grid_exponent(min(Δ, Δ/ε))`` and scale ``(Δ/2^k + 1)/ε`` grid units — rounding to the
     grid moves a value by at most half a step, so the rounded value's sensitivity is at most
     ``Δ/2^k + 1`` steps and discrete Laplace noise of that scale over ε is ε-DP for the record

@@ -6,7 +6,7 @@ exponential mechanism over caller-supplied scores, randomized response.
 so it cannot bound anyone's contribution: it draws exact noise calibrated to the
 ``sensitivity`` you state and charges the loss to your grant on ``dataset`` (a name an
 administrator grants for this purpose), before any noise is drawn
-(:mod:`veil.noise.mechanisms`). A wrong claim gives a wrong guarantee.
+(:mod:`veil.mechanisms`). A wrong claim gives a wrong guarantee.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from veil import mechanisms
 from veil.cli_options import budget_json
-from veil.noise import mechanisms
-from veil.noise.mechanisms import Release
+from veil.mechanisms import Release
 from veil.service import logs
 from veil.service import responses as out
 from veil.service.models import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import veil
-import veil.noise.mechanisms as mech
+import veil.mechanisms as mech
 from support import SeededSource
 from veil.errors import InvalidArgumentError
 from veil.sensitivity import probe

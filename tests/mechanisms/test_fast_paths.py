@@ -18,8 +18,8 @@ import pytest
 
 from support import SeededSource
 from veil import Budget, BudgetExhaustedError, InvalidArgumentError
+from veil import mechanisms as mech
 from veil.accounting.scratch import ScratchLedger
-from veil.noise import mechanisms as mech
 from veil.noise import samplers
 from veil.noise._exact import LazyUniform, draw_u32, exp_bounds, exp_neg_bounds, uniform_int
 

@@ -12,7 +12,7 @@ import pytest
 
 from support import SeededSource
 from veil import InternalError, InvalidArgumentError
-from veil.noise import mechanisms as mech
+from veil.mechanisms import standalone as mech
 from veil.noise import samplers
 from veil.noise.grid import from_grid, to_grid
 
