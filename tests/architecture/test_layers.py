@@ -19,6 +19,9 @@ import veil
 
 ROOT = Path(veil.__file__).parent
 SHIMS = {
+    "veil.client_answers": "veil.client.answers",
+    "veil.client_errors": "veil.client.errors",
+    "veil.client_plan": "veil.client.plan",
     "veil.geo": "veil.local.geo",
     "veil.noise.mechanisms": "veil.mechanisms",
     "veil.perturbation": "veil.local.perturb",

@@ -10,7 +10,7 @@ import pytest
 
 import veil
 from veil.client import ERRORS, Client
-from veil.client_errors import Asked, problem_error
+from veil.client.errors import Asked, problem_error
 from veil.errors import (
     BudgetExhaustedError,
     InternalError,

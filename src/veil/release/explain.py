@@ -298,7 +298,7 @@ class Explanation:
 
 class Explained(Protocol):
     """What an explanation's text is made of: :class:`Explanation`, and the service client's
-    (``veil.client_answers.Explanation``), which has the plan only as its canonical form."""
+    (``veil.client.answers.Explanation``), which has the plan only as its canonical form."""
 
     @property
     def notes(self) -> tuple[str, ...]: ...
