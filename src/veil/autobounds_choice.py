@@ -1,6 +1,8 @@
 """The public grid and the selection of ``bounds="auto"`` (:mod:`veil.autobounds`, whose
 docstring holds the design, the contract and the utility statement): pure functions of the
-column's type, a declared range and the released noisy counts — post-processing only."""
+column's type, a declared range and the released noisy counts — post-processing only. And
+what the choice gives, :class:`ChosenBounds`: values a service's client reads back too, so
+this module imports neither the plan nor an engine."""
 
 from __future__ import annotations
 
@@ -8,8 +10,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
+from veil.accounting.budget import Budget
 from veil.errors import InternalError
+
+if TYPE_CHECKING:
+    from veil.plan.nodes import KeyValue
 
 __all__ = [
     "BETA",
@@ -17,6 +24,8 @@ __all__ = [
     "HIGH",
     "LOW",
     "Choice",
+    "ChosenBounds",
+    "GroupBounds",
     "choose",
     "grid",
     "percent",
@@ -170,3 +179,87 @@ def percent(share: float) -> str:
     """A share in [0, 1] as a percentage for people: ``0.25 %``, ``6.7 %``, ``100 %``."""
     value = 100 * share
     return f"{value:.0f} %" if value >= 10 else f"{value:.2g} %"
+
+
+# -- what the choice gives ------------------------------------------------------------------
+@dataclass(frozen=True)
+class GroupBounds:
+    """The bounds chosen for one group of a per-group request (see :class:`ChosenBounds`)."""
+
+    label: KeyValue
+    lower: Fraction
+    upper: Fraction
+    clamped_below: float
+    clamped_above: float
+    clamped_bar: float
+    rows: int
+
+    @property
+    def clamped(self) -> float:
+        return self.clamped_below + self.clamped_above
+
+    @property
+    def pair(self) -> tuple[Fraction, Fraction]:
+        return (self.lower, self.upper)
+
+
+@dataclass(frozen=True)
+class ChosenBounds:
+    """The bounds chosen for one column, and what finding them cost.
+
+    ``loss`` is the bounds step's privacy loss and ``cost`` what it was charged now (zero when
+    answered from the cache, ``cached``); ``clamped`` the noisy estimate of the share of the
+    column's counted rows that fall outside ``[lower, upper]`` (``clamped_below`` and
+    ``clamped_above`` the two sides, ``clamped_bar`` its ≈95 % half-width); ``outer`` the
+    declared range it stayed within, if any; ``bins`` and ``threshold`` the grid's size and
+    the occupied-bin threshold τ. Per group (``key`` the GROUP BY key's alias): ``groups``
+    holds each group's choice in the key's order, ``lower``/``upper`` are their hull and the
+    clamped shares are over all the groups' counted rows, each clamped to its own bounds."""
+
+    column: str
+    lower: Fraction
+    upper: Fraction
+    loss: Budget
+    cost: Budget
+    cached: bool
+    clamped_below: float
+    clamped_above: float
+    clamped_bar: float
+    rows: int
+    bins: int
+    threshold: int
+    outer: tuple[Fraction, Fraction] | None = None
+    key: str | None = None
+    groups: tuple[GroupBounds, ...] = ()
+
+    @property
+    def clamped(self) -> float:
+        return self.clamped_below + self.clamped_above
+
+    @property
+    def pair(self) -> tuple[Fraction, Fraction]:
+        return (self.lower, self.upper)
+
+    @property
+    def value(self) -> tuple[Fraction, Fraction] | dict[KeyValue, tuple[Fraction, Fraction]]:
+        """The bounds as a query takes them: the pair, or ``{group: (lower, upper), …}``."""
+        if self.key is None:
+            return self.pair
+        return {g.label: g.pair for g in self.groups}
+
+    def line(self) -> str:
+        """One line for a result's notes."""
+        state = "from the cache, free" if self.cached else f"charged {self.cost}"
+        clamped = (
+            f"≈{percent(self.clamped)} ± {percent(self.clamped_bar)} of its rows expected "
+            f"clamped: {percent(self.clamped_below)} below, {percent(self.clamped_above)} above"
+        )
+        if self.key is None:
+            ranges = f"[{float(self.lower):g}, {float(self.upper):g}]"
+        else:
+            shown = ", ".join(
+                f"{g.label}: [{float(g.lower):g}, {float(g.upper):g}]" for g in self.groups[:16]
+            )
+            more = f", … ({len(self.groups)} groups)" if len(self.groups) > 16 else ""
+            ranges = f"per group of {self.key!r} {{{shown}{more}}}"
+        return f"auto bounds for {self.column!r}: {ranges} ({state}; {clamped})"

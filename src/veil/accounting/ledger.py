@@ -44,9 +44,9 @@ from veil.accounting.grouping import (
     cursor_of,
     split_budget_and_cap,
 )
+from veil.accounting.history import HistoryPage, check_page
 from veil.accounting.integrity import Mismatch
 from veil.accounting.limits import check_grant
-from veil.accounting.pages import HistoryPage, check_page
 from veil.accounting.records import Alert, Record
 from veil.accounting.reservation import LIVE, Reservation, check_reserved
 from veil.accounting.spending import Spent

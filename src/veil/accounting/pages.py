@@ -10,15 +10,14 @@ capped at :data:`COUNT_CAP`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, overload
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from veil.accounting.records import Record, record
+from veil.accounting.history import MAX_PAGE, HistoryPage, Record, check_page
+from veil.accounting.records import record
 from veil.accounting.store import budgets, events
-from veil.errors import InvalidArgumentError
 
 __all__ = [
     "COUNT_CAP",
@@ -26,54 +25,14 @@ __all__ = [
     "HistoryPage",
     "cache_hits",
     "charges",
+    "check_page",
     "counts",
     "events_page",
     "open_charges",
 ]
 
-MAX_PAGE = 1000
-"""The most events one page may hold."""
-
 COUNT_CAP = 10_000
 """Counts of a history's events stop here (:func:`counts`): more reads as ``COUNT_CAP`` + 1."""
-
-
-@dataclass(frozen=True)
-class HistoryPage(Sequence[Record]):
-    """Events of a history, newest first, and the cursor of the page after it: pass ``next``
-    as ``before`` to read the older events (None: this page reaches the first event)."""
-
-    records: tuple[Record, ...]
-    next: int | None = field(default=None)
-
-    @overload
-    def __getitem__(self, index: int) -> Record: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Record]: ...
-
-    def __getitem__(self, index: int | slice) -> Record | Sequence[Record]:
-        return self.records[index]
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __iter__(self) -> Iterator[Record]:
-        return iter(self.records)
-
-
-def check_page(limit: object, before: object) -> tuple[int, int | None]:
-    """``limit`` and ``before`` checked: an int in [1, MAX_PAGE] and None or a positive int."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise InvalidArgumentError(
-            f"limit must be a whole number of events from 1 to {MAX_PAGE}, got {limit!r}"
-        )
-    if before is not None and (isinstance(before, bool) or not isinstance(before, int)
-                               or before < 1):  # fmt: skip
-        raise InvalidArgumentError(
-            f"before must be the cursor a page gave as next (a positive id), got {before!r}"
-        )
-    return limit, before
 
 
 def events_page(

@@ -13,10 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Row, select
 
 from veil.accounting.budget import Budget
+from veil.accounting.history import Record
 from veil.accounting.store import SCHEMA_VERSION, alerts, answers, budgets, events
 from veil.errors import LedgerError
 
-__all__ = ["Alert", "Record"]
+__all__ = ["Alert", "Record"]  # Record: defined in veil.accounting.history, the shapes
 
 CSV_COLUMNS = (
     "id", "at", "analyst", "dataset", "event", "status", "fingerprint", "data_version",
@@ -57,24 +58,6 @@ def new_id(result: CursorResult[Any]) -> int:
     if key is None:  # pragma: no cover - every table has an autoincrement key
         raise LedgerError("the database did not return the id of a new row")
     return int(key[0])
-
-
-@dataclass(frozen=True)
-class Record:
-    """One line of a budget's history: a grant, a charge, a cache hit or an alert."""
-
-    id: int
-    at: datetime
-    analyst: str
-    dataset: str
-    event: str  # "grant" | "charge" | "cache_hit" | "alert"
-    status: str | None  # charges: "reserved" | "committed" | "refunded"
-    fingerprint: str | None
-    data_version: str | None
-    loss: Budget | None  # the loss charged (for a cache hit: the loss of the cached answer)
-    answer_id: int | None
-    detail: str | None
-    query: str | None = None  # charges: the SQL (or plan) that was charged
 
 
 @dataclass(frozen=True)

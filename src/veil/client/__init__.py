@@ -50,7 +50,7 @@ Needs httpx (``pip install 'veil[client]'``, also in ``veil[service]``), importe
 
 from __future__ import annotations
 
-from veil.accounting.pages import HistoryPage
+from veil.accounting.history import HistoryPage
 from veil.client.answers import BudgetLine, Choice, DatasetInfo, Explanation, Noisy
 from veil.client.errors import ERRORS
 from veil.client.http import Client, Job

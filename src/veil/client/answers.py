@@ -10,9 +10,9 @@ from fractions import Fraction
 from typing import Any
 
 from veil.accounting.budget import Budget
-from veil.autobounds import ChosenBounds, GroupBounds
+from veil.autobounds_choice import ChosenBounds, GroupBounds
 from veil.errors import InvalidArgumentError, ServiceError
-from veil.release.explain import budget_line, explanation_lines
+from veil.release.explained import budget_line, explanation_lines
 from veil.release.result import ReleasedBars, Result, Usage
 
 __all__ = [

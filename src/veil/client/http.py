@@ -16,9 +16,8 @@ from urllib.parse import quote, urlsplit
 
 from veil import __version__
 from veil.accounting.budget import Budget
-from veil.accounting.pages import HistoryPage, check_page
-from veil.accounting.records import Record
-from veil.autobounds import ChosenBounds
+from veil.accounting.history import HistoryPage, Record, check_page
+from veil.autobounds_choice import ChosenBounds
 from veil.client.answers import (
     BudgetLine,
     Choice,

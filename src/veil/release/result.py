@@ -6,14 +6,15 @@ import html
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, overload
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from veil.accounting.budget import Budget
-from veil.aggregates import kind
-from veil.aggregates.base import ColumnModel, Group, NoiseModel
 from veil.errors import InvalidArgumentError, MissingDependencyError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from veil.aggregates.base import ColumnModel, NoiseModel
 
 __all__ = ["NOT_PRIVATE", "Columns", "Lazy", "ReleasedBars", "Result", "Usage"]
 
@@ -22,12 +23,18 @@ NOT_PRIVATE = (
     "anyone with the source can remove it"
 )
 
-_ARROW_TYPES = {
-    "integer": pa.int64(),
-    "real": pa.float64(),
-    "string": pa.string(),
-    "boolean": pa.bool_(),
-}
+
+def _arrow_types() -> dict[str, pa.DataType]:
+    """A released type → its Arrow type (pyarrow is imported when a table is made: a service's
+    client reads answers without it)."""
+    import pyarrow as pa
+
+    return {
+        "integer": pa.int64(),
+        "real": pa.float64(),
+        "string": pa.string(),
+        "boolean": pa.bool_(),
+    }
 
 
 T = TypeVar("T")
@@ -213,6 +220,9 @@ class Result:
         return [list(row) for row in self._bars[lv]]
 
     def _compute_bars(self, level: float) -> list[list[float | None]]:
+        from veil.aggregates import kind  # an in-process answer: its kinds are loaded
+        from veil.aggregates.base import Group
+
         out: list[list[float | None]] = [[None] * len(self.columns) for _ in self.values]
         for j, col in enumerate(self.columns):  # one column at a time: its kind vectorises
             model = self.models.get(col)
@@ -229,12 +239,15 @@ class Result:
         return out
 
     def to_arrow(self) -> pa.Table:
+        import pyarrow as pa
+
+        types = _arrow_types()
         arrays = []
         values = self.values
         by_column = values.columns if isinstance(values, Columns) else None
         for i, t in enumerate(self.types):
             column = by_column[i] if by_column is not None else [r[i] for r in values]
-            arrays.append(pa.array(column, type=_ARROW_TYPES.get(t)))
+            arrays.append(pa.array(column, type=types.get(t)))
         return pa.table(arrays, names=list(self.columns))
 
     def to_pandas(self) -> Any:
@@ -317,6 +330,8 @@ class Result:
 
     @staticmethod
     def from_json(d: Mapping[str, Any], *, cached: bool = False) -> Result:
+        from veil.aggregates.base import ColumnModel, NoiseModel
+
         models = [ColumnModel.from_json(m) for m in d["models"]]
         noise = [NoiseModel.from_json(n) for n in d["noise"]]
         cost = Budget(epsilon=0) if cached else Budget.from_dict(d["cost"])
