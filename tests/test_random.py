@@ -5,10 +5,11 @@ import os
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
 import veil.random as vr
 from support import SeededSource
-from veil.errors import InvalidArgumentError, RandomnessError
+from veil.errors import InternalError, InvalidArgumentError, RandomnessError
 
 SRC = Path(vr.__file__).resolve().parent
 FORBIDDEN_MODULES = {"random", "secrets", "numpy.random"}
@@ -96,6 +97,47 @@ def test_system_source_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
         vr.system_source().random_bytes(10)
     with pytest.raises(RandomnessError, match="refuses to continue"):
         vr.system_source().random_bytes(1 << 16)
+
+
+def test_bulk_stream_serves_a_mebibyte_whatever_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # all-ones seed bytes: read as a 16-byte nonce, they put the block counter at 2^32 - 1, one
+    # block before it wraps (the ~4-in-a-million failure); the counter now starts at 0
+    monkeypatch.setattr(os, "urandom", lambda n: b"\xff" * n)
+    data = vr.system_source().random_bytes(1 << 20)
+    nonce = bytes(4) + b"\xff" * 12
+    cipher = Cipher(algorithms.ChaCha20(b"\xff" * 32, nonce), mode=None)
+    assert data == cipher.encryptor().update(bytes(1 << 20))
+
+
+@pytest.mark.parametrize("start", [2**32 - 1, 2**32 - 2])
+def test_a_chacha20_counter_serves_the_blocks_up_to_its_wrap(start: int) -> None:
+    # the library's counter semantics that STREAM_LIMIT rests on: from counter c, exactly
+    # (2^32 - c) blocks of 64 bytes; from 0, STREAM_LIMIT bytes
+    nonce = start.to_bytes(4, "little") + bytes(12)
+    fits = (2**32 - start) * 64
+    Cipher(algorithms.ChaCha20(bytes(32), nonce), mode=None).encryptor().update(bytes(fits))
+    with pytest.raises(ValueError, match="overflow"):
+        Cipher(algorithms.ChaCha20(bytes(32), nonce), mode=None).encryptor().update(
+            bytes(fits + 1)
+        )
+    assert vr.STREAM_LIMIT == 2**32 * 64
+
+
+def test_a_stream_longer_than_one_key_serves_is_refused_as_a_bug() -> None:
+    with pytest.raises(InternalError, match="this is a bug"):
+        vr._chacha20_stream(bytes(44), vr.STREAM_LIMIT + 1)
+    assert vr._chacha20_stream(bytes(44), 0) == b""
+
+
+@pytest.mark.parametrize(
+    ("n", "limit", "expected"),
+    [(10, 4, [4, 4, 2]), (8, 4, [4, 4]), (3, 4, [3]), (4, 4, [4]), (2**40, 2**38, [2**38] * 4)],
+)
+def test_long_requests_are_split_into_segments_of_one_key_each(
+    n: int, limit: int, expected: list[int]
+) -> None:
+    assert vr._segments(n, limit) == expected
+    assert vr._segments(1 << 20) == [1 << 20]  # everything a query draws: one key
 
 
 def test_system_source_rejects_a_short_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,11 +10,16 @@ Contract of :class:`SystemSource`:
 
 - Requests of up to ``_DIRECT_LIMIT`` bytes are served by ``os.urandom`` (``getrandom(2)`` on
   Linux).
-- Larger requests are served by a ChaCha20 keystream under a fresh 256-bit key and 128-bit
-  nonce read from ``os.urandom`` *for that request alone*. The generator keeps no state between
-  calls, so it is safe across threads and across ``fork`` (a Spark executor's forked workers
-  never share a stream). ChaCha20 is a PRF; its keystream is computationally indistinguishable
-  from uniform bytes (RFC 8439), like the kernel's own CSPRNG which is built the same way.
+- Larger requests are served by a ChaCha20 keystream (RFC 8439) under a fresh 256-bit key and
+  96-bit nonce read from ``os.urandom`` *for that request alone*, its 32-bit block counter
+  starting at 0: one key and nonce give ``STREAM_LIMIT`` bytes (2^32 blocks of 64) before the
+  counter would wrap, and a request longer than that is served in segments of at most
+  ``STREAM_LIMIT`` bytes, each under its own fresh key and nonce. So no request of any size
+  fails for the counter (a random starting counter made a 1 MiB request fail about 4 times in
+  a million). The generator keeps no state between calls, so it is safe across threads and
+  across ``fork`` (a Spark executor's forked workers never share a stream). ChaCha20 is a
+  PRF; its keystream is computationally indistinguishable from uniform bytes, like the
+  kernel's own CSPRNG which is built the same way.
 - It fails closed: if the operating system cannot provide randomness, or returns a short
   read, :class:`veil.errors.RandomnessError` is raised and nothing is sampled.
 
@@ -33,10 +38,11 @@ from typing import Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
-from veil.errors import InvalidArgumentError, RandomnessError
+from veil.errors import InternalError, InvalidArgumentError, RandomnessError
 
 __all__ = [
     "READ_AHEAD",
+    "STREAM_LIMIT",
     "RandomSource",
     "ReadAhead",
     "SystemSource",
@@ -50,7 +56,12 @@ __all__ = [
 
 _DIRECT_LIMIT = 4096
 _KEY_BYTES = 32
-_NONCE_BYTES = 16
+_NONCE_BYTES = 12  # RFC 8439's nonce; the 4 bytes before it are the block counter
+_SEED_BYTES = _KEY_BYTES + _NONCE_BYTES
+_BLOCK_BYTES = 64
+STREAM_LIMIT = 2**32 * _BLOCK_BYTES
+"""The most bytes one ChaCha20 key and nonce serve, the block counter running from 0 to
+2^32 − 1 (256 GiB); longer requests take one fresh key and nonce per segment."""
 
 
 @runtime_checkable
@@ -92,6 +103,36 @@ def token_hex(nbytes: int = 16) -> str:
     return _urandom(nbytes).hex()
 
 
+def _segments(n: int, limit: int = STREAM_LIMIT) -> list[int]:
+    """The lengths of the keystream segments that serve a request of ``n`` bytes: as few as
+    possible, each at most ``limit`` bytes, summing to ``n``."""
+    full, rest = divmod(n, limit)
+    return [limit] * full + ([rest] if rest else [])
+
+
+def _chacha20_stream(seed: bytes, n: int) -> bytes:
+    """``n`` bytes of the ChaCha20 keystream under key ``seed[:32]`` and nonce ``seed[32:44]``,
+    the block counter starting at 0.
+
+    Contract: ``seed`` is ``_SEED_BYTES`` bytes fresh from the OS CSPRNG, used for this stream
+    alone; ``0 <= n <= STREAM_LIMIT``, so the counter never wraps (a longer request is
+    refused as a bug of the caller, who splits it with :func:`_segments`). The keystream is
+    RFC 8439's: computationally indistinguishable from uniform for a secret key."""
+    if len(seed) != _SEED_BYTES:
+        raise RandomnessError(f"a ChaCha20 seed is {_SEED_BYTES} bytes, not {len(seed)}")
+    if not 0 <= n <= STREAM_LIMIT:
+        raise InternalError(
+            f"a ChaCha20 stream serves 0 to {STREAM_LIMIT} bytes, not {n} (this is a bug)"
+        )
+    counter = bytes(4)  # little-endian block counter 0, then the 96-bit nonce
+    nonce = counter + seed[_KEY_BYTES:]
+    cipher = Cipher(algorithms.ChaCha20(seed[:_KEY_BYTES], nonce), mode=None)
+    stream = cipher.encryptor().update(bytes(n))
+    if len(stream) != n:
+        raise RandomnessError(f"the ChaCha20 stream returned {len(stream)} bytes, not {n}")
+    return stream
+
+
 class SystemSource:
     """The operating system's CSPRNG, with a per-request ChaCha20 stream for bulk requests."""
 
@@ -100,12 +141,7 @@ class SystemSource:
             raise InvalidArgumentError(f"cannot draw a negative number of bytes ({n})")
         if n <= _DIRECT_LIMIT:
             return _urandom(n)
-        seed = _urandom(_KEY_BYTES + _NONCE_BYTES)
-        cipher = Cipher(algorithms.ChaCha20(seed[:_KEY_BYTES], seed[_KEY_BYTES:]), mode=None)
-        stream = cipher.encryptor().update(bytes(n))
-        if len(stream) != n:
-            raise RandomnessError(f"the ChaCha20 stream returned {len(stream)} bytes, not {n}")
-        return stream
+        return b"".join(_chacha20_stream(_urandom(_SEED_BYTES), size) for size in _segments(n))
 
     def __repr__(self) -> str:
         return "SystemSource()"
