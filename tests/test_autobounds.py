@@ -467,6 +467,39 @@ def test_veil_bounds_then_the_same_rows_with_auto_pays_for_the_bounds_once() -> 
     assert s.remaining() == veil.Budget(epsilon=Fraction(10) - Fraction(1, 10) - Fraction(9, 10))
 
 
+@pytest.mark.parametrize(
+    "where",
+    [
+        "x > 10 GROUP BY x",
+        "x > 10 --",
+        "x > 10 -- the rest is a comment",
+        "x > 10 /* a comment */",
+        "x > 10; SELECT 1",
+        "x > 10) OR (x < 5",
+        "x > 10 UNION SELECT x FROM t",
+        "SELECT x FROM t",
+        "",
+        "   ",
+        "'unterminated",
+    ],
+)
+def test_find_bounds_takes_where_as_one_condition_and_refuses_anything_else_free(
+    where: str,
+) -> None:
+    s = _session(PEOPLE)
+    with pytest.raises(InvalidArgumentError, match="must be (one|a non-empty) SQL condition"):
+        find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where=where)
+    assert s.remaining() == veil.Budget(epsilon=10)
+
+
+def test_find_bounds_where_measures_the_rows_of_the_same_where_clause() -> None:
+    s = _session(PEOPLE)
+    (found,) = find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where="x > 10 OR x < 0")
+    again = s.sql(f"{SQL} WHERE x > 10 OR x < 0", epsilon=1, bounds="auto")
+    assert again.auto_bounds[0].cached
+    assert again.auto_bounds[0].pair == found.pair
+
+
 def test_explain_says_when_the_grant_does_not_cover_the_whole() -> None:
     s = _session(PEOPLE, epsilon=1)
     explained = s.explain(SQL, epsilon=Fraction(11, 10), bounds="auto")

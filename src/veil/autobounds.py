@@ -637,13 +637,13 @@ def find_bounds(
             "name at least one column to find bounds for",
             cli="name at least one column: veil bounds TABLE COLUMN [COLUMN ...]",
         )
-    condition = f" WHERE {where}" if where else ""
+    condition = "" if where is None else f" WHERE {_condition(where)}"
     if by is None:
         plan = session.plan(f"SELECT COUNT(*) AS n FROM {_quoted(table)}{condition}")
     else:
-        key = _key_name(by)
+        key, name = _key(by)
         plan = session.plan(
-            f"SELECT {by}, COUNT(*) AS n FROM {_quoted(table)}{condition} GROUP BY {key}",
+            f"SELECT {key}, COUNT(*) AS n FROM {_quoted(table)}{condition} GROUP BY {name}",
             domains=domains,
         )
     agg = aggregate_of(plan)
@@ -671,21 +671,51 @@ def find_bounds(
     return [_run_step(session, s, limits, source, step_eps, text) for s in steps]
 
 
-def _key_name(by: str) -> str:
-    """The name a GROUP BY clause uses for the key expression ``by`` (a column, or an
-    expression with an alias): refused, free, otherwise."""
+def _condition(where: object) -> str:
+    """``where`` (SQL text) as ONE row condition, regenerated from its parse tree without
+    comments (it is the whole WHERE clause: nothing around it to bind tighter): a second clause, a statement or a comment that would swallow the
+    rest of the query is refused, free, never spliced."""
     import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import ParseError
+
+    if not isinstance(where, str) or not where.strip():
+        raise InvalidArgumentError(
+            f"where={where!r} must be a non-empty SQL condition, e.g. where='age >= 18'",
+            cli=f"--where {where!r} must be a non-empty SQL condition, e.g. --where 'age >= 18'",
+        )
+    try:
+        commented = any(token.comments for token in sqlglot.tokenize(where, read="duckdb"))
+        tree = None if commented else sqlglot.parse_one(where, read="duckdb", into=exp.Condition)
+    except Exception:  # ParseError, TokenError, or sqlglot's own slip on odd text
+        tree = None
+    if not isinstance(tree, exp.Expression) or isinstance(tree, exp.Query):
+        raise InvalidArgumentError(
+            f"where={where!r} must be one SQL condition on the table's rows (e.g. "
+            "where=\"age >= 18 AND state IN ('CA', 'NY')\"), with no other clause, statement or "
+            "comment",
+            cli=f"--where {where!r} must be one SQL condition on the table's rows (e.g. "
+            "--where \"age >= 18 AND state IN ('CA', 'NY')\"), with no other clause, statement "
+            "or comment",
+        )
+    return tree.sql(dialect="duckdb", comments=False)
+
+
+def _key(by: object) -> tuple[str, str]:
+    """The key expression ``by`` (a column, or an expression with an alias) as the SELECT
+    list and the GROUP BY clause write it, regenerated from its parse tree: refused, free,
+    otherwise."""
+    import sqlglot
+    from sqlglot import exp
 
     try:
-        tree = sqlglot.parse_one(by, dialect="duckdb")
-    except ParseError:
+        tree = sqlglot.parse_one(by, dialect="duckdb") if isinstance(by, str) else None
+    except Exception:  # ParseError, TokenError, or sqlglot's own slip on odd text
         tree = None
     if isinstance(tree, exp.Alias):
-        return _quoted(tree.alias)
+        return tree.sql(dialect="duckdb", comments=False), _quoted(tree.alias)
     if isinstance(tree, exp.Column):
-        return tree.sql(dialect="duckdb")
+        text = tree.sql(dialect="duckdb", comments=False)
+        return text, text
     raise InvalidArgumentError(
         f"by={by!r} must be a column with a declared domain (by='region') or a binned key "
         "with a name (by='BIN(age, 0, 30, 60, 120) AS band')",
