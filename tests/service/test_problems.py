@@ -39,7 +39,7 @@ def _ask(service: Service, **changes: object) -> tuple[int, dict[str, object]]:
         ({"epsilon": None}, 400, "invalid-argument"),
         ({"sql": "SELECT COUNT(* FROM people"}, 400, "unsupported-query"),
         ({"sql": "SELECT SUM(nope) FROM people"}, 400, "schema"),
-        ({"epsilon": "1e999999"}, 400, "invalid-argument"),  # read as inf, refused
+        ({"epsilon": "1e999999"}, 422, "invalid-request"),  # a string, not an exact one
         ({"surprise": 1}, 422, "invalid-request"),
         ({"dataset": "nowhere"}, 404, "not-found"),
     ],

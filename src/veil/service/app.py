@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -165,16 +165,40 @@ def _methods(*routers: APIRouter) -> list[tuple[re.Pattern[str], set[str]]]:
     return out
 
 
+_NUMBER_BRANCHES = ("float", "constrained-str")  # the two members of models.Num
+
+
+def _field_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """pydantic's errors as ``{"loc", "msg"}`` members; the two failed branches of a number
+    (a JSON number, an exact string) as one error naming the field and what it takes."""
+    out: list[dict[str, Any]] = []
+    merged: set[tuple[str, ...]] = set()
+    for e in errors:
+        loc = tuple(str(p) for p in e.get("loc", ()))
+        if loc and loc[-1] in _NUMBER_BRANCHES:
+            field = loc[:-1]
+            if field in merged:
+                continue
+            merged.add(field)
+            got = e.get("input")
+            shown = json.dumps(got)[:40] if isinstance(got, bool | int | float | str) else None
+            msg = (
+                'must be a JSON number or an exact decimal or fraction string such as "0.1" '
+                'or "1/3" (true, false and other strings are not numbers)'
+            ) + (f"; got {shown}" if shown is not None else "")
+            out.append({"loc": list(field), "msg": msg})
+        else:
+            out.append({"loc": list(loc), "msg": str(e.get("msg", ""))})
+    return out
+
+
 def _install_handlers(app: FastAPI) -> None:
     async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         return problem_response(from_error(exc), instance=request.url.path)
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-        where = [
-            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", ""))}
-            for e in errors
-        ]
+        where = _field_errors(errors)
         first = where[0] if where else {"loc": [], "msg": "invalid request"}
         detail = f"{'.'.join(first['loc']) or 'request'}: {first['msg']}"
         problem = Problem("invalid-request", detail, {"errors": where})

@@ -2,14 +2,18 @@
 
 Numbers that set a privacy cost or a bound are JSON numbers or exact decimal / fraction strings
 (``"0.1"``, ``"1/3"``); strings carry no exponent, so no input can ask for a 10^(10^9) integer.
-Unknown fields are refused (422), so a misspelt option is never silently ignored.
+Every number, integer and flag is strict: ``true`` is not the number 1, ``"2"`` is not the
+integer 2 and ``"true"`` or ``1`` is not a flag (422 naming the field) — a string is a number
+only in the exact form above. No string anywhere in a body may hold a lone surrogate (a
+``\ud800`` escape that encodes no character): 422. Unknown fields are refused (422), so a
+misspelt option is never silently ignored.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 
 __all__ = [
     "AggregateSpec",
@@ -33,16 +37,50 @@ __all__ = [
 ExactText = Annotated[
     str, StringConstraints(pattern=r"^\s*-?\d{1,30}(\.\d{1,30})?(/\d{1,30})?\s*$", max_length=64)
 ]
-Num = float | ExactText
+Float = Annotated[float, Strict()]  # a JSON number (an integer too), never true or "1"
+Int = Annotated[int, Strict()]  # a JSON integer, never true, 2.0 or "2"
+Bool = Annotated[bool, Strict()]  # true or false, never 1 or "true"
+Num = Float | ExactText
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Column = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Scalar = Annotated[str, StringConstraints(max_length=1000)] | int | float | bool | None
+Scalar = Annotated[str, StringConstraints(max_length=1000)] | Int | Float | Bool | None
 
 MAX_VALUES = 100_000
 
 
+def _lone_surrogate(value: object) -> str | None:
+    """The first string in ``value`` (a JSON document) that holds a lone surrogate, if any:
+    JSON may escape one (``"\\ud800"``), but it is no character and cannot be encoded."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        bad = _lone_surrogate(data)
+        if bad is not None:
+            shown = bad.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+            raise ValueError(
+                f"the text {shown[:80]!r} holds a lone surrogate escape (such as \\ud800), "
+                "which is no character; send valid Unicode text"
+            )
+        return data
 
 
 class FieldError(BaseModel):
@@ -103,7 +141,7 @@ class GroupSpec(_Body):
 
 class SortSpec(_Body):
     column: Column
-    descending: bool = False
+    descending: Bool = False
 
 
 Predicate = Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
@@ -120,8 +158,8 @@ class PlanBody(_Body):
     aggregates: list[AggregateSpec] = Field(min_length=1, max_length=64)
     having: Predicate | None = None
     order_by: list[Column | SortSpec] = Field(default_factory=list, max_length=16)
-    limit: int | None = Field(default=None, ge=0, le=1_000_000_000)
-    offset: int = Field(default=0, ge=0, le=1_000_000_000)
+    limit: Int | None = Field(default=None, ge=0, le=1_000_000_000)
+    offset: Int = Field(default=0, ge=0, le=1_000_000_000)
     select: list[Column] | None = Field(default=None, max_length=128)
 
 
@@ -161,9 +199,9 @@ class ExplainRequest(_Body):
         description="with 'auto' bounds and epsilon: the share of epsilon spent finding them, "
         "strictly between 0 and 1 (default 0.1)",
     )
-    max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_rows: int | None = Field(
+    max_groups: Int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows_per_group: Int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows: Int | None = Field(
         default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
     )
     limits: AutoLimits | None = Field(
@@ -194,10 +232,10 @@ class ExplainRequest(_Body):
         "with bounds 'auto', at the bounds chosen within the declared range, after a bounds "
         "step whose ε the targets set",
     )
-    references: dict[Column, float] | None = Field(
+    references: dict[Column, Float] | None = Field(
         default=None, description="the public value each relative (%) target is taken of"
     )
-    min_group_size: int | None = Field(
+    min_group_size: Int | None = Field(
         default=None,
         ge=1,
         le=10**12,
@@ -220,7 +258,7 @@ class QueryRequest(ExplainRequest):
     """A query to answer with noise, error bars and a charged budget."""
 
     epsilon: Num | None = Field(default=None, description="the query's ε (required)")
-    consistent: bool = Field(
+    consistent: Bool = Field(
         default=False, description="make released group counts add up to their noisy total"
     )
 
@@ -241,9 +279,9 @@ class BoundsRequest(_Body):
         description="a public key to find the bounds per group of: a column with a declared "
         "domain, or 'BIN(col, e0, e1, …) AS name'",
     )
-    max_groups: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_rows_per_group: int | None = Field(default=None, ge=1, le=1_000_000)
-    max_rows: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_groups: Int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows_per_group: Int | None = Field(default=None, ge=1, le=1_000_000)
+    max_rows: Int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 class _Mechanism(_Body):
@@ -256,7 +294,7 @@ class _Mechanism(_Body):
 class LaplaceRequest(_Mechanism):
     values: Num | list[Num] = Field(description="the true value(s) you computed")
     epsilon: Num
-    integer: bool = Field(
+    integer: Bool = Field(
         default=False, description="integer values: discrete Laplace noise, integer output"
     )
 
@@ -307,12 +345,12 @@ class DatasetCreate(_Body):
     name: Name
     source: SourceBody
     privacy_unit: Column | None = None
-    max_groups: int = Field(default=1, ge=1, le=1_000_000)
-    max_rows_per_group: int = Field(default=1, ge=1, le=1_000_000)
-    max_rows: int | None = Field(
+    max_groups: Int = Field(default=1, ge=1, le=1_000_000)
+    max_rows_per_group: Int = Field(default=1, ge=1, le=1_000_000)
+    max_rows: Int | None = Field(
         default=None, ge=1, le=1_000_000, description="rows one unit may contribute in all groups"
     )
-    contributions: int | None = Field(
+    contributions: Int | None = Field(
         default=None,
         ge=1,
         le=1_000_000,
@@ -326,8 +364,8 @@ class DatasetCreate(_Body):
     total_epsilon: Num | None = None
     total_delta: Num | None = None
     total_rho: Num | None = None
-    min_response_ms: int = Field(default=0, ge=0, le=600_000)
-    replace: bool = False
+    min_response_ms: Int = Field(default=0, ge=0, le=600_000)
+    replace: Bool = False
     weights: Name | None = Field(
         default=None,
         description="the survey-weights column every query's COUNT(*), SUM and AVG are "
