@@ -156,7 +156,14 @@ class Query:
             raise InvalidArgumentError(
                 f"where() takes SQL text or a sqlglot expression, got {predicate!r}"
             )
-        checked = check_row_expression(node, self.columns, table=self.table, text=text)
+        return self.where_checked(
+            check_row_expression(node, self.columns, table=self.table, text=text)
+        )
+
+    def where_checked(self, checked: exp.Expression) -> Query:
+        """:meth:`where` for a predicate that :func:`veil.plan.expressions.check_row_expression`
+        returned for this query's table (the SQL reader's, which checked it against the
+        query's qualifiers and text): not checked again."""
         if self.predicate is not None:
             checked = exp.and_(self.predicate, checked, copy=True).assert_is(exp.Expression)
         return replace(self, predicate=checked)
@@ -440,12 +447,17 @@ def domains_from_predicate(
 
 
 def _and_terms(node: exp.Expr) -> Iterable[exp.Expr]:
-    inner = node.unnest() if isinstance(node, exp.Paren) else node
-    if isinstance(inner, exp.And):
-        yield from _and_terms(inner.this)
-        yield from _and_terms(inner.expression)
-    else:
-        yield inner
+    """The terms of ``node``'s top-level AND, left to right (iterative: a chain of thousands
+    of terms is as deep as it is long)."""
+    stack = [node]
+    while stack:
+        inner = stack.pop()
+        inner = inner.unnest() if isinstance(inner, exp.Paren) else inner
+        if isinstance(inner, exp.And):
+            stack.append(inner.expression)
+            stack.append(inner.this)
+        else:
+            yield inner
 
 
 def _key_literal(node: exp.Expr, column_type: ColumnType) -> KeyValue:

@@ -10,7 +10,7 @@ anything is charged.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -20,10 +20,15 @@ from veil.errors import InvalidArgumentError, SchemaError, UnsupportedQueryError
 from veil.plan.nodes import Field
 
 __all__ = [
+    "DEPTH_FIX",
     "DIALECT",
+    "MAX_BRACKETS",
+    "MAX_DEPTH",
     "Position",
+    "check_depth",
     "check_released_expression",
     "check_row_expression",
+    "check_text",
     "offset_position",
     "parse_expression",
     "position",
@@ -34,6 +39,75 @@ DIALECT = "duckdb"
 """The SQL dialect veil reads (queries and predicates); DuckDB's is close to ANSI."""
 
 Position = tuple[int, int]
+
+MAX_BRACKETS = 32
+"""The deepest nesting of brackets veil reads in a query or a predicate (function calls
+count): sqlglot's reader recurses per bracket, so deeper text is refused, free, before it is
+parsed."""
+
+MAX_DEPTH = 100
+"""The deepest expression tree veil takes: each operator, function, NOT, CASE or bracket is
+a level, except that a chain of one connective (``a AND b AND c …``, ``a OR b OR …``) is
+one level however long. Deeper trees are refused, free (the engines have limits of their own:
+DuckDB's is 1,000)."""
+
+DEPTH_FIX = (  # the fix every refusal of depth names
+    "write it flatter (a chain of AND or OR terms may be as long as the query's size limit "
+    "allows; use IN (…) for many values)"
+)
+
+# ── text ─────────────────────────────────────────────────────────────────────────────────────
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse, free, text veil cannot read: a lone surrogate (a character that cannot be
+    encoded, which JSON can escape as ``\\ud800``) or brackets nested deeper than
+    :data:`MAX_BRACKETS`. ``what`` names the text in the message (``"the query"``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        shown = text[err.start].encode("utf-8", "backslashreplace").decode("ascii")
+        raise UnsupportedQueryError(
+            f"{what} holds a lone surrogate {shown}, which is no character; send valid "
+            "Unicode text",
+            position=offset_position(text, err.start),
+        ) from None
+    if text.count("(") <= MAX_BRACKETS:
+        return
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(DIALECT).tokenize(text)
+    except Exception:  # unreadable text: the parser refuses it with its own words
+        return
+    depth = 0
+    for token in tokens:
+        if token.token_type == sqlglot.TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_BRACKETS:
+                raise UnsupportedQueryError(
+                    f"{what} nests brackets more than {MAX_BRACKETS} deep, the most veil "
+                    f"reads; {DEPTH_FIX}",
+                    position=offset_position(text, token.start),
+                )
+        elif token.token_type == sqlglot.TokenType.R_PAREN:
+            depth -= 1
+
+
+def check_depth(node: exp.Expression, clause: str, text: str = "") -> None:
+    """Refuse, free, an expression tree deeper than :data:`MAX_DEPTH` (a chain of one
+    connective counting once). Iterative: a tree of any depth is measured without recursion."""
+    stack: list[tuple[exp.Expression, int]] = [(node, 1)]
+    while stack:
+        sub, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UnsupportedQueryError(
+                f"the {clause} expression nests more than {MAX_DEPTH} levels deep, the most "
+                f"veil takes; {DEPTH_FIX}",
+                position=position(sub, text),
+            )
+        for child in sub.iter_expressions():
+            chained = isinstance(child, exp.Connector) and type(child) is type(sub)
+            stack.append((child, depth if chained else depth + 1))
+
 
 # ── positions and names ──────────────────────────────────────────────────────────────────────
 
@@ -256,24 +330,36 @@ def check_row_expression(
     ``table`` (``qualifiers`` are the names the table may be referred to by). The copy returned
     has unqualified, quoted column names exactly as in the table (canonical form).
     """
+    check_depth(node, "WHERE", text)
     _check_node_kinds(node, _LOGIC + _ROW_ONLY, "WHERE", text)
     allowed = {q.lower() for q in qualifiers} | {table.lower()}
 
-    def fix(sub: exp.Expression) -> exp.Expression:
-        if isinstance(sub, exp.Column):
-            pos = position(sub, text)
-            if sub.table and sub.table.lower() not in allowed:
-                raise SchemaError(
-                    _at(
-                        f"unknown table or alias {sub.table!r} in {sub.sql()!r}; the query reads "
-                        f"only {table!r}",
-                        pos,
-                    )
+    def fix(sub: exp.Column) -> exp.Expression:
+        pos = position(sub, text)
+        if sub.table and sub.table.lower() not in allowed:
+            raise SchemaError(
+                _at(
+                    f"unknown table or alias {sub.table!r} in {sub.sql()!r}; the query reads "
+                    f"only {table!r}",
+                    pos,
                 )
-            return _column_node(resolve_column(sub.name, columns, table=table, pos=pos).name)
-        return sub
+            )
+        return _column_node(resolve_column(sub.name, columns, table=table, pos=pos).name)
 
-    return _strip_meta(node.copy().transform(fix, copy=False))
+    return _strip_meta(_with_columns(node, fix))
+
+
+def _with_columns(
+    node: exp.Expression, fix: Callable[[exp.Column], exp.Expression]
+) -> exp.Expression:
+    """A copy of ``node`` with each column replaced by ``fix(column)``: one copy and one walk,
+    linear in the tree's size (an IN list of 100,000 literals holds one column)."""
+    out = _bare_copy(node)
+    if isinstance(out, exp.Column):
+        return fix(out)
+    for column in list(out.find_all(exp.Column)):
+        column.replace(fix(column))
+    return out
 
 
 def check_released_expression(
@@ -281,14 +367,13 @@ def check_released_expression(
 ) -> exp.Expression:
     """Validate a predicate on released values (HAVING): output ``names``, literals, logic and
     arithmetic only. Returns a copy with the names resolved (case-insensitively) and quoted."""
+    check_depth(node, "HAVING", text)
     _check_node_kinds(node, _LOGIC, "HAVING", text)
 
-    def fix(sub: exp.Expression) -> exp.Expression:
-        if isinstance(sub, exp.Column):
-            return _column_node(_released_name(sub, names, text))
-        return sub
+    def fix(sub: exp.Column) -> exp.Expression:
+        return _column_node(_released_name(sub, names, text))
 
-    return _strip_meta(node.copy().transform(fix, copy=False))
+    return _strip_meta(_with_columns(node, fix))
 
 
 def _released_name(col: exp.Column, names: Sequence[str], text: str) -> str:
@@ -310,6 +395,36 @@ def _released_name(col: exp.Column, names: Sequence[str], text: str) -> str:
     )
 
 
+def _bare_copy(node: exp.Expression) -> exp.Expression:
+    """A deep copy of ``node`` (iterative) without the comments, types and positions sqlglot's
+    copy deep-copies node by node — the positions of columns and identifiers excepted, which
+    refusals quote. What a checked predicate keeps: its canonical form has none of them."""
+    root = node.__class__()
+    stack: list[tuple[exp.Expression, exp.Expression]] = [(node, root)]
+    while stack:
+        source, target = stack.pop()
+        if source._meta is not None and isinstance(source, exp.Column | exp.Identifier):
+            target._meta = dict(source._meta)
+        for key, value in source.args.items():
+            if isinstance(value, exp.Expression):
+                child = value.__class__()
+                target.set(key, child)
+                stack.append((value, child))
+            elif type(value) is list:
+                items: list[object] = []
+                for item in value:
+                    if isinstance(item, exp.Expression):
+                        child = item.__class__()
+                        stack.append((item, child))
+                        items.append(child)
+                    else:
+                        items.append(item)
+                target.set(key, items)
+            else:
+                target.args[key] = value
+    return root
+
+
 def _strip_meta(node: exp.Expression) -> exp.Expression:
     for sub in node.walk():
         if sub.meta:
@@ -321,6 +436,7 @@ def parse_expression(text: str, what: str) -> exp.Expression:
     """Parse a predicate given as SQL text (builder ``where``/``having``); refuses bad syntax."""
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError(f"{what} must be a non-empty SQL expression, got {text!r}")
+    check_text(text, what)
     try:
         node = sqlglot.parse_one(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
     except ParseError as err:
@@ -332,6 +448,8 @@ def parse_expression(text: str, what: str) -> exp.Expression:
         ) from None
     except TokenError as err:
         raise UnsupportedQueryError(f"cannot read {what} {text!r}: {err}") from None
+    except RecursionError:  # nested deeper than the reader's stack without brackets
+        raise UnsupportedQueryError(f"{what} nests too deeply to read; {DEPTH_FIX}") from None
     except Exception as err:  # sqlglot itself trips on some malformed text
         raise UnsupportedQueryError(
             f"cannot parse {what} {text!r} ({type(err).__name__} in the SQL parser)"

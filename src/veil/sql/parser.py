@@ -43,9 +43,11 @@ from veil.aggregates import by_sql_node, supported_sql
 from veil.errors import SchemaError, UnsupportedQueryError
 from veil.plan.builder import BoundsLike, Query, default_alias
 from veil.plan.expressions import (
+    DEPTH_FIX,
     DIALECT,
     check_released_expression,
     check_row_expression,
+    check_text,
     resolve_column,
 )
 from veil.plan.nodes import (
@@ -152,6 +154,7 @@ class _Reader:
             raise UnsupportedQueryError(
                 f"the query is empty ({text!r}); write SELECT … FROM <table> …"
             )
+        check_text(text, "the query")
         self.text = text
         self.tables = tables
         self.privacy_unit = privacy_unit
@@ -174,7 +177,7 @@ class _Reader:
         query = Query.over(self.table, self.columns, declarable=self.declarable)
         where = select.args.get("where")
         if where is not None:
-            query = query.where(self.row_condition(where.this))
+            query = query.where_checked(self.row_condition(where.this))
         keys = self.group_keys(select)
         aggregates, outputs = self.select_list(select, keys)
         for key in keys:
@@ -205,6 +208,10 @@ class _Reader:
             raise self.refuse(*parse_error(err)) from None
         except TokenError as err:
             raise self.refuse(f"cannot read the query: {err}", None) from None
+        except RecursionError:  # nested deeper than the reader's stack without brackets
+            raise self.refuse(
+                f"the query nests too deeply to read (NOT NOT …, CASE in CASE); {DEPTH_FIX}", None
+            ) from None
         except Exception as err:  # sqlglot itself trips on some malformed text
             raise self.refuse(
                 f"cannot parse the query ({type(err).__name__} in the SQL parser); check the "
