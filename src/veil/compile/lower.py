@@ -629,12 +629,14 @@ class _Lowering:
         an overflow, a division by zero, a bad pattern) is excluded as if it were false, so
         that whether the query fails never depends on private values. A ``"pure"`` dialect
         has no NULL-on-error forms: a condition that could raise on some value is refused
-        here (``UnsupportedQueryError``, before anything is charged)."""
+        here (``UnsupportedQueryError``, before anything is charged). ``predicate`` is the
+        caller's own copy (:func:`_source`'s), rewritten in place: a long IN list is copied
+        once per lowering, not three times."""
         if self.d.conditions == "try":
-            return exp.Try(this=predicate.copy())
+            return exp.Try(this=predicate)
         if self.d.conditions == "pure":
             self._pure(predicate)
-            return exp.paren(predicate.copy())
+            return exp.paren(predicate)
         functions = dict(self.d.try_functions)
 
         def fix(node: exp.Expr) -> exp.Expr:
@@ -647,7 +649,7 @@ class _Lowering:
                 return exp.Anonymous(this=name, expressions=[node.this, node.expression])
             return node
 
-        return exp.paren(predicate.copy().transform(fix))
+        return exp.paren(predicate.transform(fix, copy=False))
 
     def _pure(self, node: exp.Expr) -> None:
         """Refuse a condition that could raise on some row (see :data:`Conditions`)."""
