@@ -508,7 +508,7 @@ def query(
         )
         ask = _Ask.parse(
             table,
-            epsilon or "1",  # with --target the search chooses ε (and grants it, no --ledger)
+            "1" if epsilon is None else epsilon,  # with --target the search chooses ε (and grants it, no --ledger)
             delta,
             bounds,
             privacy_unit,
@@ -573,7 +573,7 @@ def explain(
         aim = parse_aim(target, level, min_group_size, reference, curve, plot, epsilon=epsilon)
         ask = _Ask.parse(
             table,
-            epsilon or "1",  # with --target the search chooses ε
+            "1" if epsilon is None else epsilon,  # with --target the search chooses ε
             delta,
             bounds,
             privacy_unit,
@@ -1464,7 +1464,7 @@ def catalog_load(
         if url is None:
             try:
                 doc = tomllib.loads(file.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise InvalidArgumentError(f"cannot read {config!r}: {exc}") from None
             url = config_ledger_url(doc, file.parent)
             if url is None:

@@ -9,15 +9,22 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from veil.cli_options import OutputFormat
-from veil.errors import InternalError, UserError, VeilError, VeilWarning
+from veil.errors import InternalError, InvalidArgumentError, UserError, VeilError, VeilWarning
 
-__all__ = ["INTERNAL_ERROR_EXIT", "USER_ERROR_EXIT", "reported_errors", "run", "stderr"]
+__all__ = [
+    "INTERNAL_ERROR_EXIT",
+    "USER_ERROR_EXIT",
+    "refuse_empty_options",
+    "reported_errors",
+    "run",
+    "stderr",
+]
 
 T = TypeVar("T")
 
@@ -39,6 +46,7 @@ def reported_errors(fmt: OutputFormat = OutputFormat.table) -> Iterator[None]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", VeilWarning)
         try:
+            refuse_empty_options()
             yield
         except typer.Exit:
             raise
@@ -59,6 +67,35 @@ def reported_errors(fmt: OutputFormat = OutputFormat.table) -> Iterator[None]:
             for w in caught:
                 if issubclass(w.category, VeilWarning):
                     _warn(str(w.message), fmt)
+
+
+def refuse_empty_options() -> None:
+    """Refuse an option of the running command given an empty value (``--epsilon ''``, an
+    unset shell variable): it is never read as a default, which would spend what nobody
+    asked for. Refused naming the flag, before the command does anything."""
+    ctx = _current_context()
+    if ctx is None:
+        return
+    for param in ctx.command.params:
+        if getattr(param, "param_type_name", "") != "option":
+            continue
+        value = ctx.params.get(param.name or "")
+        values = value if isinstance(value, list | tuple) else (value,)
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            flag = max(param.opts, key=len)
+            raise InvalidArgumentError(
+                f"{flag} was given an empty value; give it one (e.g. {flag} VALUE) or leave "
+                "the option out"
+            )
+
+
+def _current_context() -> Any:
+    """The running command's click context (Typer's own copy of click, or click's)."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # a Typer that does not carry its own click
+        from click import get_current_context
+    return get_current_context(silent=True)
 
 
 def _warn(message: str, fmt: OutputFormat) -> None:

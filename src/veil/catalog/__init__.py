@@ -526,6 +526,10 @@ class Catalog:
             doc = tomllib.loads(file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise InvalidArgumentError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(
+                f"{str(file)!r} is not a TOML file: it is not UTF-8 text (byte {exc.start})"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise InvalidArgumentError(f"{str(file)!r} is not valid TOML: {exc}") from None
         entries = doc.get("datasets", [])

@@ -145,6 +145,11 @@ class ServiceConfig:
             doc: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise InvalidArgumentError(f"cannot read {str(file)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidArgumentError(
+                f"{str(file)!r} is not a TOML configuration: it is not UTF-8 text (byte "
+                f"{exc.start}); name the service's .toml file"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise InvalidArgumentError(f"{str(file)!r} is not valid TOML: {exc}") from None
         unknown = set(doc) - {"ledger", "service", "logging", "datasets"}
