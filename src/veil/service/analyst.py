@@ -39,7 +39,7 @@ from veil.catalog import Dataset
 from veil.cli_options import budget_json
 from veil.cli_output import explanation_payload, result_payload
 from veil.cli_target import bounds_target_json, choice_json, limits_target_json
-from veil.errors import InvalidArgumentError, LedgerUnavailableError
+from veil.errors import BudgetExhaustedError, InvalidArgumentError, LedgerUnavailableError
 from veil.plan.builder import Query as Builder
 from veil.plan.nodes import GroupKey, SortKey
 from veil.service import logs
@@ -414,6 +414,45 @@ def check_hot(state: ServiceState, request: Request, key: str, body: QueryReques
     return Checked(who, ds, standing, again)
 
 
+def _precheck(state: ServiceState, who: Principal, ds: Dataset, body: QueryRequest) -> Answer:
+    """What ``body``'s query would refuse before reading any data — its explanation's
+    refusals, a missing ε, a cost beyond what the grant has left — as a problem document;
+    ``(200, {})`` when the query may run. Reads no data, charges nothing (the charge itself is
+    still decided atomically when the query reserves)."""
+    if body.epsilon is None and body.target is None:
+        problem = from_error(
+            InvalidArgumentError(
+                "a query needs epsilon (what it may cost, e.g. 0.5) or accuracy targets "
+                "(target: ['n=±50'])"
+            )
+        )
+        state.metrics.refusal(ds.name, problem.slug)
+        return problem.type.status, problem.body()
+    status, payload = _run_explain(state, who, ds, body)
+    if status >= 400:
+        return status, payload
+    if payload.get("covered") is False:
+        problem = from_error(
+            BudgetExhaustedError(
+                _shown_budget(payload["cost"]),
+                _shown_budget(payload["remaining"]),
+                analyst=who.name,
+                dataset=ds.name,
+            )
+        )
+        state.metrics.refusal(ds.name, problem.slug)
+        return problem.type.status, problem.body()
+    return 200, {}
+
+
+def _shown_budget(shown: dict[str, Any]) -> Budget:
+    """The exact budget of a payload's ``budget_json``."""
+    exact = shown["exact"]
+    if shown["kind"] == "zcdp":
+        return Budget(rho=exact["rho"])
+    return Budget(epsilon=exact["epsilon"], delta=exact["delta"])
+
+
 def _run_explain(state: ServiceState, who: Principal, ds: Dataset, body: ExplainRequest) -> Answer:
     """What ``body`` would cost and its expected error (nothing read, nothing charged)."""
 
@@ -538,6 +577,12 @@ async def query(
         _check_sql(state, body)
         ds = await state.run(lambda: state.granted_dataset(who, body.dataset))
         deadline = start + ds.min_response_ms / 1000
+        # everything decidable without data is refused here, free, as the query itself would
+        # refuse it: never turned into a job whose answer is the refusal
+        status, refused = await state.run(lambda: _precheck(state, who, ds, body))
+        if status >= 400:
+            await pad_until(deadline)
+            return json_answer(status, refused)
         job_id = await state.run(lambda: state.jobs.create(who.name, ds.name))
         future = state.pool.submit(_run_query, state, who, ds, body)
         future.add_done_callback(_finish_later(state, job_id, deadline))
