@@ -876,6 +876,11 @@ class Session:
         ``target`` instead of ε, the limits step's ε is set by the targets and the query runs
         at the smallest ε meeting them at the limits chosen (:mod:`veil.autolimits_target`).
         """
+        if not isinstance(text, str):
+            raise InvalidArgumentError(
+                f"sql() takes the query as SQL text, not {type(text).__name__}; for a plan "
+                "use run(plan)"
+            )
         if limits is not None and target is not None:
             if is_auto(bounds):
                 _refuse_both_target()
@@ -1256,6 +1261,10 @@ class Session:
         candidate limits, the explanation at the dearest (``targeted``:
         :class:`veil.autolimits_target.TargetedLimits`).
         """
+        if not isinstance(query, str | Plan):
+            raise InvalidArgumentError(
+                f"explain() takes SQL text or a plan (Session.plan), not {type(query).__name__}"
+            )
         if limits is not None and target is not None:
             if is_auto(bounds):
                 _refuse_both_target()
