@@ -391,7 +391,7 @@ final class Client
      *
      * @param array<string, scalar|null|list<scalar>> $where
      */
-    public function noisyCount(string $dataset, float|int|string $epsilon, array $where = []): Estimate
+    public function noisyCount(string $dataset, mixed $epsilon, array $where = []): Estimate
     {
         $sql = 'SELECT COUNT(*) AS n FROM ' . Sql::table($dataset) . Sql::where($where);
         return $this->query($dataset, $sql, ['epsilon' => $epsilon])->estimate();
@@ -407,7 +407,7 @@ final class Client
     public function noisySum(
         string $dataset,
         string $column,
-        float|int|string $epsilon,
+        mixed $epsilon,
         array $where = [],
         ?array $bounds = null,
     ): Estimate {
@@ -424,7 +424,7 @@ final class Client
     public function noisyMean(
         string $dataset,
         string $column,
-        float|int|string $epsilon,
+        mixed $epsilon,
         array $where = [],
         ?array $bounds = null,
     ): Estimate {
@@ -445,9 +445,9 @@ final class Client
      * @param int|float|list<int|float> $values
      */
     public function laplace(
-        int|float|array $values,
-        float|int|string $epsilon,
-        float|int|string $sensitivity,
+        mixed $values,
+        mixed $epsilon,
+        mixed $sensitivity,
         string $grant,
     ): NoisyValues {
         $list = is_array($values) ? $values : [$values];
@@ -493,8 +493,8 @@ final class Client
      */
     public function exponentialMechanism(
         array $scores,
-        float|int|string $epsilon,
-        float|int|string $sensitivity,
+        mixed $epsilon,
+        mixed $sensitivity,
         string $grant,
     ): Choice {
         if ($scores === []) {
@@ -532,7 +532,7 @@ final class Client
     public function randomizedResponse(
         array $values,
         array $categories,
-        float|int|string $epsilon,
+        mixed $epsilon,
         string $grant,
     ): Reported {
         if ($values === [] || !array_is_list($values) || count($categories) < 2 || !array_is_list($categories)) {
@@ -652,7 +652,7 @@ final class Client
         string $function,
         string $dataset,
         string $column,
-        float|int|string $epsilon,
+        mixed $epsilon,
         array $where,
         ?array $bounds,
     ): Estimate {
