@@ -487,7 +487,7 @@ def test_find_bounds_takes_where_as_one_condition_and_refuses_anything_else_free
     where: str,
 ) -> None:
     s = _session(PEOPLE)
-    with pytest.raises(InvalidArgumentError, match="must be (one|a non-empty) SQL condition"):
+    with pytest.raises(InvalidArgumentError, match=r"must be (one|a non-empty) SQL condition"):
         find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where=where)
     assert s.remaining() == veil.Budget(epsilon=10)
 

@@ -117,9 +117,7 @@ def test_a_chacha20_counter_serves_the_blocks_up_to_its_wrap(start: int) -> None
     fits = (2**32 - start) * 64
     Cipher(algorithms.ChaCha20(bytes(32), nonce), mode=None).encryptor().update(bytes(fits))
     with pytest.raises(ValueError, match="overflow"):
-        Cipher(algorithms.ChaCha20(bytes(32), nonce), mode=None).encryptor().update(
-            bytes(fits + 1)
-        )
+        Cipher(algorithms.ChaCha20(bytes(32), nonce), mode=None).encryptor().update(bytes(fits + 1))
     assert vr.STREAM_LIMIT == 2**32 * 64
 
 

@@ -673,8 +673,9 @@ def find_bounds(
 
 def _condition(where: object) -> str:
     """``where`` (SQL text) as ONE row condition, regenerated from its parse tree without
-    comments (it is the whole WHERE clause: nothing around it to bind tighter): a second clause, a statement or a comment that would swallow the
-    rest of the query is refused, free, never spliced."""
+    comments (it is the whole WHERE clause: nothing around it to bind tighter): a second
+    clause, a statement or a comment that would swallow the rest of the query is refused,
+    free, never spliced."""
     import sqlglot
     from sqlglot import exp
 
@@ -688,7 +689,7 @@ def _condition(where: object) -> str:
         tree = None if commented else sqlglot.parse_one(where, read="duckdb", into=exp.Condition)
     except Exception:  # ParseError, TokenError, or sqlglot's own slip on odd text
         tree = None
-    if not isinstance(tree, exp.Expression) or isinstance(tree, exp.Query):
+    if not isinstance(tree, exp.Expr) or isinstance(tree, exp.Query):
         raise InvalidArgumentError(
             f"where={where!r} must be one SQL condition on the table's rows (e.g. "
             "where=\"age >= 18 AND state IN ('CA', 'NY')\"), with no other clause, statement or "

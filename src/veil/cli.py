@@ -506,9 +506,10 @@ def query(
         aim = parse_aim(
             target, level, min_group_size, reference, False, None, epsilon=epsilon, command="query"
         )
+        # with --target the search chooses ε (and grants it, no --ledger)
         ask = _Ask.parse(
             table,
-            "1" if epsilon is None else epsilon,  # with --target the search chooses ε (and grants it, no --ledger)
+            "1" if epsilon is None else epsilon,
             delta,
             bounds,
             privacy_unit,

@@ -94,7 +94,7 @@ def _current_context() -> Any:
     try:
         from typer._click.globals import get_current_context
     except ImportError:  # a Typer that does not carry its own click
-        from click import get_current_context
+        from click import get_current_context  # type: ignore[no-redef]
     return get_current_context(silent=True)
 
 

@@ -5,7 +5,6 @@ whatever the body, only veil's documented problem types come back, nothing charg
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -90,7 +89,9 @@ def test_an_administrators_grant_takes_numbers_only(service: Service, value: obj
         ("/v1/mechanisms/laplace", {"values": [1], "epsilon": "0.1", "sensitivity": True}),
     ],
 )
-def test_the_mechanisms_take_numbers_only(service: Service, path: str, body: dict[str, Any]) -> None:
+def test_the_mechanisms_take_numbers_only(
+    service: Service, path: str, body: dict[str, Any]
+) -> None:
     before = service.ledger.remaining("alice", "app").precise()
     code, problem = _post(service, path, {"dataset": "app", "sensitivity": 1} | body)
     assert code == 422, problem
