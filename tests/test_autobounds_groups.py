@@ -211,6 +211,20 @@ def test_veil_bounds_by_refuses_a_key_it_cannot_group_by() -> None:
     assert s.remaining() == veil.Budget(epsilon=10)
 
 
+def test_veil_bounds_by_is_regenerated_from_its_key_never_spliced() -> None:
+    # a trailing comment once swallowed the rest of the step's query; the key is now written
+    # from its parse tree, so 'r --' asks exactly what 'r' asks (the same cached answer)
+    s = _session(PEOPLE)
+    where = "r IN ('a', 'b', 'c', 'd')"
+    (found,) = find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where=where, by="r")
+    (again,) = find_bounds(s, "t", ["x"], epsilon=Fraction(1, 10), where=where, by="r -- x")
+    assert again.cached
+    assert again.value == found.value
+    with pytest.raises(InvalidArgumentError, match="must be a column"):
+        find_bounds(s, "t", ["x"], epsilon=1, where=where, by="r, COUNT(*) AS m FROM t --")
+    assert s.remaining() == veil.Budget(epsilon=Fraction(99, 10))
+
+
 def test_a_catalog_owners_bounds_are_the_outer_range_of_every_group(tmp_path: Path) -> None:
     path = tmp_path / "t.parquet"
     PEOPLE.to_parquet(path)

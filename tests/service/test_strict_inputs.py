@@ -116,6 +116,20 @@ def test_text_veil_cannot_read_is_refused_free(
     assert _remaining(service) == before
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [{"sql": SQL + " WHERE grp = '\ud800'"}, {"dataset": "\udfff"}, {"bounds": {"\ud800": [0, 1]}}],
+)
+def test_a_lone_surrogate_anywhere_in_a_body_is_named_and_refused(
+    service: Service, changes: dict[str, object]
+) -> None:
+    before = _remaining(service)
+    code, body = _post(service, "/v1/query", QUERY | changes)
+    assert (code, body["type"]) == (422, "urn:veil:problem:invalid-request"), body
+    assert "holds a lone surrogate escape" in body["detail"]
+    assert _remaining(service) == before
+
+
 def test_a_thousand_term_and_chain_is_answered(service: Service) -> None:
     code, body = _post(service, "/v1/query", QUERY | {"sql": f"{SQL} WHERE {CHAIN}"})
     assert code == 200, body

@@ -77,8 +77,8 @@ class _Body(BaseModel):
         if bad is not None:
             shown = bad.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
             raise ValueError(
-                f"the text {shown[:80]!r} holds a lone surrogate escape (such as \\ud800), "
-                "which is no character; send valid Unicode text"
+                f"the text «{shown[:80]}» holds a lone surrogate escape, which is no "
+                "character; send valid Unicode text"
             )
         return data
 
