@@ -243,3 +243,26 @@ def test_a_text_column_used_as_a_number_gets_no_advice_to_declare_its_type(sql: 
         assert "declare" not in str(caught.value)
         assert "schema=" not in str(caught.value)
         assert "--column" not in str(caught.value)
+
+
+@pytest.mark.parametrize("connective", ["AND", "OR"])
+def test_a_thousand_term_chain_is_checked_and_answered_without_recursion(
+    sql: Any, connective: str
+) -> None:
+    # the pure-condition check walked the chain recursively (a RecursionError at 1,000 terms)
+    table = f"chain_{connective.lower()}"
+    sql.execute(
+        f"CREATE TABLE {table} AS SELECT g AS uid, g * 1.0 AS x FROM generate_series(1, 40) g"
+    )
+    chain = f" {connective} ".join(f"x <> {i + 1000}" for i in range(1_000))
+    s = _session(_name(table))
+    try:
+        result = s.sql(f"SELECT COUNT(*) AS n FROM t WHERE {chain}", epsilon=1)
+        assert list(result.columns) == ["n"]
+        # and a refusal deep in the chain is still found, free
+        bad = chain + f" {connective} x / x > 1"
+        with pytest.raises(UserError, match="could fail on some rows"):
+            s.sql(f"SELECT COUNT(*) AS n FROM t WHERE {bad}", epsilon=1)
+        assert s.remaining() == veil.Budget(epsilon=99, delta=1e-3)
+    finally:
+        s.close()

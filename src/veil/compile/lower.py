@@ -376,6 +376,16 @@ def _and(parts: Sequence[exp.Expr]) -> exp.Expr | None:
     return out
 
 
+def _reading(node: exp.Expr) -> set[int]:
+    """The ids of the nodes of ``node`` whose subtree holds a column: one pass, bottom up
+    (``walk`` lists parents before children)."""
+    reads: set[int] = set()
+    for sub in reversed(list(node.walk())):
+        if isinstance(sub, exp.Column) or any(id(c) in reads for c in sub.iter_expressions()):
+            reads.add(id(sub))
+    return reads
+
+
 def _source(plan: Plan) -> tuple[Scan, exp.Expr | None]:
     predicate: exp.Expr | None = None
     node = plan
@@ -652,7 +662,9 @@ class _Lowering:
         return exp.paren(predicate.transform(fix, copy=False))
 
     def _pure(self, node: exp.Expr) -> None:
-        """Refuse a condition that could raise on some row (see :data:`Conditions`)."""
+        """Refuse a condition that could raise on some row (see :data:`Conditions`). One
+        pass over the tree, without recursion: a chain of thousands of terms is as deep as it
+        is long, and which subtrees read a column is found once, bottom up."""
 
         def refuse(what: str) -> UnsupportedQueryError:
             return UnsupportedQueryError(
@@ -662,42 +674,45 @@ class _Lowering:
                 "compute the value in a view of the table and query the view"
             )
 
-        if not any(True for _ in node.find_all(exp.Column)):
-            for sub in node.walk():
-                if not isinstance(sub, _CONSTANT):
-                    raise refuse(f"{sub.key.upper()} ({sub.sql(dialect=self.d.name)[:40]})")
-            return
-        if isinstance(node, exp.Column):
-            return
-        if isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.TEXT_TYPES):
-            self._pure(node.this)  # every value has a text form: the cast cannot fail
-            return
-        if not isinstance(node, _PURE):
-            raise refuse(f"{node.key.upper()} ({node.sql(dialect=self.d.name)[:40]})")
-        if isinstance(node, exp.Like | exp.ILike):
-            pattern = node.expression
-            escape = node.args.get("escape")
-            trailing = len(pattern.name) - len(pattern.name.rstrip("\\"))
-            if not pattern.is_string or escape is not None or trailing % 2 == 1:
-                raise refuse(f"the pattern {pattern.sql(dialect=self.d.name)}")
-        if isinstance(node, exp.Case | exp.If):
-            results = [node.args.get("default"), node.args.get("true"), node.args.get("false")]
-            results += [w.args.get("true") for w in node.args.get("ifs") or ()]
-            if any(r is not None and any(True for _ in r.find_all(exp.Column)) for r in results):
-                raise refuse("a CASE whose result reads a column")
-        if isinstance(node, _JOINS):
-            kinds = {
-                self.agg.child.field(c.name).type
-                for operand in node.iter_expressions()
-                for c in operand.find_all(exp.Column)
-            }
-            mixed = sum(
-                1 for operand in node.iter_expressions() if any(operand.find_all(exp.Column))
-            )
-            if mixed > 1 and (len(kinds) > 1 or kinds & {"real", "temporal", "binary", "other"}):
-                raise refuse(f"comparing two columns ({node.sql(dialect=self.d.name)[:40]})")
-        for child in node.iter_expressions():
-            self._pure(child)
+        reads = _reading(node)
+        stack = [node]
+        while stack:
+            sub = stack.pop()
+            if id(sub) not in reads:
+                for inner in sub.walk():
+                    if not isinstance(inner, _CONSTANT):
+                        raise refuse(f"{inner.key.upper()} ({inner.sql(dialect=self.d.name)[:40]})")
+                continue
+            if isinstance(sub, exp.Column):
+                continue
+            if isinstance(sub, exp.Cast) and sub.to.is_type(*exp.DataType.TEXT_TYPES):
+                stack.append(sub.this)  # every value has a text form: the cast cannot fail
+                continue
+            if not isinstance(sub, _PURE):
+                raise refuse(f"{sub.key.upper()} ({sub.sql(dialect=self.d.name)[:40]})")
+            if isinstance(sub, exp.Like | exp.ILike):
+                pattern = sub.expression
+                escape = sub.args.get("escape")
+                trailing = len(pattern.name) - len(pattern.name.rstrip("\\"))
+                if not pattern.is_string or escape is not None or trailing % 2 == 1:
+                    raise refuse(f"the pattern {pattern.sql(dialect=self.d.name)}")
+            if isinstance(sub, exp.Case | exp.If):
+                results = [sub.args.get("default"), sub.args.get("true"), sub.args.get("false")]
+                results += [w.args.get("true") for w in sub.args.get("ifs") or ()]
+                if any(r is not None and id(r) in reads for r in results):
+                    raise refuse("a CASE whose result reads a column")
+            if isinstance(sub, _JOINS):
+                kinds = {
+                    self.agg.child.field(c.name).type
+                    for operand in sub.iter_expressions()
+                    for c in operand.find_all(exp.Column)
+                }
+                mixed = sum(1 for operand in sub.iter_expressions() if id(operand) in reads)
+                if mixed > 1 and (
+                    len(kinds) > 1 or kinds & {"real", "temporal", "binary", "other"}
+                ):
+                    raise refuse(f"comparing two columns ({sub.sql(dialect=self.d.name)[:40]})")
+            stack.extend(reversed(list(sub.iter_expressions())))  # left to right, as written
 
     # rows: (__unit, __k…, __x…) ---------------------------------------------------------------
     def rows(self) -> exp.Select:
