@@ -36,7 +36,7 @@ def test_an_empty_option_of_a_query_is_refused_and_charges_nothing(
         *args,
     )  # fmt: skip
     assert code == 2, (out, err)
-    assert f"{flag} was given an empty value" in err
+    assert f"{flag} needs a value, not an empty one" in err
     assert ledger.remaining("cli", "people") == veil.Budget(epsilon=2)
 
 
@@ -46,7 +46,7 @@ def test_an_empty_ledger_is_refused_rather_than_run_untracked(tmp_path: Path) ->
         "query", SQL, "--table", f"people={people}", "--epsilon", "0.5", "--ledger", ""
     )
     assert code == 2
-    assert "--ledger was given an empty value" in err
+    assert "--ledger needs a value, not an empty one" in err
     assert out == ""
 
 
@@ -57,10 +57,10 @@ def test_empty_options_are_refused_in_every_command(tmp_path: Path) -> None:
         "--ledger", url,
     )  # fmt: skip
     assert code == 2
-    assert "--epsilon was given an empty value" in err
+    assert "--epsilon needs a value, not an empty one" in err
     code, _, err = invoke("serve", "--config", "")
     assert code == 2
-    assert "--config was given an empty value" in err
+    assert "--config needs a value, not an empty one" in err
     # an integer option's empty value is click's own refusal, naming the flag too
     code, _, err = invoke("query", SQL, "--table", "people=x.parquet", "--max-groups", "")
     assert code == 2

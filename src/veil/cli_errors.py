@@ -84,8 +84,8 @@ def refuse_empty_options() -> None:
         if any(isinstance(v, str) and not v.strip() for v in values):
             flag = max(param.opts, key=len)
             raise InvalidArgumentError(
-                f"{flag} was given an empty value; give it one (e.g. {flag} VALUE) or leave "
-                "the option out"
+                f"{flag} needs a value, not an empty one; give it one (e.g. {flag} VALUE) or "
+                "leave the option out"
             )
 
 
