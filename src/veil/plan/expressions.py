@@ -51,6 +51,12 @@ a level, except that a chain of one connective (``a AND b AND c …``, ``a OR b 
 one level however long. Deeper trees are refused, free (the engines have limits of their own:
 DuckDB's is 1,000)."""
 
+MAX_CHAIN = 1_024
+"""The most terms one chain of one connective (``a AND b AND …``) may hold in a WHERE or
+HAVING. veil reads a chain of any length without recursion, but an engine may not: Spark's
+planner keeps the chain as a tree as deep as it is long, and a 5,000-term chain ran its driver
+out of memory after the charge. So a longer chain is refused, free, on every engine alike."""
+
 DEPTH_FIX = (  # the fix every refusal of depth names
     "write it flatter (a chain of AND or OR terms may be as long as the query's size limit "
     "allows; use IN (…) for many values)"
@@ -94,19 +100,33 @@ def check_text(text: str, what: str) -> None:
 
 def check_depth(node: exp.Expression, clause: str, text: str = "") -> None:
     """Refuse, free, an expression tree deeper than :data:`MAX_DEPTH` (a chain of one
-    connective counting once). Iterative: a tree of any depth is measured without recursion."""
-    stack: list[tuple[exp.Expression, int]] = [(node, 1)]
+    connective counting once) or a chain of more than :data:`MAX_CHAIN` terms. Iterative: a
+    tree of any depth is measured without recursion."""
+    # each entry: the node, its depth, the chain it belongs to (its root's id; 0: none), and
+    # whether it is a link of that chain (an AND under an AND) rather than one of its terms
+    stack: list[tuple[exp.Expression, int, int, bool]] = [(node, 1, 0, False)]
+    terms: dict[int, int] = {}
     while stack:
-        sub, depth = stack.pop()
+        sub, depth, chain, link = stack.pop()
         if depth > MAX_DEPTH:
             raise UnsupportedQueryError(
                 f"the {clause} expression nests more than {MAX_DEPTH} levels deep, the most "
                 f"veil takes; {DEPTH_FIX}",
                 position=position(sub, text),
             )
+        if chain and not link:
+            terms[chain] = terms.get(chain, 0) + 1
+            if terms[chain] > MAX_CHAIN:
+                raise UnsupportedQueryError(
+                    f"the {clause} expression joins more than {MAX_CHAIN} terms with one "
+                    "connective, the most veil sends to an engine; use IN (…) for many values "
+                    "(or a public table or domains= for a large set of keys)",
+                    position=position(sub, text),
+                )
+        own = (chain if link else id(sub)) if isinstance(sub, exp.Connector) else 0
         for child in sub.iter_expressions():
             chained = isinstance(child, exp.Connector) and type(child) is type(sub)
-            stack.append((child, depth if chained else depth + 1))
+            stack.append((child, depth if chained else depth + 1, own, chained))
 
 
 # ── positions and names ──────────────────────────────────────────────────────────────────────
