@@ -42,7 +42,7 @@ use Veil\Exception\VeilException;
  * {@see TimeoutException} for how to learn the outcome of a request whose answer was lost.
  * Errors are typed exceptions mapped from the service's problem types ({@see VeilException}).
  */
-final class Client
+final class Client implements ClientInterface
 {
     public const VERSION = '0.1.0';
 
@@ -122,68 +122,13 @@ final class Client
 
     // ------------------------------------------------------------------------- queries
 
-    /**
-     * Answer `$sql` (veil's SQL subset; its one table is the dataset) with noise.
-     *
-     * @param array{
-     *     epsilon: float|int|string,
-     *     delta?: float|int|string,
-     *     bounds?: 'auto'|array<string, array{0: float|int|string, 1: float|int|string}|'auto'|array{auto: string}>,
-     *     bounds_share?: float|int|string,
-     *     max_groups?: int,
-     *     max_rows_per_group?: int,
-     *     consistent?: bool,
-     *     weights?: string|false,
-     *     limits?: 'auto'|'auto_groups',
-     *     limits_share?: float|int|string,
-     *     async?: bool,
-     *     target?: string|list<string>,
-     *     references?: array<string, float|int>,
-     *     min_group_size?: int,
-     * } $options `epsilon` (required unless `target`): what the query may cost; `target`:
-     *     accuracy targets instead (`'n=±50'`, `'mean=±2%'` with `references`, an AVG with
-     *     `min_group_size`): the service runs it at the smallest ε meeting them; `bounds`, `max_groups`,
-     *     `max_rows_per_group`: only tighter than the data owner's; `bounds` may be `'auto'`
-     *     (every clamped column), or per column `'auto'` or `['auto' => 'state']` (per group of
-     *     a public GROUP BY key): found under DP with `bounds_share` of ε (default 0.1) and
-     *     returned in {@see QueryResult::$autoBounds}; `consistent`: group counts
-     *     that add up to their noisy total; `weights`: a survey-weights column weighting
-     *     COUNT(*), SUM and AVG, or false for none (default: the dataset's own weights);
-     *     `limits` `'auto'`: max_rows chosen under DP with `limits_share` of ε (default 0.1),
-     *     `'auto_groups'`: max_groups, max_rows_per_group and max_rows chosen together from one
-     *     noisy histogram; either returned in {@see QueryResult::$autoLimits};
-     *     `async`: run it as a job and poll until it is done (for a query longer than a
-     *     proxy's read timeout; the answer is the same)
-     * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
-     */
+    /** {@inheritDoc} */
     public function query(string $dataset, string $sql, array $options): QueryResult
     {
         return $this->ask('query', $dataset, ['sql' => $sql], $options);
     }
 
-    /**
-     * Answer a query given as a JSON plan — the Python builder's calls (`Session.query`), the
-     * service's `plan` — with noise: the same plans, charges and cached answers as the
-     * equivalent SQL, so a question asked once as SQL and once as a plan is charged once.
-     *
-     * ```php
-     * $result = $veil->queryPlan('people', [
-     *     'where' => ['age >= 18'],
-     *     'group_by' => ['state'],
-     *     'aggregates' => [['function' => 'count', 'alias' => 'n'],
-     *                      ['function' => 'median', 'column' => 'income', 'alias' => 'mid']],
-     * ], ['epsilon' => 0.5]);
-     * ```
-     *
-     * @param array<string, mixed> $plan `aggregates` (required: a list of `['function' => …,
-     *     'column' => …, 'alias' => …, 'quantile' => …]`, functions as in {@see PLAN_FUNCTIONS}),
-     *     `where` (a list of conditions, ANDed), `group_by` (column names, or `['column' => …,
-     *     'keys' => [a public list]]`, `['column' => …, 'bins' => [edges]]`, each with an
-     *     optional `alias`), `having`, `order_by` (names, or `['column' => …, 'descending' =>
-     *     true]`), `limit`, `offset`, `select`
-     * @param array<string, mixed> $options as for {@see query()} (not `target`: SQL only)
-     * @throws BudgetExhaustedException|UnsupportedQueryException|InvalidRequestException|VeilException
-     */
+    /** {@inheritDoc} */
     public function queryPlan(string $dataset, array $plan, array $options): QueryResult
     {
         return $this->ask('queryPlan', $dataset, ['plan' => self::plan($plan)], $options);
@@ -220,11 +165,7 @@ final class Client
         return QueryResult::fromAnswer($this->answer($status, $headers, $answer));
     }
 
-    /**
-     * Wait for query job `$jobId` (a query slower than the service's `query_timeout_s`, or one
-     * sent with `async`) and return its answer. Polling is free: call it again after a
-     * {@see TimeoutException} that names a job ({@see TimeoutException::$jobId}).
-     */
+    /** {@inheritDoc} */
     public function awaitJob(string $jobId): QueryResult
     {
         return $this->waitForJob($jobId, []);
@@ -290,23 +231,13 @@ final class Client
         }
     }
 
-    /**
-     * What `$sql` would cost and its expected error bars: reads no data, charges nothing.
-     *
-     * @param array<string, mixed> $options as for {@see query()}, `epsilon` optional (default 1)
-     */
+    /** {@inheritDoc} */
     public function explain(string $dataset, string $sql, array $options = []): Explanation
     {
         return $this->explainQuery(['dataset' => $dataset, 'sql' => $sql], $options);
     }
 
-    /**
-     * What a query given as a JSON plan ({@see queryPlan()}) would cost and its expected error
-     * bars: reads no data, charges nothing.
-     *
-     * @param array<string, mixed> $plan as for {@see queryPlan()}
-     * @param array<string, mixed> $options as for {@see explain()}
-     */
+    /** {@inheritDoc} */
     public function explainPlan(string $dataset, array $plan, array $options = []): Explanation
     {
         return $this->explainQuery(['dataset' => $dataset, 'plan' => self::plan($plan)], $options);
@@ -323,31 +254,13 @@ final class Client
         return Explanation::fromAnswer($this->answer($status, $headers, $answer));
     }
 
-    /**
-     * Clamping bounds for `$columns` found under DP (`veil bounds`, `POST /v1/bounds`): a noisy
-     * log-scale histogram of each column at `epsilon / count($columns)`, charged like a query.
-     * A query with `'bounds' => 'auto'` over the same rows, whose share of ε equals a step's,
-     * reuses them free.
-     *
-     * @param list<string> $columns
-     * @param array{
-     *     epsilon: float|int|string,
-     *     where?: string,
-     *     within?: array<string, array{0: float|int|string, 1: float|int|string}>,
-     *     by?: string,
-     *     max_groups?: int,
-     *     max_rows_per_group?: int,
-     *     max_rows?: int,
-     * } $options `where`: only the rows matching this SQL condition; `within`: outer ranges
-     *     (narrowing the owner's); `by`: a public key to find them per group of (a column
-     *     with a declared domain, or `'BIN(age, 0, 30, 60, 120) AS band'`)
-     * @return list<ChosenBounds>
-     * @throws BudgetExhaustedException|InvalidRequestException|VeilException
-     */
+    /** {@inheritDoc} */
     public function findBounds(string $dataset, array $columns, array $options): array
     {
-        if ($columns === [] || !array_is_list($columns)
-            || array_filter($columns, static fn ($c) => !is_string($c) || $c === '') !== []) {
+        if (
+            $columns === [] || !array_is_list($columns)
+            || array_filter($columns, static fn ($c) => !is_string($c) || $c === '') !== []
+        ) {
             throw new InvalidRequestException(
                 "findBounds() needs a list of columns, e.g. ['income']; nothing was sent"
             );
@@ -384,26 +297,14 @@ final class Client
         return $out;
     }
 
-    /**
-     * A noisy count of the dataset's rows where every condition holds (see {@see Sql::where()}:
-     * `['region' => 'North']`, `['region' => ['North', 'South']]`, `['coupon' => null]`).
-     * Each person's rows count up to the owner's contribution limits; the count is an integer.
-     *
-     * @param array<string, scalar|null|list<scalar>> $where
-     */
+    /** {@inheritDoc} */
     public function noisyCount(string $dataset, mixed $epsilon, array $where = []): Estimate
     {
         $sql = 'SELECT COUNT(*) AS n FROM ' . Sql::table($dataset) . Sql::where($where);
         return $this->query($dataset, $sql, ['epsilon' => $epsilon])->estimate();
     }
 
-    /**
-     * A noisy sum of `$column` over the rows where every condition holds; values are clamped to
-     * the owner's bounds, or to tighter `$bounds` ([lower, upper]) you give.
-     *
-     * @param array<string, scalar|null|list<scalar>> $where
-     * @param array{0: float|int|string, 1: float|int|string}|null $bounds
-     */
+    /** {@inheritDoc} */
     public function noisySum(
         string $dataset,
         string $column,
@@ -414,13 +315,7 @@ final class Client
         return $this->aggregate('SUM', $dataset, $column, $epsilon, $where, $bounds);
     }
 
-    /**
-     * A noisy mean of `$column` (a noisy sum over a noisy count: the count is private too, so
-     * both are measured and ε is split between them), as {@see noisySum()}.
-     *
-     * @param array<string, scalar|null|list<scalar>> $where
-     * @param array{0: float|int|string, 1: float|int|string}|null $bounds
-     */
+    /** {@inheritDoc} */
     public function noisyMean(
         string $dataset,
         string $column,
@@ -433,17 +328,7 @@ final class Client
 
     // ------------------------------------------------------------------------- mechanisms
 
-    /**
-     * Laplace noise on values you computed yourself — the seed's `noisyCount($trueCount)`.
-     *
-     * **Your sensitivity claim is the whole guarantee**: `$sensitivity` must bound how much one
-     * person can change the value (the L1 norm over a list): 1 for a count where each person
-     * is counted at most once, the largest possible amount for a sum of one amount per person.
-     * The service cannot check it. Integers in, integers out (discrete Laplace); floats come
-     * back on a grid of 2^k. The loss is charged to grant `$grant`.
-     *
-     * @param int|float|list<int|float> $values
-     */
+    /** {@inheritDoc} */
     public function laplace(
         mixed $values,
         mixed $epsilon,
@@ -482,15 +367,7 @@ final class Client
         );
     }
 
-    /**
-     * Choose a key of `$scores` by the exponential mechanism: key k with probability
-     * proportional to `exp(ε·score_k / 2Δ)`, so **the highest score most often** (the seed
-     * weighted by `exp(ε·(max − score) / 2Δ)`, which favours the worst). Sampled exactly by the
-     * service. `$sensitivity` (Δ) is your claim of how much one person can change any score
-     * (1 when a score counts people, each at most once); the loss ε is charged to `$grant`.
-     *
-     * @param array<int|string, int|float|string> $scores key → score
-     */
+    /** {@inheritDoc} */
     public function exponentialMechanism(
         array $scores,
         mixed $epsilon,
@@ -521,14 +398,7 @@ final class Client
         );
     }
 
-    /**
-     * k-ary randomized response: each of `$values` (one per person, each one of `$categories`)
-     * is reported truthfully with probability `e^ε / (e^ε + k − 1)`, otherwise as another
-     * category chosen uniformly. ε-DP for each reported value (local DP); charged to `$grant`.
-     *
-     * @param list<scalar|null> $values
-     * @param list<scalar|null> $categories
-     */
+    /** {@inheritDoc} */
     public function randomizedResponse(
         array $values,
         array $categories,
@@ -557,11 +427,7 @@ final class Client
 
     // ------------------------------------------------------------------------- budgets
 
-    /**
-     * What remains of your grant on `$dataset` (a dataset or a mechanism grant).
-     *
-     * @throws NotFoundException without a grant on it
-     */
+    /** {@inheritDoc} */
     public function remainingBudget(string $dataset): Budget
     {
         foreach ($this->budgets() as $line) {
@@ -575,7 +441,7 @@ final class Client
         ));
     }
 
-    /** @return list<BudgetLine> your grants: granted, remaining and the share used */
+    /** {@inheritDoc} */
     public function budgets(): array
     {
         [$status, $headers, $answer] = $this->http->send('GET', '/v1/budget');
@@ -587,25 +453,13 @@ final class Client
         return $out;
     }
 
-    /**
-     * The latest of your audit trail on `$dataset`, newest first: grants, charges (with their
-     * status and the SQL), cache hits and alerts — at most `$limit` (1 … 1000) events, older
-     * than the cursor `$before` when given. {@see historyPage()} gives the cursor of the older
-     * events too.
-     *
-     * @return list<HistoryEvent>
-     */
+    /** {@inheritDoc} */
     public function history(string $dataset, int $limit = 100, ?string $before = null): array
     {
         return $this->historyPage($dataset, $limit, $before)->events;
     }
 
-    /**
-     * A page of your audit trail on `$dataset`, newest first, and the cursor of the older events
-     * ({@see HistoryPage::$next}: pass it as `$before`; null when there are none).
-     *
-     * @throws InvalidRequestException for a `$limit` outside 1 … 1000 (nothing is sent)
-     */
+    /** {@inheritDoc} */
     public function historyPage(string $dataset, int $limit = 100, ?string $before = null): HistoryPage
     {
         if ($limit < 1 || $limit > 1000) {
@@ -625,13 +479,7 @@ final class Client
         return new HistoryPage($out, Decode::nullableString($answer, 'next'));
     }
 
-    /**
-     * Your charge `$reservation` (the id an {@see Exception\OutcomeUnknownException} names), or
-     * null when there is none — or, with `$fingerprint`, when the charge under that id is another
-     * query's. Its `status` says what became of it: `committed` (re-issue the identical query:
-     * answered from the cache, free), `reserved` (still running), `abandoned` (charged, nothing
-     * released), `refunded`.
-     */
+    /** {@inheritDoc} */
     public function charge(int $reservation, ?string $fingerprint = null): ?HistoryEvent
     {
         [$status, $headers, $answer] = $this->http->send('GET', '/v1/charges/' . $reservation);
@@ -807,8 +655,10 @@ final class Client
     private static function targets(mixed $targets): array
     {
         $list = is_string($targets) ? [$targets] : $targets;
-        if (!is_array($list) || !array_is_list($list) || $list === []
-            || array_filter($list, static fn ($t) => !is_string($t) || $t === '') !== []) {
+        if (
+            !is_array($list) || !array_is_list($list) || $list === []
+            || array_filter($list, static fn ($t) => !is_string($t) || $t === '') !== []
+        ) {
             throw new InvalidRequestException(
                 "target must be a target or a list of them, e.g. 'n=±50' or ['n=±50', 'mean=±2%']; "
                 . 'nothing was sent'
