@@ -2,10 +2,13 @@
 #   make demo   — create .venv, install veil, run the demo on the embedded engine (DuckDB)
 #   make check  — the unit lane: ruff, then pytest --lane unit (no servers, processes, Spark,
 #                 browser, statistical or slow tests; see tests/lanes.py), in a few minutes
-#   make test   — create .venv, install veil with its test extras (Java for Spark; php-cli,
-#                 phpunit, chromium and chromium-driver from Debian), then ruff, mypy --strict
-#                 (with and without pyspark), the whole pytest suite in two processes with
-#                 branch coverage, checked per package, and the PHP client's PHPUnit tests
+#   make test   — create .venv, install veil with its test, docs and release extras (Java for
+#                 Spark; php-cli, phpunit, php-codesniffer, chromium and chromium-driver from
+#                 Debian), then ruff, mypy --strict (with and without pyspark), the whole pytest
+#                 suite in two processes with branch coverage, checked per package, the PHP
+#                 client's PHPUnit tests and static checks, the docs site built strictly, and
+#                 the wheel and sdist built and checked
+#   make docs-serve — the docs site at http://127.0.0.1:8000, rebuilt on every edit
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -25,9 +28,11 @@ COVERAGE_FLOORS := veil.accounting=95 veil.noise=95 veil.mechanisms=95 veil.comp
 WORKERS ?= 2
 
 # Debian packages the PHP client's tests and the browser tests need (installed if missing)
-SYSTEM_PACKAGES := php-cli php-curl php-xml php-mbstring phpunit chromium chromium-driver
+SYSTEM_PACKAGES := php-cli php-curl php-xml php-mbstring phpunit php-codesniffer chromium \
+	chromium-driver
 
-.PHONY: demo check test lint typecheck pytest phptest java system bench clean
+.PHONY: demo check test lint typecheck pytest phptest phpcheck docs docs-serve dist java system \
+	bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +43,7 @@ $(VENV)/.base: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
-	$(PIP) install --quiet -e '.[test,spark]'
+	$(PIP) install --quiet -e '.[test,spark,docs,release]'
 	touch $(VENV)/.base $@
 
 $(NOSPARK)/.deps: pyproject.toml | $(BIN)/python
@@ -58,8 +63,8 @@ system:
 	bash scripts/ensure-debian.sh $(SYSTEM_PACKAGES)
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts docs/hooks
+	$(BIN)/ruff format --check src tests benchmarks scripts docs/hooks
 
 # mypy --strict twice: against pyspark's own annotations (.venv has the spark extra), then as
 # without the extra (every pyspark name Any: a value pyspark types is Any there). The second run
@@ -75,18 +80,40 @@ pytest: $(VENV)/.dev java system
 
 # the unit lane: what a contributor runs before each commit (the full lane is `make test`)
 check: $(VENV)/.dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts docs/hooks
+	$(BIN)/ruff format --check src tests benchmarks scripts docs/hooks
 	$(BIN)/pytest --lane unit -n $(WORKERS) --dist loadfile -q
 
 # the PHP client's PHPUnit tests, against a real `veil serve` they start on loopback
 phptest: $(VENV)/.dev system
 	VEIL_BIN=$(abspath $(BIN))/veil phpunit --configuration clients/php/phpunit.xml
 
-test: lint typecheck pytest phptest
+# the PHP client's static checks: every file parses (php -l) and src/ keeps PSR-12 (phpcs).
+# PHPStan and Psalm ship as PHARs from GitHub releases and Packagist, which this project's
+# machines cannot reach; Debian packages neither.
+phpcheck: system
+	find clients/php examples/php-shop -name '*.php' -print0 | xargs -0 -n1 php -l -n > /dev/null
+	phpcs --standard=PSR12 clients/php/src clients/php/autoload.php
+
+# the docs site, built strictly: a broken link, anchor or API reference fails the build
+DOCS_ENV := NO_MKDOCS_2_WARNING=1
+docs: $(VENV)/.dev
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: $(VENV)/.dev
+	$(DOCS_ENV) $(BIN)/mkdocs serve
+
+# the wheel and sdist, built from a clean dist/ and checked (metadata, py.typed, no tests)
+dist: $(VENV)/.dev
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist . > /dev/null
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python scripts/check_dist.py dist
+
+test: lint typecheck pytest phptest phpcheck docs dist
 
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/bench_noise.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(COVERAGE)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(COVERAGE) build/site dist
