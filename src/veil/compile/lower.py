@@ -44,13 +44,9 @@ distinct groups never share a rank. It ranks the rows the row bound kept, not ev
 group keeps its first row, so those rows hold all of the unit's groups, and no row is joined
 back (the form before ranked the distinct (unit, group) pairs and joined every row to the kept
 ones, which also dropped the rows of a NULL unit). DuckDB runs ``__rn <= 1`` as a hash
-aggregation (``arg_min``), so with R = 1 the group rank sorts one row per (unit, group): on the
-1 M-row benchmark table (one state per user) ``max_groups = 3`` costs 1.1–1.2× the engine time
-of ``max_groups = 1`` (before, 2.2–2.4×). Where nearly every row is a (unit, group) of its own,
-3.1–3.7× (before 3.6–4.2×), and ``max_rows_per_group = 3`` costs more than before there
-(3.4–4.2× the R = 1 statement, before 2.8–3.2×): nearly every row is ranked twice. One sort of
-every row by (group hash, keys, row hash) would cost 2.1–2.4× on such data but 2.6–3.2× on the
-benchmark table. PostgreSQL and Spark gain on both kinds of data. Quantile
+aggregation (``arg_min``), so with R = 1 the group rank sorts one row per (unit, group); where
+nearly every row is a (unit, group) of its own and R > 1, nearly every row is ranked twice.
+Quantile
 measurements add one statement each: row counts per (group, bucket) over the same bounded rows
 (same salt, same order, hence the same rows). What the Session runs is ``together``: the main
 statement and every quantile's (group, bucket) counts in one statement, one scan of the
@@ -59,12 +55,12 @@ counts as the separate statements (a conformance test compares them on every eng
 a second bounding window. On DuckDB (``Dialect.cells_as_rows``) the per-group statistics
 instead carry, per quantile of a fine grid, the list of its bounded rows' cells
 (``ARRAY_AGG``, one aggregation of the rows: each group's list is read as its rows, of
-which the draw sorts only a window around the target rank, ``veil.release.quantiles``) —
-DuckDB's hash aggregation of a million distinct cells cost ~0.6 s of CPU at 10 M rows, and a
-second branch ``UNION ALL`` shipping each row's cell ~0.1 s, that the list does not; a coarse
-grid's counts per (group, cell) follow by ``UNION ALL``. A mode's counts per (group,
-candidate) ride in the same statement as a coarse grid's do (its rows outside the candidates
-with the cell −1, dropped when the output is split), so a MODE costs no second scan either.
+which the draw sorts only a window around the target rank, ``veil.release.quantiles``),
+sparing DuckDB a hash aggregation of every distinct cell and a second branch shipping each
+row's cell; a coarse grid's counts per (group, cell) follow by ``UNION ALL``. A mode's counts
+per (group, candidate) ride in the same statement as a coarse grid's do (its rows outside the
+candidates with the cell −1, dropped when the output is split), so a MODE costs no second scan
+either.
 """
 
 from __future__ import annotations
@@ -544,7 +540,7 @@ class _Lowering:
         the same double: for a number both are the nearest point of ``[lo, hi]``, and NaN,
         which sorts above every number in the engines, is ``hi`` in both. (A computed ``e``
         keeps the functions: its three copies in the comparisons cost DuckDB more to plan
-        than the comparisons save on a small table — 10 k rows: 9.5 against 8.7 ms.)"""
+        than the comparisons save on a small table.)"""
         if not self.d.case_clamps or not isinstance(e, exp.Column):
             return _least(e if lo is None else _greatest(e, lo), hi)
         ifs = [] if lo is None else [exp.If(this=exp.LT(this=e.copy(), expression=lo), true=lo)]
@@ -800,8 +796,7 @@ class _Lowering:
         group's statistics are of its own rows alone, so dropping the groups outside the
         domain after grouping leaves the same groups with the same statistics as dropping
         their rows before — and the engine then tests each *group's* key against the domain
-        instead of each row's (a 50-key ``IN`` over a million strings cost ~11 ms of a 36 ms
-        DuckDB statement). Only for keys that travel as they are (their grouped value is the
+        instead of each row's. Only for keys that travel as they are (their grouped value is the
         column's own); with a unit the domain must come first, as bounding chooses among the
         rows it leaves."""
         return (
@@ -1112,8 +1107,7 @@ class _Lowering:
         each group's) replaced by :func:`cell_top` of it, so the floor lies in
         ``[0, limit − 1]`` for every row (``above_centre``: never below 0; ≤ the floor at the
         top). The same cell as ``bucket_sql``'s clamped formula for every value (proof at
-        :func:`cell_top`); a ``LEAST`` fewer per row (with the single cast of a listed cell,
-        bench_peers' 1 M cells on DuckDB: 56.6 → 51.0 ms of CPU). None where some bound has
+        :func:`cell_top`); a ``LEAST`` fewer per row. None where some bound has
         no such top (a weighted column, a grid of one cell or beyond 2^48 cells, a bound the
         engine may read otherwise, a group's lower bound above its top): the clamped formula
         then."""

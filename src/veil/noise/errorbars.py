@@ -283,7 +283,7 @@ def _cached_halfwidth(kept: tuple[Term, ...], level: float) -> float:
 # and hi − lo ≤ 1e-7·hi (or U when F(U) does not reach it: the union bound holds anyway).
 # The cost is ~60 evaluations of (groups × (K_Y + 1)) masses, whatever the scales' ratio —
 # the grid convolution needs cells ∝ |c_b|·K_Y/sd, millions when a count's coefficient is the
-# reach of an AVG at large ε (98 s per bar at ε = 4096 before; milliseconds now).
+# reach of an AVG at large ε.
 
 _MIX_POINTS = 4096  # the mixing noise's support (per side) up to which the mixture is used
 

@@ -16,9 +16,8 @@ versions, each still read:
   each an ``int`` (not a bool, not ``null``) within 64 bits, is written packed:
   ``{"int": w, "base64": text}`` — the values as ``w``-byte two's-complement little-endian
   integers back to back (``w`` the narrowest of 1, 2, 4 and 8 bytes that holds the column's
-  least and greatest values), in base64 (RFC 4648, padded). One million noisy counts are
-  1–8 MB of bytes and ~1.3× that of text, written in milliseconds, where their JSON list
-  took 60–140 ms to write and ~4 MB to store. The packing is exact (the same integers come
+  least and greatest values), in base64 (RFC 4648, padded): about a third of a JSON list's
+  size for small counts, and far faster to write. The packing is exact (the same integers come
   back) and decided by the values alone, so equal measurements have equal forms; shorter
   columns stay lists, readable in the ledger's export. A form is written as 4 only when a
   column is packed, so a release that reads 2 and 3 but not 4 still serves every answer
