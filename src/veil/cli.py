@@ -286,7 +286,10 @@ WeightsOpt = Annotated[
     ),
 ]
 SqlArg = Annotated[
-    str, typer.Argument(help="The SQL query (veil's DP subset, see the README); - reads stdin.")
+    str,
+    typer.Argument(
+        help="The SQL query (veil's DP subset, see the docs' SQL reference); - reads stdin."
+    ),
 ]
 
 
@@ -860,7 +863,7 @@ def demo(
         str | None,
         typer.Option(
             "--write",
-            help="Write the README tour's synthetic people table to this .parquet or .csv "
+            help="Write the tutorials' synthetic people table to this .parquet or .csv "
             "file instead of running the demo.",
         ),
     ] = None,

@@ -5,7 +5,7 @@ from a fixed formula over row numbers (a string hash turned into uniforms). It u
 number generator at all — veil's only randomness is noise, drawn in :mod:`veil.random` — so the
 same call always yields the same table.
 
-``people`` (:func:`generate_people`, the README tour's table, written by ``veil demo --write``)
+``people`` (:func:`generate_people`, the tutorials' table, written by ``veil demo --write``)
 holds one row per person and year, 1–3 years per person (``user_id`` is the privacy unit)::
 
     user_id BIGINT, year INTEGER (2022–2024), state VARCHAR (10 US states, skewed),
@@ -138,7 +138,7 @@ ORDER BY user_id, year
 
 
 def generate_people(users: int = 20_000) -> pa.Table:
-    """The synthetic ``people`` table of the README's tour for ``users`` made-up people (about
+    """The synthetic ``people`` table of the tutorials for ``users`` made-up people (about
     two rows each). Deterministic, like :func:`generate_visits`.
 
     >>> generate_people(10).column_names

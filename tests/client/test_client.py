@@ -41,7 +41,7 @@ from veil.service.problems import PROBLEMS
 pytestmark = pytest.mark.system  # real servers (veil serve) on loopback
 
 GROUPED = "SELECT state, COUNT(*) AS n, AVG(income) AS avg_income FROM people GROUP BY state"
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "python-client.md"
 
 # analyst → {dataset: (epsilon, delta)}; each test spends its own analyst's grants
 GRANTS: dict[str, dict[str, tuple[float | str, float]]] = {
@@ -51,7 +51,7 @@ GRANTS: dict[str, dict[str, tuple[float | str, float]]] = {
     "hasty": {"people": (1, 0)},
     "mech": {"app": (5, 1e-5)},
     "slowpoke": {"people": (5, 0), "slow": (5, 0)},
-    "reader": {"people": (2, 1e-6), "app": (1, 0)},  # the README's example
+    "reader": {"people": (2, 1e-6), "app": (1, 0)},  # the how-to guide's example
 }
 
 
@@ -546,23 +546,22 @@ def test_the_client_never_shows_its_key_and_refuses_bad_arguments() -> None:
         Client("http://veil.example.org", "k").close()
 
 
-# ------------------------------------------------------------------------------ the README
+# ------------------------------------------------------------------------------ the docs
 
 
-def _readme_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### The Python client") :]
-    found = re.search(r"```python\n(?P<code>.*?)\n```", section, re.S)
-    assert found is not None, "the README's Python client section has no python block"
+def _guide_block() -> str:
+    text = GUIDE.read_text(encoding="utf-8")
+    found = re.search(r"```python\n(?P<code>.*?)\n```", text, re.S)
+    assert found is not None, "the Python client's how-to guide has no python block"
     return found.group("code")
 
 
-def test_the_readmes_client_example_runs_against_a_service(
+def test_the_guides_client_example_runs_against_a_service(
     server: Server, deployment: Deployment, tmp_path: Path
 ) -> None:
     env = {**os.environ, "VEIL_URL": server.base_url, "VEIL_KEY": deployment.keys["reader"]}
     done = subprocess.run(
-        [sys.executable, "-c", _readme_block()],
+        [sys.executable, "-c", _guide_block()],
         cwd=tmp_path,
         env=env,
         capture_output=True,

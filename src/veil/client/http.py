@@ -140,7 +140,7 @@ class Client:
         if parts.scheme == "http" and not _is_loopback(parts.hostname):
             warnings.warn(
                 f"{url} is plain HTTP: the API key, a bearer token, crosses the network in "
-                "clear; put the service behind TLS (README: running the service for real)",
+                "clear; put the service behind TLS (docs: 'Operate the service for real')",
                 VeilWarning,
                 stacklevel=2,
             )

@@ -208,8 +208,8 @@ def _fix(spark: Any) -> str:
     if _is_connect(spark):
         return (
             "on Spark Connect the server chooses the executors' Python: its operator must start "
-            f"it with PYSPARK_PYTHON naming a Python that has {have} (README, 'Running on "
-            "Apache Spark')"
+            f"it with PYSPARK_PYTHON naming a Python that has {have} (docs: 'Run on Apache "
+            "Spark')"
         )
     context = spark.sparkContext
     configured = context.getConf().get("spark.pyspark.python", None)
@@ -227,7 +227,7 @@ def _fix(spark: Any) -> str:
         )
     return (
         f"ship a Python environment with {have} to the executors: build veil-env.tar.gz as "
-        "the README's 'Running on Apache Spark' shows, then set PYSPARK_PYTHON=./env/bin/python "
+        "the docs' 'Run on Apache Spark' guide shows, then set PYSPARK_PYTHON=./env/bin/python "
         "before the SparkSession starts, with spark.archives=veil-env.tar.gz#env (spark-submit: "
         "--archives veil-env.tar.gz#env --conf spark.pyspark.python=./env/bin/python --conf "
         f"spark.pyspark.driver.python=python){note}"
