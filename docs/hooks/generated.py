@@ -8,6 +8,9 @@
 - ``benchmarks.md`` from ``benchmarks/results/*.json`` and the benchmark scripts' docstrings;
 - ``contributing.md`` from ``CONTRIBUTING.md``.
 
+It also renders the Sphinx roles of veil's docstrings (``:class:`Budget```), which the API
+reference shows as code, without the role's name.
+
 Nothing generated is committed: each build writes it afresh, so it cannot drift from the code.
 """
 
@@ -37,6 +40,13 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for uri, make in pages.items():
         files.append(File.generated(config, uri, content=make()))
     return files
+
+
+_ROLE = re.compile(r":(?:py:)?(?:class|meth|func|mod|data|attr|exc|obj|const):(<code>)~?")
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    return _ROLE.sub(r"\1", html)
 
 
 # --- the command line ---------------------------------------------------------------------
