@@ -92,6 +92,27 @@ def test_every_page_is_in_the_navigation() -> None:
     assert listed - written - generated == set(), "mkdocs.yml lists pages that do not exist"
 
 
+DATA = re.compile(r"```(?P<lang>toml|json)\n(?P<code>.*?)\n```", re.S)
+
+
+@pytest.mark.parametrize("page", [_name(p) for p in pages() if DATA.search(p.read_text())])
+def test_every_toml_and_json_block_parses(page: str) -> None:
+    """Config files and request bodies are examples too: each one parses as written."""
+    import json
+    import tomllib
+
+    text = (ROOT / page).read_text(encoding="utf-8")
+    for m in DATA.finditer(text):
+        line = text.count("\n", 0, m.start("code")) + 1
+        try:
+            if m.group("lang") == "toml":
+                tomllib.loads(m.group("code"))
+            else:
+                json.loads(m.group("code"))
+        except ValueError as err:
+            pytest.fail(f"{page} line {line} ({m.group('lang')}): {err}")
+
+
 def _env() -> dict[str, str]:
     bin_dir = str(Path(sys.executable).parent)
     return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
